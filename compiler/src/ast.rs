@@ -1,0 +1,252 @@
+//! The abstract syntax tree of a `.mma` file: what the user wrote, with byte spans, before
+//! any name is resolved. Built by [`crate::parse`], consumed by [`crate::check`].
+
+use crate::diagnostic::Span;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Int(i64),
+    /// `name` or `name.property` (e.g. `f32`, `toward_zero`, `out.precision`).
+    Path(Ident, Option<Ident>),
+    Neg(Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `match scrutinee { pattern => value, _ => value }`; a `None` pattern is `_`.
+    Match(Box<Expr>, Vec<(Option<Expr>, Expr)>),
+    Str(String),
+    Tuple(Vec<Expr>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    /// Exact integer division (an error when there is a remainder).
+    Div,
+    Pow,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct File {
+    pub items: Vec<Item>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Item {
+    Arch {
+        name: Ident,
+        title: Option<String>,
+        span: Span,
+    },
+    Import {
+        name: Ident,
+        span: Span,
+    },
+    Format(FormatDecl),
+    Pipeline(PipelineDecl),
+    Instruction(InstructionDecl),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct FormatDecl {
+    pub name: Ident,
+    pub fields: Vec<(Ident, Expr)>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub name: Ident,
+    pub default: Option<Expr>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PipelineDecl {
+    pub name: Ident,
+    pub params: Vec<Param>,
+    pub stages: Vec<Stage>,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operand {
+    A,
+    B,
+    C,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TermClass {
+    Products,
+    C,
+    Groups,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProductsPart {
+    All,
+    Even,
+    Odd,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Source {
+    Products(ProductsPart),
+    /// `c`, a group name, or the name of an earlier `align ... as NAME`.
+    Named(Ident),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeepRound {
+    pub keep: Expr,
+    pub round: Expr,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlignTerm {
+    pub source: Source,
+    pub keep_round: Option<KeepRound>,
+    pub drop_below: Option<Expr>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reference {
+    MaxExponent,
+    Fixed(Expr),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum MultiplyKind {
+    Exact,
+    Round { format: Expr, rounding: Expr },
+    Integer,
+    Xor,
+    And,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum NormalizeTarget {
+    /// `to FORMAT`: the result format (range, precision and overflow).
+    To(Expr),
+    /// `range FORMAT`: only the exponent floor of FORMAT; the value stays exact otherwise.
+    Range(Expr),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum StageKind {
+    Chain {
+        length: Expr,
+        bytes: bool,
+    },
+    Flush {
+        operands: Vec<Operand>,
+    },
+    Multiply {
+        kind: MultiplyKind,
+        scaled: bool,
+        overflow_at: Option<Expr>,
+        flush_keep_sign: bool,
+    },
+    ZeroExponent {
+        exponent: Option<Expr>,
+        class: Option<TermClass>,
+    },
+    ZeroResult(Ident),
+    Group {
+        size: Expr,
+        scaled: bool,
+        name: Ident,
+    },
+    Align {
+        terms: Vec<AlignTerm>,
+        reference: Reference,
+        keep_round: Option<KeepRound>,
+        name: Option<Ident>,
+    },
+    SumExact,
+    Normalize {
+        target: NormalizeTarget,
+        precision: Option<Expr>,
+        rounding: Option<Expr>,
+        overflow: Option<(String, Span)>,
+    },
+    Accumulate {
+        format: Expr,
+        rounding: Expr,
+        flush_keep_sign: bool,
+    },
+    Pairwise {
+        size: Expr,
+        format: Expr,
+        rounding: Expr,
+        flush_keep_sign: bool,
+    },
+    Nan(Ident),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stage {
+    pub kind: StageKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum NamePart {
+    Text(String),
+    Placeholder(Ident),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Binding {
+    pub names: Vec<Ident>,
+    pub values: BindingValues,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum BindingValues {
+    List(Vec<Expr>),
+    Range {
+        from: Expr,
+        to: Expr,
+        step: Option<Expr>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Arg {
+    pub name: Option<Ident>,
+    pub value: Expr,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Uses {
+    pub pipeline: Ident,
+    pub args: Vec<Arg>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstructionDecl {
+    pub name: Vec<NamePart>,
+    pub name_span: Span,
+    pub bindings: Vec<Binding>,
+    pub shape: Option<([Expr; 3], Span)>,
+    pub types: Vec<(char, Expr, Span)>,
+    pub scale: Option<(Expr, Expr, Span)>,
+    pub uses: Option<Uses>,
+    pub span: Span,
+}

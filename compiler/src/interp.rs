@@ -1,0 +1,840 @@
+//! The reference interpreter: computes one dot-product-add of a checked instruction
+//! exactly, with [`Dyadic`] arithmetic, rounding only where the IR says so. Optionally
+//! records a trace of every stage (decoded inputs, exponents, the reference exponent of
+//! each alignment, what each rounding dropped, the sum and the result).
+
+use crate::exact::{Dyadic, Rounding};
+use crate::format::{Decoded, Finite, Format};
+use crate::ir::*;
+use num_bigint::BigInt;
+use num_traits::ToPrimitive;
+
+/// The inputs of one dot product, as raw encodings.
+#[derive(Clone, Copy, Debug)]
+pub struct Operands<'a> {
+    pub c: u64,
+    pub a: &'a [u64],
+    pub b: &'a [u64],
+    /// Scale factors of row i of A, one per block of k (empty without scales).
+    pub sa: &'a [u64],
+    /// Scale factors of column j of B.
+    pub sb: &'a [u64],
+}
+
+/// Why an evaluation could not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EvalError {
+    #[error("{operand} has {got} elements, but `{instruction}` takes {want}")]
+    OperandCount {
+        instruction: String,
+        operand: &'static str,
+        got: usize,
+        want: usize,
+    },
+}
+
+/// Compute `d` for one dot product.
+pub fn run(inst: &Instruction, ops: &Operands) -> Result<u64, EvalError> {
+    let mut t = Trace { lines: None };
+    evaluate(inst, ops, &mut t)
+}
+
+/// Compute `d` and return the trace of every stage.
+pub fn run_traced(inst: &Instruction, ops: &Operands) -> Result<(u64, Vec<String>), EvalError> {
+    let mut t = Trace {
+        lines: Some(vec![]),
+    };
+    let d = evaluate(inst, ops, &mut t)?;
+    Ok((d, t.lines.unwrap_or_default()))
+}
+
+struct Trace {
+    lines: Option<Vec<String>>,
+}
+
+impl Trace {
+    fn on(&self) -> bool {
+        self.lines.is_some()
+    }
+    fn line(&mut self, f: impl FnOnce() -> String) {
+        if let Some(l) = &mut self.lines {
+            l.push(f());
+        }
+    }
+}
+
+fn check_counts(inst: &Instruction, ops: &Operands) -> Result<(), EvalError> {
+    let k = inst.k();
+    let s = inst.scale_count();
+    for (operand, got, want) in [
+        ("a", ops.a.len(), k),
+        ("b", ops.b.len(), k),
+        ("sa", ops.sa.len(), s),
+        ("sb", ops.sb.len(), s),
+    ] {
+        if got != want {
+            return Err(EvalError::OperandCount {
+                instruction: inst.name.clone(),
+                operand,
+                got,
+                want,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn evaluate(inst: &Instruction, ops: &Operands, t: &mut Trace) -> Result<u64, EvalError> {
+    check_counts(inst, ops)?;
+    let d = match &inst.pipeline {
+        Pipeline::Fused(f) => fused(inst, f, ops, t),
+        Pipeline::Sequential(s) => sequential(inst, s, ops, t),
+        Pipeline::Integer(i) => integer(inst, i, ops, t),
+    };
+    t.line(|| {
+        format!(
+            "d = {:0w$x}  ({})",
+            d,
+            inst.d.decode(d).describe(),
+            w = inst.d.hex_digits()
+        )
+    });
+    Ok(d)
+}
+
+/// A value with IEEE special cases and a signed zero.
+#[derive(Clone, Debug, PartialEq)]
+enum Num {
+    Nan,
+    Inf(bool),
+    /// sign (meaningful for zeros), value
+    Fin(bool, Dyadic),
+}
+
+fn decode(f: &Format, raw: u64, flush: bool) -> Decoded {
+    let d = f.decode(raw);
+    if flush
+        && let Decoded::Finite(x) = d
+        && x.exponent == f.as_float().map(|ff| ff.min_exponent()).unwrap_or(0)
+        && x.significand < (1u64 << x.fraction_bits)
+    {
+        // subnormals (and -0) read as +0
+        return Decoded::Finite(Finite {
+            negative: false,
+            significand: 0,
+            ..x
+        });
+    }
+    d
+}
+
+fn describe_raw(f: &Format, raw: u64) -> String {
+    format!(
+        "{:0w$x}={}",
+        raw & f.storage_mask(),
+        f.decode(raw).describe(),
+        w = f.hex_digits()
+    )
+}
+
+/// A term of an alignment: its exact value and the exponent it takes in the max search
+/// (`None`: a zero that takes no part).
+#[derive(Clone, Debug)]
+struct Term {
+    value: Dyadic,
+    exponent: Option<i64>,
+}
+
+fn zero_exp(rule: ZeroExponent, natural: i64) -> Option<i64> {
+    match rule {
+        ZeroExponent::Natural => Some(natural),
+        ZeroExponent::Fixed(e) => Some(e as i64),
+        ZeroExponent::Never => None,
+    }
+}
+
+/// The special-value outcome of a set of inputs: NaN, an infinity, or none.
+#[derive(Default)]
+struct Specials {
+    nan: bool,
+    pos_inf: bool,
+    neg_inf: bool,
+}
+
+impl Specials {
+    fn add(&mut self, n: &Num) {
+        match n {
+            Num::Nan => self.nan = true,
+            Num::Inf(neg) => {
+                if *neg {
+                    self.neg_inf = true
+                } else {
+                    self.pos_inf = true
+                }
+            }
+            Num::Fin(..) => {}
+        }
+    }
+    fn result(&self) -> Option<Num> {
+        if self.nan || (self.pos_inf && self.neg_inf) {
+            Some(Num::Nan)
+        } else if self.pos_inf || self.neg_inf {
+            Some(Num::Inf(self.neg_inf))
+        } else {
+            None
+        }
+    }
+}
+
+/// Multiply two decoded values: NaN rules, `0 * Inf = NaN`, exact finite products.
+/// Returns the product, and for finite products the exponent `e_a + e_b`.
+fn product(a: &Decoded, b: &Decoded) -> (Num, i64) {
+    match (a, b) {
+        (Decoded::Nan, _) | (_, Decoded::Nan) => (Num::Nan, 0),
+        (Decoded::Inf { negative: x }, Decoded::Inf { negative: y }) => (Num::Inf(x ^ y), 0),
+        (Decoded::Inf { negative }, Decoded::Finite(f))
+        | (Decoded::Finite(f), Decoded::Inf { negative }) => {
+            if f.is_zero() {
+                (Num::Nan, 0)
+            } else {
+                (Num::Inf(negative ^ f.negative), 0)
+            }
+        }
+        (Decoded::Finite(x), Decoded::Finite(y)) => {
+            let v = Dyadic::from_parts(
+                x.negative ^ y.negative,
+                x.significand as u128 * y.significand as u128,
+                x.exponent as i64 + y.exponent as i64
+                    - x.fraction_bits as i64
+                    - y.fraction_bits as i64,
+            );
+            (
+                Num::Fin(x.negative ^ y.negative, v),
+                x.exponent as i64 + y.exponent as i64,
+            )
+        }
+    }
+}
+
+fn encode(d: &Format, n: &Num, nan: NanPolicy) -> u64 {
+    let _ = nan; // both policies encode the format's default quiet NaN
+    match n {
+        Num::Nan => d.encode_nan().unwrap_or(0),
+        Num::Inf(neg) => d
+            .encode_inf(*neg)
+            .unwrap_or_else(|| d.encode_nan().unwrap_or(0)),
+        Num::Fin(neg, v) => d
+            .encode_finite(*neg, v)
+            .unwrap_or_else(|| d.encode_nan().unwrap_or(0)),
+    }
+}
+
+fn fused(inst: &Instruction, f: &Fused, ops: &Operands, t: &mut Trace) -> u64 {
+    let l = f.chain as usize;
+    let mut c = ops.c;
+    let mut c_format = &inst.c;
+    for (step, start) in (0..inst.k()).step_by(l).enumerate() {
+        if inst.k() > l {
+            t.line(|| {
+                format!(
+                    "-- chained step {} (k = {}..{})",
+                    step,
+                    start,
+                    start + l - 1
+                )
+            });
+        }
+        let (sa, sb) = match &inst.scale {
+            Some(s) => {
+                let (b0, b1) = (
+                    start / s.block as usize,
+                    (start + l).div_ceil(s.block as usize),
+                );
+                (&ops.sa[b0..b1], &ops.sb[b0..b1])
+            }
+            None => (&[][..], &[][..]),
+        };
+        c = fused_step(
+            inst,
+            f,
+            c_format,
+            c,
+            &ops.a[start..start + l],
+            &ops.b[start..start + l],
+            sa,
+            sb,
+            start,
+            t,
+        );
+        c_format = &inst.d;
+        if inst.k() > l {
+            t.line(|| format!("   step result {}", describe_raw(&inst.d, c)));
+        }
+    }
+    c
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fused_step(
+    inst: &Instruction,
+    f: &Fused,
+    c_format: &Format,
+    c_raw: u64,
+    a: &[u64],
+    b: &[u64],
+    sa: &[u64],
+    sb: &[u64],
+    k0: usize,
+    t: &mut Trace,
+) -> u64 {
+    let cond = f.conditioning;
+    let mut specials = Specials::default();
+    let c_dec = decode(c_format, c_raw, cond.flush_c);
+    t.line(|| format!("c = {}", describe_raw(c_format, c_raw)));
+    let c_term = match &c_dec {
+        Decoded::Finite(x) => {
+            let exponent = if x.is_zero() {
+                zero_exp(f.zero_exponent.c, x.exponent as i64)
+            } else {
+                Some(x.exponent as i64)
+            };
+            Term {
+                value: x.value(),
+                exponent,
+            }
+        }
+        other => {
+            specials.add(&match other {
+                Decoded::Nan => Num::Nan,
+                Decoded::Inf { negative } => Num::Inf(*negative),
+                _ => unreachable!(),
+            });
+            Term {
+                value: Dyadic::zero(),
+                exponent: None,
+            }
+        }
+    };
+    let block = inst.scale.as_ref().map(|s| s.block as usize).unwrap_or(1);
+    let scale_of = |j: usize| -> (Decoded, Decoded) {
+        let s = inst.scale.as_ref().unwrap();
+        (s.format.decode(sa[j]), s.format.decode(sb[j]))
+    };
+
+    // products
+    let mut products: Vec<(Num, i64, bool)> = vec![]; // product, exponent, is zero
+    for k in 0..a.len() {
+        let da = decode(&inst.a, a[k], cond.flush_a);
+        let db = decode(&inst.b, b[k], cond.flush_b);
+        let (mut p, mut e) = product(&da, &db);
+        if f.scaled_products {
+            let (x, y) = scale_of(k / block);
+            let (s, se) = product(&x, &y);
+            let (q, _) = match (&p, &s) {
+                (Num::Fin(..), Num::Fin(..)) => (num_mul(&p, &s), 0),
+                _ => (special_mul(&p, &s), 0),
+            };
+            p = q;
+            e += se;
+        }
+        if let (Some(x), Num::Fin(neg, v)) = (f.product_overflow, &p)
+            && v.leading_exponent().is_some_and(|le| le >= x as i64)
+        {
+            p = Num::Inf(*neg);
+        }
+        let zero = matches!(&p, Num::Fin(_, v) if v.is_zero());
+        t.line(|| {
+            let shown = match &p {
+                Num::Fin(_, v) if !v.is_zero() => format!("{} (e = {e})", show(v)),
+                Num::Fin(neg, _) => format!("{}0", if *neg { "-" } else { "+" }),
+                Num::Nan => "nan".into(),
+                Num::Inf(n) => {
+                    if *n {
+                        "-inf".into()
+                    } else {
+                        "inf".into()
+                    }
+                }
+            };
+            let sc = if f.scaled_products {
+                let (x, y) = (sa[k / block], sb[k / block]);
+                format!(" * sa {:02x} * sb {:02x}", x, y)
+            } else {
+                String::new()
+            };
+            format!(
+                "p[{:>2}] = a {} * b {}{} = {}",
+                k0 + k,
+                describe_raw(&inst.a, a[k]),
+                describe_raw(&inst.b, b[k]),
+                sc,
+                shown
+            )
+        });
+        specials.add(&p);
+        products.push((p, e, zero));
+    }
+
+    // groups of products, summed exactly
+    let mut groups: Vec<Term> = vec![];
+    if let Some(g) = f.grouping {
+        for (gi, chunk) in products.chunks(g.size as usize).enumerate() {
+            let sum = Dyadic::sum(chunk.iter().filter_map(|(p, _, _)| match p {
+                Num::Fin(_, v) => Some(v),
+                _ => None,
+            }));
+            let all_zero = chunk.iter().all(|(_, _, z)| *z);
+            let (value, exp, zero_scale) = if g.scaled {
+                let (x, y) = scale_of(gi * g.size as usize / block);
+                match product(&x, &y) {
+                    (Num::Fin(_, s), e) => (sum.mul(&s), e, s.is_zero()),
+                    (other, _) => {
+                        specials.add(&other);
+                        (Dyadic::zero(), 0, false)
+                    }
+                }
+            } else {
+                (sum, 0, false)
+            };
+            // the group's exponent is the scale exponent; the group value is the exact
+            // sum of its products' values scaled by the scale significands
+            let exponent = if all_zero || zero_scale {
+                zero_exp(f.zero_exponent.groups, exp)
+            } else {
+                Some(exp)
+            };
+            t.line(|| {
+                format!(
+                    "group[{gi}] = {} (e = {})",
+                    show(&value),
+                    exponent.map(|e| e.to_string()).unwrap_or("never".into())
+                )
+            });
+            groups.push(Term { value, exponent });
+        }
+    }
+
+    if let Some(sp) = specials.result() {
+        t.line(|| {
+            format!(
+                "special inputs give {}",
+                match sp {
+                    Num::Nan => "nan".to_string(),
+                    Num::Inf(n) =>
+                        if n {
+                            "-inf".into()
+                        } else {
+                            "inf".into()
+                        },
+                    _ => unreachable!(),
+                }
+            )
+        });
+        return encode(&inst.d, &sp, f.nan);
+    }
+
+    let product_terms: Vec<Term> = products
+        .iter()
+        .map(|(p, e, zero)| {
+            let Num::Fin(_, v) = p else {
+                unreachable!("specials returned above")
+            };
+            let exponent = if *zero {
+                zero_exp(f.zero_exponent.products, *e)
+            } else {
+                Some(*e)
+            };
+            Term {
+                value: v.clone(),
+                exponent,
+            }
+        })
+        .collect();
+
+    // alignment nodes, in order
+    let mut node_terms: Vec<Term> = vec![];
+    for (ni, node) in f.nodes.iter().enumerate() {
+        let mut items: Vec<(Term, &AlignTerm, String)> = vec![];
+        for at in &node.terms {
+            match at.source {
+                TermSource::Products(part) => {
+                    for (k, p) in product_terms.iter().enumerate() {
+                        let take = match part {
+                            ProductsPart::All => true,
+                            ProductsPart::Even => k % 2 == 0,
+                            ProductsPart::Odd => k % 2 == 1,
+                        };
+                        if take {
+                            items.push((p.clone(), at, format!("p[{}]", k0 + k)));
+                        }
+                    }
+                }
+                TermSource::C => items.push((c_term.clone(), at, "c".into())),
+                TermSource::Groups => {
+                    for (gi, g) in groups.iter().enumerate() {
+                        items.push((g.clone(), at, format!("group[{gi}]")));
+                    }
+                }
+                TermSource::Node(i) => items.push((
+                    node_terms[i].clone(),
+                    at,
+                    f.nodes[i].name.clone().unwrap_or_default(),
+                )),
+            }
+        }
+        let reference = match node.reference {
+            Reference::Fixed(r) => Some(r as i64),
+            Reference::MaxExponent => items.iter().filter_map(|(x, _, _)| x.exponent).max(),
+        };
+        let label = node.name.clone().unwrap_or_else(|| {
+            if ni + 1 == f.nodes.len() {
+                "sum".into()
+            } else {
+                format!("node{ni}")
+            }
+        });
+        t.line(|| {
+            format!(
+                "align {label}: reference exponent {}",
+                reference
+                    .map(|r| r.to_string())
+                    .unwrap_or("none (all terms zero)".into())
+            )
+        });
+        let mut sum = Dyadic::zero();
+        for (term, at, name) in &items {
+            let kept = match reference {
+                None => Dyadic::zero(),
+                Some(r) => {
+                    let dropped = matches!((at.drop_below, term.exponent), (Some(n), Some(e)) if e < r - n as i64);
+                    if dropped {
+                        t.line(|| {
+                            format!(
+                                "  {name}: dropped (e = {} < {} - {})",
+                                term.exponent.unwrap(),
+                                r,
+                                at.drop_below.unwrap()
+                            )
+                        });
+                        Dyadic::zero()
+                    } else {
+                        match at.keep {
+                            Some((fb, mode)) => term.value.round_to_grid(r - fb as i64, mode),
+                            None => term.value.clone(),
+                        }
+                    }
+                }
+            };
+            if t.on() && !term.value.is_zero() {
+                let lost = term.value.add(&kept.neg());
+                let how = at
+                    .keep
+                    .map(|(fb, m)| format!("keep {fb} bits {}", m.short()))
+                    .unwrap_or("exact".into());
+                t.line(|| {
+                    format!(
+                        "  {name}: {} -> {} ({how}, dropped {})",
+                        show(&term.value),
+                        show(&kept),
+                        show(&lost)
+                    )
+                });
+            }
+            sum = sum.add(&kept);
+        }
+        t.line(|| format!("  {label} = {}", show(&sum)));
+        node_terms.push(Term {
+            value: sum,
+            exponent: reference,
+        });
+    }
+
+    let root = node_terms
+        .last()
+        .map(|x| x.value.clone())
+        .unwrap_or_else(Dyadic::zero);
+    let exact_zero = root.is_zero();
+    let mut v = root.clone();
+    for (si, step) in f.normalize.iter().enumerate() {
+        let before = v.clone();
+        v = v.round_to_precision(step.fraction_bits, step.min_exponent as i64, step.rounding);
+        t.line(|| {
+            format!(
+                "normalize[{si}]: {} -> {} ({} bits {}, exponent floor {})",
+                show(&before),
+                show(&v),
+                step.fraction_bits,
+                step.rounding.short(),
+                step.min_exponent
+            )
+        });
+        if let Some(emax) = step.max_exponent
+            && v.leading_exponent().is_some_and(|le| le > emax as i64)
+        {
+            let neg = v.is_negative();
+            match step.overflow {
+                Overflow::Inf | Overflow::Wrap => {
+                    t.line(|| "overflow -> inf".to_string());
+                    return encode(&inst.d, &Num::Inf(neg), f.nan);
+                }
+                Overflow::Saturate => {
+                    let ff = inst.d.as_float().unwrap();
+                    let max = Dyadic::from_parts(
+                        neg,
+                        ff.max_significand() as u128,
+                        emax as i64 - ff.mantissa_bits as i64,
+                    );
+                    t.line(|| "overflow -> saturate".to_string());
+                    return encode(&inst.d, &Num::Fin(neg, max), f.nan);
+                }
+            }
+        }
+    }
+    let neg = match f.zero_sign {
+        ZeroSign::Positive => v.is_negative(),
+        ZeroSign::ExactPositive => !exact_zero && root.is_negative(),
+    };
+    encode(&inst.d, &Num::Fin(neg, v), f.nan)
+}
+
+fn num_mul(x: &Num, y: &Num) -> Num {
+    match (x, y) {
+        (Num::Fin(a, u), Num::Fin(b, v)) => Num::Fin(a ^ b, u.mul(v)),
+        _ => special_mul(x, y),
+    }
+}
+
+fn special_mul(x: &Num, y: &Num) -> Num {
+    match (x, y) {
+        (Num::Nan, _) | (_, Num::Nan) => Num::Nan,
+        (Num::Inf(a), Num::Inf(b)) => Num::Inf(a ^ b),
+        (Num::Inf(a), Num::Fin(b, v)) | (Num::Fin(b, v), Num::Inf(a)) => {
+            if v.is_zero() {
+                Num::Nan
+            } else {
+                Num::Inf(a ^ b)
+            }
+        }
+        (Num::Fin(..), Num::Fin(..)) => num_mul(x, y),
+    }
+}
+
+/// A dyadic for traces: the exact value and a decimal approximation.
+fn show(v: &Dyadic) -> String {
+    if v.is_zero() {
+        "0".into()
+    } else {
+        format!("{} (~{:e})", v, v.to_f64_lossy())
+    }
+}
+
+// ------------------------------------------------------------------------------------
+// Sequential pipelines: IEEE-style rounded steps.
+
+/// Round an exact value into an arithmetic format with IEEE overflow rules, then flush a
+/// subnormal result to a zero of the same sign if asked.
+fn round_ieee(neg: bool, v: &Dyadic, a: &Arithmetic) -> Num {
+    let f = a
+        .format
+        .as_float()
+        .expect("checked: arithmetic formats are floats");
+    if v.is_zero() {
+        return Num::Fin(neg, Dyadic::zero());
+    }
+    let r = v.round_to_precision(f.mantissa_bits, f.min_exponent() as i64, a.rounding);
+    let neg = v.is_negative();
+    if r.leading_exponent()
+        .is_some_and(|le| le > f.max_exponent() as i64)
+    {
+        let to_inf = match a.rounding {
+            Rounding::NearestEven | Rounding::NearestAway => true,
+            Rounding::TowardZero => false,
+            Rounding::Up => !neg,
+            Rounding::Down => neg,
+        };
+        return if to_inf {
+            Num::Inf(neg)
+        } else {
+            Num::Fin(
+                neg,
+                Dyadic::from_parts(
+                    neg,
+                    f.max_significand() as u128,
+                    f.max_exponent() as i64 - f.mantissa_bits as i64,
+                ),
+            )
+        };
+    }
+    if a.flush_keep_sign
+        && r.leading_exponent()
+            .is_some_and(|le| le < f.min_exponent() as i64)
+    {
+        return Num::Fin(neg, Dyadic::zero());
+    }
+    Num::Fin(neg, r)
+}
+
+fn ieee_add(x: &Num, y: &Num, a: &Arithmetic) -> Num {
+    match (x, y) {
+        (Num::Nan, _) | (_, Num::Nan) => Num::Nan,
+        (Num::Inf(p), Num::Inf(q)) => {
+            if p == q {
+                Num::Inf(*p)
+            } else {
+                Num::Nan
+            }
+        }
+        (Num::Inf(p), _) | (_, Num::Inf(p)) => Num::Inf(*p),
+        (Num::Fin(sx, u), Num::Fin(sy, v)) => {
+            let s = u.add(v);
+            if s.is_zero() {
+                // exact zero: same-signed zeros keep their sign; otherwise +0 (-0 rounding down)
+                let neg = if u.is_zero() && v.is_zero() && sx == sy {
+                    *sx
+                } else {
+                    a.rounding == Rounding::Down
+                };
+                Num::Fin(neg, s)
+            } else {
+                round_ieee(s.is_negative(), &s, a)
+            }
+        }
+    }
+}
+
+fn num_of(d: &Decoded) -> Num {
+    match d {
+        Decoded::Nan => Num::Nan,
+        Decoded::Inf { negative } => Num::Inf(*negative),
+        Decoded::Finite(x) => Num::Fin(x.negative, x.value()),
+    }
+}
+
+fn show_num(n: &Num) -> String {
+    match n {
+        Num::Nan => "nan".into(),
+        Num::Inf(neg) => {
+            if *neg {
+                "-inf".into()
+            } else {
+                "inf".into()
+            }
+        }
+        Num::Fin(neg, v) if v.is_zero() => {
+            if *neg {
+                "-0".into()
+            } else {
+                "+0".into()
+            }
+        }
+        Num::Fin(_, v) => show(v),
+    }
+}
+
+fn sequential(inst: &Instruction, s: &Sequential, ops: &Operands, t: &mut Trace) -> u64 {
+    let cond = s.conditioning;
+    let mut c = num_of(&decode(&inst.c, ops.c, cond.flush_c));
+    t.line(|| format!("c = {} -> {}", describe_raw(&inst.c, ops.c), show_num(&c)));
+    let mut terms = vec![];
+    for k in 0..inst.k() {
+        let da = decode(&inst.a, ops.a[k], cond.flush_a);
+        let db = decode(&inst.b, ops.b[k], cond.flush_b);
+        let (p, _) = product(&da, &db);
+        let p = match (&s.product, &p) {
+            (ProductRule::Rounded(ar), Num::Fin(neg, v)) => round_ieee(*neg, v, ar),
+            _ => p,
+        };
+        t.line(|| {
+            format!(
+                "p[{k:>2}] = a {} * b {} = {}",
+                describe_raw(&inst.a, ops.a[k]),
+                describe_raw(&inst.b, ops.b[k]),
+                show_num(&p)
+            )
+        });
+        terms.push(p);
+    }
+    if let Some((g, ar)) = &s.pairwise {
+        terms = terms
+            .chunks(*g as usize)
+            .enumerate()
+            .map(|(gi, chunk)| {
+                let mut level = chunk.to_vec();
+                while level.len() > 1 {
+                    level = level
+                        .chunks(2)
+                        .map(|pair| ieee_add(&pair[0], &pair[1], ar))
+                        .collect();
+                }
+                let r = level.pop().unwrap();
+                t.line(|| format!("group[{gi}] (pairwise) = {}", show_num(&r)));
+                r
+            })
+            .collect();
+    }
+    for (i, term) in terms.iter().enumerate() {
+        c = ieee_add(&c, term, &s.accumulate);
+        t.line(|| format!("acc[{i:>2}] = {}", show_num(&c)));
+    }
+    encode(&inst.d, &c, s.nan)
+}
+
+// ------------------------------------------------------------------------------------
+// Integer pipelines.
+
+fn int_value(f: &Format, raw: u64) -> i128 {
+    match f.decode(raw) {
+        Decoded::Finite(x) => {
+            let v = x.significand as i128;
+            if x.negative { -v } else { v }
+        }
+        _ => 0,
+    }
+}
+
+fn integer(inst: &Instruction, p: &IntegerDot, ops: &Operands, t: &mut Trace) -> u64 {
+    let mut sum: i128 = int_value(&inst.c, ops.c);
+    t.line(|| format!("c = {}", describe_raw(&inst.c, ops.c)));
+    for k in 0..inst.k() {
+        let x = int_value(&inst.a, ops.a[k]);
+        let y = int_value(&inst.b, ops.b[k]);
+        let term = match p.op {
+            IntegerOp::Multiply => x * y,
+            IntegerOp::Xor => x ^ y,
+            IntegerOp::And => x & y,
+        };
+        sum += term;
+        t.line(|| {
+            format!(
+                "p[{k:>2}] = {x} {} {y} = {term}",
+                match p.op {
+                    IntegerOp::Multiply => "*",
+                    IntegerOp::Xor => "xor",
+                    IntegerOp::And => "and",
+                }
+            )
+        });
+    }
+    t.line(|| format!("exact sum = {sum}"));
+    let fi = inst
+        .d
+        .as_int()
+        .expect("checked: integer pipelines produce integers");
+    let (lo, hi) = crate::format::int_range(fi);
+    let v = match p.overflow {
+        Overflow::Saturate => sum.clamp(lo as i128, hi as i128),
+        _ => {
+            let m = 1i128 << fi.bits;
+            let w = sum.rem_euclid(m);
+            if fi.signed && w > hi as i128 {
+                w - m
+            } else {
+                w
+            }
+        }
+    };
+    let big = BigInt::from(v);
+    inst.d
+        .encode_finite(v < 0, &Dyadic::new(big.clone(), 0))
+        .unwrap_or_else(|| big.to_i64().unwrap_or(0) as u64 & inst.d.storage_mask())
+}

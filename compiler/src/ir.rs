@@ -1,0 +1,280 @@
+//! The checked intermediate representation: one [`Instruction`] per concrete instruction
+//! name, each with a fully resolved [`Pipeline`] (no names, no expressions, every parameter
+//! a number). Only [`crate::check`] constructs it; the engines take it as given.
+//!
+//! Invariants the checker guarantees:
+//! - `k` is a multiple of every chain length, group size, block size and pairwise group size;
+//! - every product, `c`, every group and every named alignment node is consumed exactly once,
+//!   and the last node of a fused pipeline is the sum that is normalised;
+//! - the final normalisation step targets `d`'s format and every intermediate width is
+//!   within [`MAX_WIDTH_BITS`].
+
+use crate::diagnostic::Span;
+use crate::exact::Rounding;
+use crate::format::Format;
+
+/// The widest fixed-point accumulator the checker accepts, in bits.
+pub const MAX_WIDTH_BITS: u32 = 4096;
+/// The largest F (fraction bits kept by an alignment) the checker accepts.
+pub const MAX_F: i64 = 1024;
+
+/// A checked spec file.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub arch: String,
+    pub title: Option<String>,
+    pub instructions: Vec<Instruction>,
+}
+
+impl Spec {
+    pub fn instruction(&self, name: &str) -> Option<&Instruction> {
+        self.instructions.iter().find(|i| i.name == name)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+}
+
+/// Block scale factors: one per `block` elements of k, per row of A and per column of B.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScaleSpec {
+    pub format: Format,
+    pub block: u32,
+}
+
+/// One concrete instruction.
+#[derive(Clone, Debug)]
+pub struct Instruction {
+    pub name: String,
+    pub shape: Shape,
+    pub a: Format,
+    pub b: Format,
+    pub c: Format,
+    pub d: Format,
+    pub scale: Option<ScaleSpec>,
+    /// The pipeline's name and its resolved arguments, for listings.
+    pub pipeline_name: String,
+    pub arguments: Vec<(String, String)>,
+    pub pipeline: Pipeline,
+    /// Where the instruction family is declared.
+    pub span: Span,
+}
+
+impl Instruction {
+    pub fn k(&self) -> usize {
+        self.shape.k as usize
+    }
+    /// Scale factors per row of A (and per column of B) for one dot product.
+    pub fn scale_count(&self) -> usize {
+        self.scale
+            .as_ref()
+            .map(|s| (self.shape.k / s.block) as usize)
+            .unwrap_or(0)
+    }
+}
+
+/// How an instruction computes one dot-product-add.
+#[derive(Clone, Debug)]
+pub enum Pipeline {
+    /// Fused dot-product-add: exact products, alignment, one exact sum, normalisation.
+    Fused(Fused),
+    /// Rounded arithmetic step by step: FMA chains, FP32 multiply-add trees.
+    Sequential(Sequential),
+    /// Exact integer dot product (`s8`, `u4`, ...) or `b1` xor/and popc.
+    Integer(IntegerDot),
+}
+
+impl Pipeline {
+    /// A short algorithm tag for listings.
+    pub fn algorithm(&self) -> &'static str {
+        match self {
+            Pipeline::Fused(_) => "fused",
+            Pipeline::Sequential(_) => "sequential",
+            Pipeline::Integer(_) => "integer",
+        }
+    }
+}
+
+/// Input conditioning: subnormal inputs read as +0 (and for `c`, a -0 reads as +0 too).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Conditioning {
+    pub flush_a: bool,
+    pub flush_b: bool,
+    pub flush_c: bool,
+}
+
+/// The exponent a zero term takes in a max-exponent search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZeroExponent {
+    /// What decoding gives: the format's minimum exponent (`e_a + e_b` for a product).
+    Natural,
+    /// A fixed exponent (`e_zero`).
+    Fixed(i32),
+    /// Zero terms never take part in the search.
+    Never,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ZeroExponents {
+    pub products: ZeroExponent,
+    pub c: ZeroExponent,
+    pub groups: ZeroExponent,
+}
+
+/// Which products a term takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProductsPart {
+    All,
+    /// Products with even k (within the chained step).
+    Even,
+    /// Products with odd k.
+    Odd,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TermSource {
+    Products(ProductsPart),
+    C,
+    Groups,
+    /// The sum of an earlier alignment node; its exponent is that node's reference exponent.
+    Node(usize),
+}
+
+/// One input of an alignment node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AlignTerm {
+    pub source: TermSource,
+    /// Keep `F` fraction bits below the reference exponent, dropping the rest by this
+    /// rounding; `None` keeps the term exact.
+    pub keep: Option<(u32, Rounding)>,
+    /// Drop the term entirely when its exponent is below `reference - n`.
+    pub drop_below: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reference {
+    /// The largest exponent among the node's terms.
+    MaxExponent,
+    /// A fixed exponent (a Kulisch-style accumulator).
+    Fixed(i32),
+}
+
+/// Terms aligned to a reference exponent and summed exactly.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlignNode {
+    pub name: Option<String>,
+    pub terms: Vec<AlignTerm>,
+    pub reference: Reference,
+    /// Bits of the exact sum (sign included), from the checker's width analysis.
+    pub width_bits: u32,
+}
+
+/// What happens when a rounded value exceeds its format's largest finite value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overflow {
+    /// Becomes +-Inf (also for truncating modes: NVIDIA `|x| >= 2^128 -> Inf`).
+    Inf,
+    /// Clamps to the largest finite value (`.satfinite`).
+    Saturate,
+    /// Integers only: wraps modulo 2^bits.
+    Wrap,
+}
+
+/// One rounding of the exact sum to a precision and exponent range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NormalizeStep {
+    /// The exponent floor (subnormal range) of the step.
+    pub min_exponent: i32,
+    /// The largest finite exponent, for the final step into `d`.
+    pub max_exponent: Option<i32>,
+    pub fraction_bits: u32,
+    pub rounding: Rounding,
+    pub overflow: Overflow,
+}
+
+/// The sign of a zero result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZeroSign {
+    /// Every zero result is +0 (T-, ST-, GST-FDPA).
+    Positive,
+    /// An exact zero sum is +0; a nonzero sum that rounds to zero keeps its sign.
+    ExactPositive,
+}
+
+/// The encoding of a NaN result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NanPolicy {
+    /// The format's canonical NaN (`0x7fffffff`, `0x7fff`).
+    Canonical,
+    /// An IEEE default NaN; the payload is not pinned.
+    Ieee,
+}
+
+/// Groups of products summed exactly before alignment (GST-FDPA).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grouping {
+    pub size: u32,
+    /// The group's exponent is the sum of its scale factors' exponents, and its value is
+    /// the exact sum of its products times the scale significands.
+    pub scaled: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fused {
+    /// Products per chained step (each step's result, in `d`'s format, is the next `c`).
+    pub chain: u32,
+    pub conditioning: Conditioning,
+    /// Products carry the block scale factors of their k.
+    pub scaled_products: bool,
+    /// A product with `|p| >= 2^x` becomes +-Inf.
+    pub product_overflow: Option<i32>,
+    pub zero_exponent: ZeroExponents,
+    pub grouping: Option<Grouping>,
+    pub nodes: Vec<AlignNode>,
+    pub normalize: Vec<NormalizeStep>,
+    pub zero_sign: ZeroSign,
+    pub nan: NanPolicy,
+}
+
+/// One IEEE-style rounded arithmetic step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Arithmetic {
+    pub format: Format,
+    pub rounding: Rounding,
+    /// Subnormal results become a zero of the same sign.
+    pub flush_keep_sign: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProductRule {
+    Exact,
+    Rounded(Arithmetic),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sequential {
+    pub conditioning: Conditioning,
+    pub product: ProductRule,
+    /// Products summed in groups of this many by a pairwise tree of rounded additions.
+    pub pairwise: Option<(u32, Arithmetic)>,
+    /// `c = round(c + term)`, one term (product or group) at a time, in k order.
+    pub accumulate: Arithmetic,
+    pub nan: NanPolicy,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntegerOp {
+    Multiply,
+    Xor,
+    And,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IntegerDot {
+    pub op: IntegerOp,
+    pub overflow: Overflow,
+}

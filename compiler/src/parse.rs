@@ -1,0 +1,666 @@
+//! Parsing: source text -> pest parse tree (grammar/mma.pest) -> [`ast::File`].
+//!
+//! pest `Pair`s never leave this module; syntax errors become [`Diag`]s with the span pest
+//! reports and a hint from the rules it expected.
+
+use crate::ast::*;
+use crate::diagnostic::{Diag, Span};
+use pest::Parser;
+use pest::iterators::Pair;
+
+#[derive(pest_derive::Parser)]
+#[grammar = "../../grammar/mma.pest"]
+struct MmaParser;
+
+/// Parse a whole file.
+pub fn parse(text: &str) -> Result<File, Diag> {
+    let mut pairs = MmaParser::parse(Rule::file, text).map_err(syntax_error)?;
+    let file = pairs
+        .next()
+        .expect("the file rule always produces one pair");
+    let mut items = vec![];
+    for pair in file.into_inner() {
+        match pair.as_rule() {
+            Rule::EOI => {}
+            _ => items.push(item(pair)),
+        }
+    }
+    Ok(File { items })
+}
+
+fn span(p: &Pair<Rule>) -> Span {
+    let s = p.as_span();
+    Span::new(s.start(), s.end())
+}
+
+fn rule_name(r: &Rule) -> &'static str {
+    match r {
+        Rule::ident => "a name",
+        Rule::int => "a number",
+        Rule::expr | Rule::sum_expr | Rule::product_expr | Rule::power_expr | Rule::unary => {
+            "an expression"
+        }
+        Rule::item
+        | Rule::arch_decl
+        | Rule::import_decl
+        | Rule::format_decl
+        | Rule::pipeline_decl
+        | Rule::instruction_decl => "`arch`, `import`, `format`, `pipeline` or `instruction`",
+        Rule::EOI => "end of file",
+        Rule::stage
+        | Rule::chain
+        | Rule::flush
+        | Rule::multiply
+        | Rule::zero_exponent
+        | Rule::zero_result
+        | Rule::group
+        | Rule::align
+        | Rule::sum_exact
+        | Rule::normalize
+        | Rule::accumulate
+        | Rule::pairwise
+        | Rule::nan_rule => "a pipeline stage",
+        Rule::inst_stmt
+        | Rule::for_stmt
+        | Rule::shape_stmt
+        | Rule::types_stmt
+        | Rule::scale_stmt
+        | Rule::uses_stmt => "`for`, `shape`, `types`, `scale` or `uses`",
+        Rule::operand => "an operand (`a`, `b` or `c`)",
+        Rule::operand_name => "an operand (`a`, `b`, `c` or `d`)",
+        Rule::source => "a term source (`products`, `c` or a name)",
+        Rule::reference => "`max exponent` or `exponent N`",
+        Rule::param => "a parameter",
+        Rule::arg => "an argument",
+        Rule::name_template | Rule::name_text | Rule::placeholder => "an instruction name",
+        Rule::string => "a string",
+        Rule::value_list | Rule::value_range => "a list `[...]` or a range `A..B`",
+        Rule::binder => "a name or a tuple of names",
+        Rule::format_field => "a format field `name = value`",
+        Rule::match_arm => "a match arm `pattern => value`",
+        Rule::overflow_kind => "`inf`, `saturate` or `wrap`",
+        Rule::term_class => "`products`, `c` or `groups`",
+        Rule::keep_round => "`keep N bits round MODE`",
+        _ => "more input",
+    }
+}
+
+fn syntax_error(e: pest::error::Error<Rule>) -> Diag {
+    use pest::error::{ErrorVariant, InputLocation};
+    let (start, end) = match e.location {
+        InputLocation::Pos(p) => (p, p + 1),
+        InputLocation::Span((s, t)) => (s, t),
+    };
+    let (message, label) = match &e.variant {
+        ErrorVariant::ParsingError {
+            positives,
+            negatives,
+        } => {
+            let mut names: Vec<&str> = positives.iter().map(rule_name).collect();
+            names.dedup();
+            names.sort();
+            names.dedup();
+            let exp = match names.len() {
+                0 => "something else".to_string(),
+                1 => names[0].to_string(),
+                _ => {
+                    let (last, rest) = names.split_last().unwrap();
+                    format!("{} or {}", rest.join(", "), last)
+                }
+            };
+            if positives.is_empty() && !negatives.is_empty() {
+                (
+                    "unexpected input".to_string(),
+                    "not expected here".to_string(),
+                )
+            } else {
+                (
+                    format!("syntax error: expected {exp}"),
+                    format!("expected {exp}"),
+                )
+            }
+        }
+        ErrorVariant::CustomError { message } => (message.clone(), "here".to_string()),
+    };
+    Diag::new("syntax", Span::new(start, end), message)
+        .label(label)
+        .help("see docs/language.md for the grammar; statements start with a keyword such as `align` or `instruction`")
+}
+
+fn ident(p: Pair<Rule>) -> Ident {
+    Ident {
+        name: p.as_str().to_string(),
+        span: span(&p),
+    }
+}
+
+fn item(p: Pair<Rule>) -> Item {
+    let sp = span(&p);
+    match p.as_rule() {
+        Rule::arch_decl => {
+            let mut it = p.into_inner();
+            let name = ident(it.next().unwrap());
+            let title = it
+                .next()
+                .map(|s| s.into_inner().next().unwrap().as_str().to_string());
+            Item::Arch {
+                name,
+                title,
+                span: sp,
+            }
+        }
+        Rule::import_decl => Item::Import {
+            name: ident(p.into_inner().next().unwrap()),
+            span: sp,
+        },
+        Rule::format_decl => {
+            let mut it = p.into_inner();
+            let name = ident(it.next().unwrap());
+            let fields = it
+                .map(|f| {
+                    let mut fi = f.into_inner();
+                    (ident(fi.next().unwrap()), expr(fi.next().unwrap()))
+                })
+                .collect();
+            Item::Format(FormatDecl {
+                name,
+                fields,
+                span: sp,
+            })
+        }
+        Rule::pipeline_decl => {
+            let mut it = p.into_inner();
+            let name = ident(it.next().unwrap());
+            let mut params = vec![];
+            let mut stages = vec![];
+            for q in it {
+                if q.as_rule() == Rule::param {
+                    let mut pi = q.into_inner();
+                    params.push(Param {
+                        name: ident(pi.next().unwrap()),
+                        default: pi.next().map(expr),
+                    });
+                } else {
+                    stages.push(stage(q));
+                }
+            }
+            Item::Pipeline(PipelineDecl {
+                name,
+                params,
+                stages,
+                span: sp,
+            })
+        }
+        Rule::instruction_decl => Item::Instruction(instruction(p)),
+        r => unreachable!("item rule {r:?}"),
+    }
+}
+
+fn keep_round(p: Pair<Rule>) -> KeepRound {
+    let mut it = p.into_inner();
+    KeepRound {
+        keep: expr(it.next().unwrap()),
+        round: expr(it.next().unwrap()),
+    }
+}
+
+fn stage(p: Pair<Rule>) -> Stage {
+    let sp = span(&p);
+    let rule = p.as_rule();
+    let mut it = p.into_inner();
+    let kind = match rule {
+        Rule::chain => {
+            let length = expr(it.next().unwrap());
+            StageKind::Chain {
+                length,
+                bytes: it.next().is_some(),
+            }
+        }
+        Rule::flush => StageKind::Flush {
+            operands: it
+                .map(|o| match o.as_str() {
+                    "a" => Operand::A,
+                    "b" => Operand::B,
+                    _ => Operand::C,
+                })
+                .collect(),
+        },
+        Rule::multiply => {
+            let k = it.next().unwrap();
+            let kind = match k.as_rule() {
+                Rule::mul_exact => MultiplyKind::Exact,
+                Rule::mul_round => {
+                    let mut ki = k.into_inner();
+                    MultiplyKind::Round {
+                        format: expr(ki.next().unwrap()),
+                        rounding: expr(ki.next().unwrap()),
+                    }
+                }
+                Rule::mul_integer => MultiplyKind::Integer,
+                Rule::mul_xor => MultiplyKind::Xor,
+                _ => MultiplyKind::And,
+            };
+            let mut scaled = false;
+            let mut overflow_at = None;
+            let mut flush_keep_sign = false;
+            for o in it {
+                match o.as_rule() {
+                    Rule::scaled => scaled = true,
+                    Rule::overflow_at => overflow_at = Some(expr(o.into_inner().next().unwrap())),
+                    _ => flush_keep_sign = true,
+                }
+            }
+            StageKind::Multiply {
+                kind,
+                scaled,
+                overflow_at,
+                flush_keep_sign,
+            }
+        }
+        Rule::zero_exponent => {
+            let e = it.next().unwrap();
+            let exponent = if e.as_rule() == Rule::never {
+                None
+            } else {
+                Some(expr(e))
+            };
+            let class = it.next().map(|c| match c.as_str() {
+                "products" => TermClass::Products,
+                "groups" => TermClass::Groups,
+                _ => TermClass::C,
+            });
+            StageKind::ZeroExponent { exponent, class }
+        }
+        Rule::zero_result => StageKind::ZeroResult(ident(it.next().unwrap())),
+        Rule::group => {
+            let size = expr(it.next().unwrap());
+            let mut scaled = false;
+            let mut name = None;
+            for q in it {
+                match q.as_rule() {
+                    Rule::scaled => scaled = true,
+                    _ => name = Some(ident(q)),
+                }
+            }
+            StageKind::Group {
+                size,
+                scaled,
+                name: name.unwrap(),
+            }
+        }
+        Rule::align => {
+            let mut terms = vec![];
+            let mut reference = Reference::MaxExponent;
+            let mut kr = None;
+            let mut name = None;
+            for q in it {
+                match q.as_rule() {
+                    Rule::align_term => terms.push(align_term(q)),
+                    Rule::reference => {
+                        let r = q.into_inner().next().unwrap();
+                        reference = match r.as_rule() {
+                            Rule::max_exponent => Reference::MaxExponent,
+                            _ => Reference::Fixed(expr(r.into_inner().next().unwrap())),
+                        };
+                    }
+                    Rule::keep_round => kr = Some(keep_round(q)),
+                    _ => name = Some(ident(q)),
+                }
+            }
+            StageKind::Align {
+                terms,
+                reference,
+                keep_round: kr,
+                name,
+            }
+        }
+        Rule::sum_exact => StageKind::SumExact,
+        Rule::normalize => {
+            let t = it.next().unwrap();
+            let target = match t.as_rule() {
+                Rule::norm_to => NormalizeTarget::To(expr(t.into_inner().next().unwrap())),
+                _ => NormalizeTarget::Range(expr(t.into_inner().next().unwrap())),
+            };
+            let mut precision = None;
+            let mut rounding = None;
+            let mut overflow = None;
+            for q in it {
+                match q.as_rule() {
+                    Rule::norm_precision => precision = Some(expr(q.into_inner().next().unwrap())),
+                    Rule::norm_round => rounding = Some(expr(q.into_inner().next().unwrap())),
+                    _ => overflow = Some((q.as_str().to_string(), span(&q))),
+                }
+            }
+            StageKind::Normalize {
+                target,
+                precision,
+                rounding,
+                overflow,
+            }
+        }
+        Rule::accumulate => {
+            let format = expr(it.next().unwrap());
+            let rounding = expr(it.next().unwrap());
+            StageKind::Accumulate {
+                format,
+                rounding,
+                flush_keep_sign: it.next().is_some(),
+            }
+        }
+        Rule::pairwise => {
+            let size = expr(it.next().unwrap());
+            let format = expr(it.next().unwrap());
+            let rounding = expr(it.next().unwrap());
+            StageKind::Pairwise {
+                size,
+                format,
+                rounding,
+                flush_keep_sign: it.next().is_some(),
+            }
+        }
+        Rule::nan_rule => StageKind::Nan(ident(it.next().unwrap())),
+        r => unreachable!("stage rule {r:?}"),
+    };
+    Stage { kind, span: sp }
+}
+
+fn align_term(p: Pair<Rule>) -> AlignTerm {
+    let sp = span(&p);
+    let mut it = p.into_inner();
+    let src = it.next().unwrap().into_inner().next().unwrap();
+    let source = match src.as_rule() {
+        Rule::products_source => {
+            let part = match src.into_inner().next().map(|x| x.as_str().to_string()) {
+                Some(s) if s == "even" => ProductsPart::Even,
+                Some(s) if s == "odd" => ProductsPart::Odd,
+                _ => ProductsPart::All,
+            };
+            Source::Products(part)
+        }
+        _ => Source::Named(ident(src)),
+    };
+    let mut keep_round_v = None;
+    let mut drop_below = None;
+    for q in it {
+        match q.as_rule() {
+            Rule::keep_round => keep_round_v = Some(keep_round(q)),
+            _ => drop_below = Some(expr(q.into_inner().next().unwrap())),
+        }
+    }
+    AlignTerm {
+        source,
+        keep_round: keep_round_v,
+        drop_below,
+        span: sp,
+    }
+}
+
+fn instruction(p: Pair<Rule>) -> InstructionDecl {
+    let sp = span(&p);
+    let mut it = p.into_inner();
+    let tmpl = it.next().unwrap();
+    let name_span = span(&tmpl);
+    let name = tmpl
+        .into_inner()
+        .map(|q| match q.as_rule() {
+            Rule::placeholder => NamePart::Placeholder(ident(q.into_inner().next().unwrap())),
+            _ => NamePart::Text(q.as_str().to_string()),
+        })
+        .collect();
+    let mut decl = InstructionDecl {
+        name,
+        name_span,
+        bindings: vec![],
+        shape: None,
+        types: vec![],
+        scale: None,
+        uses: None,
+        span: sp,
+    };
+    for q in it {
+        let qs = span(&q);
+        match q.as_rule() {
+            Rule::for_stmt => {
+                let mut fi = q.into_inner();
+                let binder = fi.next().unwrap();
+                let names = binder.into_inner().map(ident).collect();
+                let vals = fi.next().unwrap();
+                let values = match vals.as_rule() {
+                    Rule::value_list => {
+                        BindingValues::List(vals.into_inner().map(value_item).collect())
+                    }
+                    _ => {
+                        let mut vi = vals.into_inner();
+                        BindingValues::Range {
+                            from: expr(vi.next().unwrap()),
+                            to: expr(vi.next().unwrap()),
+                            step: vi.next().map(expr),
+                        }
+                    }
+                };
+                decl.bindings.push(Binding {
+                    names,
+                    values,
+                    span: qs,
+                });
+            }
+            Rule::shape_stmt => {
+                let mut si = q.into_inner().filter(|x| x.as_rule() != Rule::shape_x);
+                let m = expr(si.next().unwrap());
+                let n = expr(si.next().unwrap());
+                let k = expr(si.next().unwrap());
+                decl.shape = Some(([m, n, k], qs));
+            }
+            Rule::types_stmt => {
+                for b in q.into_inner() {
+                    let bs = span(&b);
+                    let mut bi = b.into_inner();
+                    let op = bi.next().unwrap().as_str().chars().next().unwrap();
+                    decl.types.push((op, expr(bi.next().unwrap()), bs));
+                }
+            }
+            Rule::scale_stmt => {
+                let mut si = q.into_inner();
+                decl.scale = Some((expr(si.next().unwrap()), expr(si.next().unwrap()), qs));
+            }
+            Rule::uses_stmt => {
+                let mut ui = q.into_inner();
+                let pipeline = ident(ui.next().unwrap());
+                let args = ui
+                    .map(|a| {
+                        let mut ai = a.into_inner();
+                        let first = ai.next().unwrap();
+                        if first.as_rule() == Rule::ident {
+                            Arg {
+                                name: Some(ident(first)),
+                                value: expr(ai.next().unwrap()),
+                            }
+                        } else {
+                            Arg {
+                                name: None,
+                                value: expr(first),
+                            }
+                        }
+                    })
+                    .collect();
+                decl.uses = Some(Uses {
+                    pipeline,
+                    args,
+                    span: qs,
+                });
+            }
+            r => unreachable!("instruction statement {r:?}"),
+        }
+    }
+    decl
+}
+
+fn value_item(p: Pair<Rule>) -> Expr {
+    let inner = p.into_inner().next().unwrap();
+    match inner.as_rule() {
+        Rule::tuple => {
+            let sp = span(&inner);
+            Expr {
+                kind: ExprKind::Tuple(inner.into_inner().map(expr).collect()),
+                span: sp,
+            }
+        }
+        _ => expr(inner),
+    }
+}
+
+fn expr(p: Pair<Rule>) -> Expr {
+    let sp = span(&p);
+    match p.as_rule() {
+        Rule::expr | Rule::paren => expr(p.into_inner().next().unwrap()),
+        Rule::sum_expr => {
+            let mut it = p.into_inner();
+            let mut acc = expr(it.next().unwrap());
+            while let Some(op) = it.next() {
+                let rhs = expr(it.next().unwrap());
+                let op = if op.as_str() == "+" {
+                    BinOp::Add
+                } else {
+                    BinOp::Sub
+                };
+                let s = acc.span.join(rhs.span);
+                acc = Expr {
+                    kind: ExprKind::Binary(op, Box::new(acc), Box::new(rhs)),
+                    span: s,
+                };
+            }
+            acc
+        }
+        Rule::product_expr => {
+            let mut it = p.into_inner();
+            let mut acc = expr(it.next().unwrap());
+            while let Some(op) = it.next() {
+                let rhs = expr(it.next().unwrap());
+                let op = if op.as_str() == "*" {
+                    BinOp::Mul
+                } else {
+                    BinOp::Div
+                };
+                let s = acc.span.join(rhs.span);
+                acc = Expr {
+                    kind: ExprKind::Binary(op, Box::new(acc), Box::new(rhs)),
+                    span: s,
+                };
+            }
+            acc
+        }
+        Rule::string => Expr {
+            kind: ExprKind::Str(p.into_inner().next().unwrap().as_str().to_string()),
+            span: sp,
+        },
+        Rule::power_expr => {
+            let mut it = p.into_inner();
+            let base = expr(it.next().unwrap());
+            match it.next() {
+                None => base,
+                Some(e) => {
+                    let e = expr(e);
+                    Expr {
+                        kind: ExprKind::Binary(BinOp::Pow, Box::new(base), Box::new(e)),
+                        span: sp,
+                    }
+                }
+            }
+        }
+        Rule::unary => {
+            let mut it = p.into_inner();
+            let first = it.next().unwrap();
+            if first.as_rule() == Rule::neg {
+                let inner = expr(it.next().unwrap());
+                Expr {
+                    kind: ExprKind::Neg(Box::new(inner)),
+                    span: sp,
+                }
+            } else {
+                expr(first)
+            }
+        }
+        Rule::int => {
+            // the grammar allows any digit string; an out-of-range literal is kept as a
+            // sentinel the checker reports
+            let v = p.as_str().parse::<i64>().unwrap_or(i64::MIN);
+            Expr {
+                kind: ExprKind::Int(v),
+                span: sp,
+            }
+        }
+        Rule::path => {
+            let mut it = p.into_inner();
+            let head = ident(it.next().unwrap());
+            Expr {
+                kind: ExprKind::Path(head, it.next().map(ident)),
+                span: sp,
+            }
+        }
+        Rule::match_expr => {
+            let mut it = p.into_inner();
+            let scrut = expr(it.next().unwrap());
+            let arms = it
+                .map(|arm| {
+                    let mut ai = arm.into_inner();
+                    let pat = ai.next().unwrap();
+                    let pat = pat
+                        .into_inner()
+                        .next()
+                        .filter(|x| x.as_rule() != Rule::wildcard)
+                        .map(expr);
+                    (pat, expr(ai.next().unwrap()))
+                })
+                .collect();
+            Expr {
+                kind: ExprKind::Match(Box::new(scrut), arms),
+                span: sp,
+            }
+        }
+        r => unreachable!("expression rule {r:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_small_spec() {
+        let src = r#"
+            arch demo "A demo"
+            import std
+            format e4m3x { exponent = 4, mantissa = 3, bias = 7, specials = fn }
+            pipeline p(F, L = 16) {
+                chain every L
+                multiply exact
+                zero exponent -133
+                align products, c to max exponent keep F bits round toward_zero
+                normalize to out round toward_zero
+                nan canonical
+            }
+            instruction mma.m16n8k{K}.{D}.{A}.{A}.{C} {
+                for K in [8, 16]
+                for (D, A, C) in [(f32, f16, f32), (f16, f16, f16)]
+                shape 16 x 8 x K
+                types a = A, b = A, c = C, d = D
+                uses p(F = 25, L = match D { f32 => 16, _ => 8 })
+            }
+        "#;
+        let f = parse(src).unwrap();
+        assert_eq!(f.items.len(), 5);
+        let Item::Instruction(i) = &f.items[4] else {
+            panic!()
+        };
+        assert_eq!(i.bindings.len(), 2);
+        assert_eq!(i.types.len(), 4);
+        assert!(i.uses.is_some());
+    }
+
+    #[test]
+    fn syntax_error_has_span() {
+        let e = parse("arch x\npipeline p( { }").unwrap_err();
+        assert_eq!(e.code, "syntax");
+        assert!(e.span.start >= 18, "{:?}", e.span);
+    }
+}

@@ -1,0 +1,156 @@
+//! Conformance testing: runs every case of a set of vector files through the spec that
+//! declares the file's architecture and instruction, and compares bits.
+
+use crate::specs::LoadedSpec;
+use crate::vectors;
+use mmac_compiler::format::Format;
+use mmac_compiler::interp::{self, Operands};
+use mmac_compiler::ir::Instruction;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Mismatches printed per file before the rest are only counted.
+pub const SHOWN_PER_FILE: usize = 3;
+
+/// The outcome of a conformance run.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub passed: usize,
+    pub failed: usize,
+    /// Human-readable report lines (mismatches, unmatched files, malformed lines).
+    pub report: String,
+}
+
+/// Does `got` match the expected bits? Under `nan: any`, any NaN matches any NaN.
+pub fn matches(d: &Format, expected: u64, got: u64, nan_any: bool) -> bool {
+    expected == got || (nan_any && d.decode(expected).is_nan() && d.decode(got).is_nan())
+}
+
+fn hex(f: &Format, v: u64) -> String {
+    format!("{:0w$x}", v, w = f.hex_digits())
+}
+
+fn list(f: &Format, v: &[u64]) -> String {
+    v.iter().map(|x| hex(f, *x)).collect::<Vec<_>>().join(",")
+}
+
+/// Check that every value fits its format's storage; the message names the operand.
+fn check_widths(inst: &Instruction, case: &vectors::Case) -> Result<(), String> {
+    let scale = inst.scale.as_ref().map(|s| &s.format);
+    let groups: [(&str, Option<&Format>, &[u64]); 5] = [
+        ("c", Some(&inst.c), std::slice::from_ref(&case.c)),
+        ("a", Some(&inst.a), &case.a),
+        ("b", Some(&inst.b), &case.b),
+        ("sa", scale, &case.sa),
+        ("sb", scale, &case.sb),
+    ];
+    for (name, f, vals) in groups {
+        if let Some(f) = f
+            && let Some(v) = vals.iter().find(|v| **v & !f.storage_mask() != 0)
+        {
+            return Err(format!(
+                "{name} value {v:x} does not fit `{}` ({} bits)",
+                f.name,
+                f.storage_bits()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Run every vector file under `vectors` against `specs`.
+pub fn run(specs: &[LoadedSpec], vectors_path: &Path) -> std::io::Result<Summary> {
+    let mut by_name: HashMap<(&str, &str), &Instruction> = HashMap::new();
+    for s in specs {
+        for i in &s.spec.instructions {
+            by_name.insert((s.spec.arch.as_str(), i.name.as_str()), i);
+        }
+    }
+    let mut sum = Summary::default();
+    for path in vectors::find_files(vectors_path)? {
+        let (file, errors) = vectors::read(&path)?;
+        let shown = path.display().to_string();
+        for e in &errors {
+            let _ = writeln!(sum.report, "error: {e}");
+        }
+        sum.failed += errors.len();
+        let arch = file.arch.as_deref().unwrap_or("?");
+        let name = file.instruction.as_deref().unwrap_or("?");
+        let Some(inst) = by_name.get(&(arch, name)) else {
+            let _ = writeln!(
+                sum.report,
+                "FAIL {shown}: no spec declares arch `{arch}` instruction `{name}` ({} cases)",
+                file.cases.len()
+            );
+            sum.failed += file.cases.len();
+            continue;
+        };
+        let mut shown_here = 0;
+        let mut failed_here = 0;
+        for case in &file.cases {
+            let ops = Operands {
+                c: case.c,
+                a: &case.a,
+                b: &case.b,
+                sa: &case.sa,
+                sb: &case.sb,
+            };
+            let outcome = check_widths(inst, case)
+                .and_then(|_| interp::run(inst, &ops).map_err(|e| e.to_string()));
+            match outcome {
+                Ok(got) if matches(&inst.d, case.d, got, file.nan_any) => sum.passed += 1,
+                other => {
+                    sum.failed += 1;
+                    failed_here += 1;
+                    if shown_here < SHOWN_PER_FILE {
+                        shown_here += 1;
+                        let mut line = format!(
+                            "FAIL {shown}:{} {name}\n  c={} a={} b={}",
+                            case.line,
+                            hex(&inst.c, case.c),
+                            list(&inst.a, &case.a),
+                            list(&inst.b, &case.b)
+                        );
+                        if let Some(s) = &inst.scale {
+                            let _ = write!(
+                                line,
+                                " sa={} sb={}",
+                                list(&s.format, &case.sa),
+                                list(&s.format, &case.sb)
+                            );
+                        }
+                        let _ = write!(
+                            line,
+                            "\n  expected d={} ({})",
+                            hex(&inst.d, case.d),
+                            inst.d.decode(case.d).describe()
+                        );
+                        match other {
+                            Ok(got) => {
+                                let _ = write!(
+                                    line,
+                                    "\n  actual   d={} ({})",
+                                    hex(&inst.d, got),
+                                    inst.d.decode(got).describe()
+                                );
+                            }
+                            Err(e) => {
+                                let _ = write!(line, "\n  error: {e}");
+                            }
+                        }
+                        let _ = writeln!(sum.report, "{line}");
+                    }
+                }
+            }
+        }
+        if failed_here > shown_here {
+            let _ = writeln!(
+                sum.report,
+                "  ... and {} more failures in {shown}",
+                failed_here - shown_here
+            );
+        }
+    }
+    Ok(sum)
+}

@@ -1,0 +1,71 @@
+//! Loading spec files: one `.mma` file or every `.mma` file under a folder, each parsed
+//! and checked; failures come back as rendered diagnostics.
+
+use mmac_compiler::diagnostic::Diagnostics;
+use mmac_compiler::ir::Spec;
+use std::path::{Path, PathBuf};
+
+/// A checked spec and the file it came from.
+#[derive(Debug)]
+pub struct LoadedSpec {
+    pub path: PathBuf,
+    pub spec: Spec,
+}
+
+/// Why a spec could not be loaded.
+#[derive(Debug)]
+pub enum LoadError {
+    Io(PathBuf, std::io::Error),
+    Invalid(Box<Diagnostics>),
+}
+
+impl LoadError {
+    /// Render for stderr.
+    pub fn render(&self, color: bool) -> String {
+        match self {
+            LoadError::Io(p, e) => format!("error: cannot read {}: {e}\n", p.display()),
+            LoadError::Invalid(d) => d.render(color),
+        }
+    }
+}
+
+/// Parse and check one file.
+pub fn load_file(path: &Path) -> Result<LoadedSpec, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|e| LoadError::Io(path.to_path_buf(), e))?;
+    let spec = mmac_compiler::compile(&path.display().to_string(), &text)
+        .map_err(|d| LoadError::Invalid(Box::new(d)))?;
+    Ok(LoadedSpec {
+        path: path.to_path_buf(),
+        spec,
+    })
+}
+
+/// The `.mma` files a path names: the file itself, or every `.mma` below a folder.
+pub fn spec_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = vec![];
+    if path.is_dir() {
+        crate::vectors::walk(path, &mut out, "mma")?;
+        out.sort();
+    } else {
+        // a missing file is reported by the read that follows
+        out.push(path.to_path_buf());
+    }
+    Ok(out)
+}
+
+/// Load every spec under a path; failures are returned beside the specs that loaded.
+pub fn load_all(path: &Path) -> (Vec<LoadedSpec>, Vec<LoadError>) {
+    let files = match spec_files(path) {
+        Ok(f) => f,
+        Err(e) => return (vec![], vec![LoadError::Io(path.to_path_buf(), e)]),
+    };
+    let mut ok = vec![];
+    let mut errs = vec![];
+    for f in files {
+        match load_file(&f) {
+            Ok(s) => ok.push(s),
+            Err(e) => errs.push(e),
+        }
+    }
+    (ok, errs)
+}

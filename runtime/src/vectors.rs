@@ -1,0 +1,244 @@
+//! Conformance vector files (`.mmv`): reading the header and the cases, with errors that
+//! name file, line and column. Data lines are tokenised with logos.
+//!
+//! ```text
+//! # arch: hopper
+//! # instruction: mma.m16n8k16.f32.f16.f16.f32
+//! # nan: exact
+//! c=<hex> a=<hex>,<hex>,... b=<hex>,... [sa=<hex>,... sb=<hex>,...] d=<hex>
+//! ```
+
+use logos::Logos;
+use std::path::{Path, PathBuf};
+
+/// One dot-product-add case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Case {
+    /// 1-based line in the file.
+    pub line: usize,
+    pub c: u64,
+    pub a: Vec<u64>,
+    pub b: Vec<u64>,
+    pub sa: Vec<u64>,
+    pub sb: Vec<u64>,
+    pub d: u64,
+}
+
+/// A parsed vector file.
+#[derive(Clone, Debug, Default)]
+pub struct VectorFile {
+    pub path: PathBuf,
+    pub arch: Option<String>,
+    pub instruction: Option<String>,
+    /// `# nan: any`: any NaN matches any NaN.
+    pub nan_any: bool,
+    pub cases: Vec<Case>,
+}
+
+/// A malformed line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{path}:{line}:{column}: {message}")]
+pub struct VectorError {
+    pub path: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+#[derive(Logos, Debug, Clone, Copy, PartialEq, Eq)]
+#[logos(skip r"[ \t\r]+")]
+enum Token {
+    #[token("c=")]
+    C,
+    #[token("a=")]
+    A,
+    #[token("b=")]
+    B,
+    #[token("sa=")]
+    Sa,
+    #[token("sb=")]
+    Sb,
+    #[token("d=")]
+    D,
+    #[token(",")]
+    Comma,
+    #[regex(r"[0-9a-fA-F]+")]
+    Hex,
+}
+
+/// Read and parse a vector file. Malformed data lines are returned as errors beside the
+/// cases that did parse, so one bad line does not hide the rest of the file.
+pub fn read(path: &Path) -> Result<(VectorFile, Vec<VectorError>), std::io::Error> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(parse(path, &text))
+}
+
+/// Parse vector-file text.
+pub fn parse(path: &Path, text: &str) -> (VectorFile, Vec<VectorError>) {
+    let mut file = VectorFile {
+        path: path.to_path_buf(),
+        ..Default::default()
+    };
+    let mut errors = vec![];
+    let shown = path.display().to_string();
+    for (i, line) in text.lines().enumerate() {
+        let lineno = i + 1;
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        if let Some(header) = trimmed.strip_prefix('#') {
+            if let Some((key, value)) = header.split_once(':') {
+                let value = value.trim().to_string();
+                match key.trim() {
+                    "arch" => file.arch = Some(value),
+                    "instruction" => file.instruction = Some(value),
+                    "nan" => file.nan_any = value == "any",
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        match parse_case(line, lineno) {
+            Ok(c) => file.cases.push(c),
+            Err((column, message)) => errors.push(VectorError {
+                path: shown.clone(),
+                line: lineno,
+                column,
+                message,
+            }),
+        }
+    }
+    (file, errors)
+}
+
+fn parse_case(line: &str, lineno: usize) -> Result<Case, (usize, String)> {
+    let mut lex = Token::lexer(line);
+    let mut fields: [Option<Vec<u64>>; 6] = Default::default();
+    let names = ["c", "a", "b", "sa", "sb", "d"];
+    let mut current: Option<usize> = None;
+    let mut expect_value = false;
+    while let Some(tok) = lex.next() {
+        let col = lex.span().start + 1;
+        let tok = tok.map_err(|_| (col, format!("unexpected `{}`", lex.slice())))?;
+        match tok {
+            Token::C | Token::A | Token::B | Token::Sa | Token::Sb | Token::D => {
+                if expect_value {
+                    return Err((col, "expected a hex value".into()));
+                }
+                let idx = match tok {
+                    Token::C => 0,
+                    Token::A => 1,
+                    Token::B => 2,
+                    Token::Sa => 3,
+                    Token::Sb => 4,
+                    _ => 5,
+                };
+                if fields[idx].is_some() {
+                    return Err((col, format!("`{}=` given twice", names[idx])));
+                }
+                fields[idx] = Some(vec![]);
+                current = Some(idx);
+                expect_value = true;
+            }
+            Token::Hex => {
+                let Some(idx) = current else {
+                    return Err((col, "a value before any `name=`".into()));
+                };
+                if !expect_value {
+                    return Err((col, "expected `,` or a new field".into()));
+                }
+                let s = lex.slice();
+                let v = u64::from_str_radix(s, 16)
+                    .map_err(|_| (col, format!("`{s}` is wider than 64 bits")))?;
+                fields[idx].as_mut().unwrap().push(v);
+                expect_value = false;
+            }
+            Token::Comma => {
+                if expect_value || current.is_none() {
+                    return Err((col, "unexpected `,`".into()));
+                }
+                expect_value = true;
+            }
+        }
+    }
+    if expect_value {
+        return Err((
+            line.trim_end().len() + 1,
+            "line ends where a hex value was expected".into(),
+        ));
+    }
+    let [c, a, b, sa, sb, d] = fields;
+    let single = |v: Option<Vec<u64>>, n: &str| -> Result<u64, (usize, String)> {
+        match v {
+            None => Err((1, format!("missing `{n}=`"))),
+            Some(v) if v.len() == 1 => Ok(v[0]),
+            Some(_) => Err((1, format!("`{n}=` takes one value"))),
+        }
+    };
+    let _ = lineno;
+    Ok(Case {
+        line: lineno,
+        c: single(c, "c")?,
+        a: a.ok_or((1, "missing `a=`".to_string()))?,
+        b: b.ok_or((1, "missing `b=`".to_string()))?,
+        sa: sa.unwrap_or_default(),
+        sb: sb.unwrap_or_default(),
+        d: single(d, "d")?,
+    })
+}
+
+/// Every `.mmv` file under a path (the path itself if it is a file), sorted.
+pub fn find_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = vec![];
+    if path.is_file() {
+        out.push(path.to_path_buf());
+    } else {
+        walk(path, &mut out, "mmv")?;
+    }
+    out.sort();
+    Ok(out)
+}
+
+pub(crate) fn walk(dir: &Path, out: &mut Vec<PathBuf>, ext: &str) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let p = entry?.path();
+        if p.is_dir() {
+            walk(&p, out, ext)?;
+        } else if p.extension().is_some_and(|e| e == ext) {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_cases_and_headers() {
+        let text = "# arch: hopper\n# instruction: x\n# nan: any\nc=3f800000 a=1,2 b=3,4 d=0\n\nc=0 a=1 b=2 sa=7f sb=80 d=ff\n";
+        let (f, errs) = parse(Path::new("t.mmv"), text);
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(f.arch.as_deref(), Some("hopper"));
+        assert!(f.nan_any);
+        assert_eq!(f.cases.len(), 2);
+        assert_eq!(f.cases[0].a, vec![1, 2]);
+        assert_eq!(f.cases[1].sa, vec![0x7f]);
+        assert_eq!(f.cases[1].line, 6);
+    }
+
+    #[test]
+    fn reports_line_and_column() {
+        let (_, errs) = parse(
+            Path::new("t.mmv"),
+            "c=0 a=1,,2 b=3 d=0\nc=0 a=1 b=zz d=0\nc=0 a=1 b=2\n",
+        );
+        assert_eq!(errs.len(), 3);
+        assert_eq!((errs[0].line, errs[0].column), (1, 9));
+        assert_eq!((errs[1].line, errs[1].column), (2, 11));
+        assert!(errs[2].message.contains("missing `d=`"));
+        assert_eq!(errs[0].to_string(), "t.mmv:1:9: unexpected `,`");
+    }
+}

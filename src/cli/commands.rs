@@ -1,0 +1,361 @@
+//! The subcommands: each reads its inputs, calls the compiler or runtime, prints data to
+//! stdout and diagnostics to stderr, and returns the exit code.
+
+use super::{Command, Engine};
+use mmac_compiler::interp::{self, Operands};
+use mmac_compiler::ir::{Instruction, Pipeline, Spec};
+use mmac_runtime::specs::{self, LoadedSpec};
+use std::path::Path;
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILED: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+
+pub fn dispatch(cmd: Command, color: bool) -> i32 {
+    match cmd {
+        Command::Check { files } => check(&files, color),
+        Command::List { file, markdown } => list(&file, markdown, color),
+        Command::Run {
+            file,
+            instr,
+            c,
+            a,
+            b,
+            sa,
+            sb,
+            engine,
+            trace,
+        } => run(
+            &file,
+            &instr,
+            &c,
+            &a,
+            &b,
+            sa.as_deref(),
+            sb.as_deref(),
+            engine,
+            trace,
+            color,
+        ),
+        Command::Test {
+            spec,
+            vectors,
+            engine,
+        } => test(&spec, &vectors, engine, color),
+    }
+}
+
+fn require_interp(engine: Engine) -> Result<(), i32> {
+    if engine == Engine::Jit {
+        eprintln!(
+            "error: the JIT engine is not available in this build yet\n  help: use `--engine interp` (the reference interpreter)"
+        );
+        return Err(EXIT_USAGE);
+    }
+    Ok(())
+}
+
+fn load(path: &Path, color: bool) -> Result<LoadedSpec, i32> {
+    specs::load_file(path).map_err(|e| {
+        eprint!("{}", e.render(color));
+        match e {
+            specs::LoadError::Io(..) => EXIT_USAGE,
+            specs::LoadError::Invalid(_) => EXIT_FAILED,
+        }
+    })
+}
+
+fn check(files: &[std::path::PathBuf], color: bool) -> i32 {
+    let mut code = EXIT_OK;
+    for f in files {
+        match specs::load_file(f) {
+            Ok(s) => {
+                if !s.spec.arch.is_empty() {
+                    eprintln!(
+                        "{}: ok ({} instructions, arch {})",
+                        f.display(),
+                        s.spec.instructions.len(),
+                        s.spec.arch
+                    );
+                } else {
+                    eprintln!("{}: ok (library)", f.display());
+                }
+            }
+            Err(e) => {
+                eprint!("{}", e.render(color));
+                code = EXIT_FAILED;
+            }
+        }
+    }
+    code
+}
+
+/// The alignment width F of an instruction, for listings: the largest F any alignment keeps.
+pub fn alignment_f(inst: &Instruction) -> String {
+    match &inst.pipeline {
+        // the F of the first alignment: the one products meet
+        Pipeline::Fused(f) => f
+            .nodes
+            .first()
+            .and_then(|n| n.terms.iter().filter_map(|t| t.keep.map(|k| k.0)).max())
+            .map(|f| f.to_string())
+            .unwrap_or_else(|| "exact".into()),
+        _ => "-".into(),
+    }
+}
+
+fn shape(inst: &Instruction) -> String {
+    format!("m{}n{}k{}", inst.shape.m, inst.shape.n, inst.shape.k)
+}
+
+fn types(inst: &Instruction) -> String {
+    let mut s = format!(
+        "a={} b={} c={} d={}",
+        inst.a.name, inst.b.name, inst.c.name, inst.d.name
+    );
+    if let Some(sc) = &inst.scale {
+        s.push_str(&format!(" scale={}/{}", sc.format.name, sc.block));
+    }
+    s
+}
+
+fn list(file: &Path, markdown: bool, color: bool) -> i32 {
+    let s = match load(file, color) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    if markdown {
+        print!("{}", markdown_table(&s.spec));
+    } else {
+        for i in &s.spec.instructions {
+            println!(
+                "{}\t{}\t{}\t{}\tF={}",
+                i.name,
+                shape(i),
+                types(i),
+                i.pipeline_name,
+                alignment_f(i)
+            );
+        }
+    }
+    EXIT_OK
+}
+
+/// The rounding of each stage of a pipeline, in words.
+pub fn stage_roundings(inst: &Instruction) -> String {
+    match &inst.pipeline {
+        Pipeline::Fused(f) => {
+            let mut parts = vec![];
+            if f.chain < inst.shape.k {
+                parts.push(format!("chain {}", f.chain));
+            }
+            for n in &f.nodes {
+                let t: Vec<String> = n
+                    .terms
+                    .iter()
+                    .map(|t| match t.keep {
+                        Some((fb, r)) => format!("{} {}", fb, r.short()),
+                        None => "exact".into(),
+                    })
+                    .collect();
+                let mut t2 = t.clone();
+                t2.dedup();
+                parts.push(format!("align {}", t2.join("/")));
+            }
+            for s in &f.normalize {
+                parts.push(format!(
+                    "{} to {} bits",
+                    s.rounding.short(),
+                    s.fraction_bits
+                ));
+            }
+            parts.join("; ")
+        }
+        Pipeline::Sequential(s) => {
+            let mut parts = vec![];
+            if let mmac_compiler::ir::ProductRule::Rounded(a) = &s.product {
+                parts.push(format!("products {} {}", a.rounding.short(), a.format.name));
+            }
+            if let Some((g, a)) = &s.pairwise {
+                parts.push(format!(
+                    "pairs of {g} {} {}",
+                    a.rounding.short(),
+                    a.format.name
+                ));
+            }
+            parts.push(format!(
+                "accumulate {} {}",
+                s.accumulate.rounding.short(),
+                s.accumulate.format.name
+            ));
+            if s.accumulate.flush_keep_sign {
+                parts.push("FTZ".into());
+            }
+            parts.join("; ")
+        }
+        Pipeline::Integer(i) => format!("exact; {:?}", i.overflow).to_lowercase(),
+    }
+}
+
+pub fn markdown_table(spec: &Spec) -> String {
+    let mut out = format!(
+        "## {}\n\n",
+        spec.title.clone().unwrap_or_else(|| spec.arch.clone())
+    );
+    out.push_str(
+        "| instruction | types | algorithm | F | rounding per stage |\n|---|---|---|---|---|\n",
+    );
+    for i in &spec.instructions {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            i.name,
+            types(i),
+            i.pipeline_name,
+            alignment_f(i),
+            stage_roundings(i)
+        ));
+    }
+    out
+}
+
+fn parse_hex_list(s: &str, what: &str) -> Result<Vec<u64>, String> {
+    s.split(',')
+        .enumerate()
+        .map(|(i, x)| {
+            let t = x.trim().trim_start_matches("0x");
+            u64::from_str_radix(t, 16)
+                .map_err(|_| format!("--{what}: element {i} `{x}` is not a hex encoding"))
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    file: &Path,
+    instr: &str,
+    c: &str,
+    a: &str,
+    b: &str,
+    sa: Option<&str>,
+    sb: Option<&str>,
+    engine: Engine,
+    trace: bool,
+    color: bool,
+) -> i32 {
+    if let Err(c) = require_interp(engine) {
+        return c;
+    }
+    let s = match load(file, color) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let Some(inst) = s.spec.instruction(instr) else {
+        eprintln!(
+            "error: `{}` declares no instruction `{instr}`\n  help: `mmac list {}` shows its instructions",
+            file.display(),
+            file.display()
+        );
+        return EXIT_USAGE;
+    };
+    let parsed = (|| -> Result<_, String> {
+        let c = parse_hex_list(c, "c")?;
+        if c.len() != 1 {
+            return Err("--c takes one value".into());
+        }
+        let a = parse_hex_list(a, "a")?;
+        let b = parse_hex_list(b, "b")?;
+        let sa = sa
+            .map(|x| parse_hex_list(x, "sa"))
+            .transpose()?
+            .unwrap_or_default();
+        let sb = sb
+            .map(|x| parse_hex_list(x, "sb"))
+            .transpose()?
+            .unwrap_or_default();
+        Ok((c[0], a, b, sa, sb))
+    })();
+    let (c, a, b, sa, sb) = match parsed {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    for (name, vals, f) in [
+        ("c", std::slice::from_ref(&c), Some(&inst.c)),
+        ("a", &a[..], Some(&inst.a)),
+        ("b", &b[..], Some(&inst.b)),
+        ("sa", &sa[..], inst.scale.as_ref().map(|s| &s.format)),
+        ("sb", &sb[..], inst.scale.as_ref().map(|s| &s.format)),
+    ] {
+        if let Some(f) = f
+            && let Some(v) = vals.iter().find(|v| **v & !f.storage_mask() != 0)
+        {
+            eprintln!(
+                "error: --{name} value {v:x} does not fit `{}` ({} bits)",
+                f.name,
+                f.storage_bits()
+            );
+            return EXIT_USAGE;
+        }
+    }
+    let ops = Operands {
+        c,
+        a: &a,
+        b: &b,
+        sa: &sa,
+        sb: &sb,
+    };
+    let result = if trace {
+        interp::run_traced(inst, &ops)
+    } else {
+        interp::run(inst, &ops).map(|d| (d, vec![]))
+    };
+    match result {
+        Ok((d, lines)) => {
+            for l in lines {
+                println!("{l}");
+            }
+            println!(
+                "d={:0w$x} {}",
+                d,
+                inst.d.decode(d).describe(),
+                w = inst.d.hex_digits()
+            );
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_USAGE
+        }
+    }
+}
+
+fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> i32 {
+    if let Err(c) = require_interp(engine) {
+        return c;
+    }
+    let (loaded, errors) = specs::load_all(spec);
+    for e in &errors {
+        eprint!("{}", e.render(color));
+    }
+    if !vectors.exists() {
+        eprintln!("error: {}: no such file or folder", vectors.display());
+        return EXIT_USAGE;
+    }
+    match mmac_runtime::conformance::run(&loaded, vectors) {
+        Ok(sum) => {
+            print!("{}", sum.report);
+            println!("{} passed, {} failed", sum.passed, sum.failed);
+            if sum.failed > 0 || !errors.is_empty() {
+                EXIT_FAILED
+            } else {
+                EXIT_OK
+            }
+        }
+        Err(e) => {
+            eprintln!("error: reading {}: {e}", vectors.display());
+            EXIT_USAGE
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Command-line parsing (clap) and the subcommands.
+
+mod commands;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(name = "mmac", version, about = "Exact arithmetic of matrix-multiply-accumulate units", long_about = None)]
+pub struct Cli {
+    /// Colour diagnostics: auto (when stderr is a terminal), always or never.
+    #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
+    pub color: Color,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// The exact reference interpreter.
+    Interp,
+    /// Native code from Cranelift (not built yet).
+    Jit,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Parse and check spec files; exit 1 with diagnostics on stderr if any fails.
+    Check {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// List the instructions of a spec: name, shape, operand types, algorithm, F.
+    List {
+        file: PathBuf,
+        /// A Markdown table per architecture (instruction, algorithm, F, rounding per stage).
+        #[arg(long)]
+        markdown: bool,
+    },
+    /// Run one dot-product-add of an instruction on raw encodings.
+    Run {
+        file: PathBuf,
+        /// Instruction name, as in `mmac list`.
+        #[arg(long)]
+        instr: String,
+        /// c, as a hex encoding.
+        #[arg(long, allow_hyphen_values = true)]
+        c: String,
+        /// a[0..K], comma-separated hex encodings.
+        #[arg(long)]
+        a: String,
+        /// b[0..K], comma-separated hex encodings.
+        #[arg(long)]
+        b: String,
+        /// Scale factors of A's row, one per block.
+        #[arg(long)]
+        sa: Option<String>,
+        /// Scale factors of B's column, one per block.
+        #[arg(long)]
+        sb: Option<String>,
+        #[arg(long, value_enum, default_value_t = Engine::Interp)]
+        engine: Engine,
+        /// Print every stage: decoded inputs, exponents, alignment, rounding, result.
+        #[arg(long)]
+        trace: bool,
+    },
+    /// Run conformance vectors (.mmv) against specs; the last line is `N passed, M failed`.
+    Test {
+        /// A spec file or a folder of specs.
+        spec: PathBuf,
+        /// A vector file or a folder searched recursively for .mmv files.
+        #[arg(long)]
+        vectors: PathBuf,
+        #[arg(long, value_enum, default_value_t = Engine::Interp)]
+        engine: Engine,
+    },
+}
+
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let color = match cli.color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => {
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none()
+        }
+    };
+    commands::dispatch(cli.command, color)
+}
