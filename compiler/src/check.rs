@@ -472,8 +472,17 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
 
     let mut instructions: Vec<Instruction> = vec![];
     let mut names: HashMap<String, Span> = HashMap::new();
+    // instructions are checked once the formats they may name are sound
+    let formats_ok = diags.iter().all(|d| {
+        !matches!(
+            d.code,
+            "unknown-field" | "missing-field" | "out-of-range" | "type" | "unknown-name"
+        )
+    });
     for item in &file.items {
-        if let Item::Instruction(decl) = item {
+        if let Item::Instruction(decl) = item
+            && formats_ok
+        {
             match expand_family(decl, &formats, &pipelines) {
                 Ok(list) => {
                     for inst in list {
@@ -598,7 +607,7 @@ fn define_format(
                 }),
             });
         }
-        let Some(e) = int_field("exponent", 1, 11)? else {
+        let Some(e) = int_field("exponent", 1, 15)? else {
             return Err(Diag::new("missing-field", fd.name.span, format!("format `{}` needs `exponent`", fd.name.name))
                 .label("no exponent width")
                 .help("a float format needs at least `exponent = E, mantissa = M`; an integer one `integer = BITS`"));
@@ -675,6 +684,9 @@ fn define_format(
 
 // ------------------------------------------------------------------------------------
 // Instruction families.
+
+/// The most instructions one family may expand to.
+const MAX_FAMILY: usize = 100_000;
 
 fn expand_family(
     decl: &ast::InstructionDecl,
@@ -770,6 +782,18 @@ fn expand_family(
             }
         }
         combos = next;
+        if combos.len() > MAX_FAMILY {
+            diags.push(
+                Diag::new(
+                    "out-of-range",
+                    b.span,
+                    format!("this family expands to more than {MAX_FAMILY} instructions"),
+                )
+                .label("too many combinations")
+                .help("split the family, or narrow its `for` lists"),
+            );
+            return Err(diags);
+        }
     }
     if !diags.is_empty() {
         return Err(diags);
@@ -1424,10 +1448,20 @@ fn build_integer(p: &ast::PipelineDecl, scope: &Scope, ctx: &Ctx) -> Result<Pipe
                         ast::MultiplyKind::Integer => IntegerOp::Multiply,
                         ast::MultiplyKind::Xor => IntegerOp::Xor,
                         ast::MultiplyKind::And => IntegerOp::And,
-                        _ => return Err(misplaced(s, "integer", "use `multiply integer`")),
+                        _ => return Err(misplaced(s, "an integer", "use `multiply integer`")),
                     };
                 }
                 StageKind::SumExact | StageKind::Nan(_) => {}
+                StageKind::Normalize {
+                    precision: Some(e), ..
+                }
+                | StageKind::Normalize {
+                    rounding: Some(e), ..
+                } => {
+                    return Err(Diag::new("rounding-not-allowed", e.span, "integer results are exact: there is nothing to round")
+                        .label("no rounding or precision in an integer pipeline")
+                        .help("write `normalize to out overflow wrap` or `normalize to out overflow saturate`"));
+                }
                 StageKind::Normalize {
                     target: ast::NormalizeTarget::To(t),
                     precision: None,

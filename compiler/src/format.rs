@@ -482,16 +482,26 @@ impl Decoded {
             }
             Decoded::Finite(f) => {
                 let v = f.value().to_f64_lossy();
-                if f.significand == 0 && f.negative {
-                    "-0".into()
-                } else if f.fraction_bits == 0 && f.exponent == 0 {
-                    format!("{}{}", if f.negative { "-" } else { "" }, f.significand)
+                let sign = if f.negative { "-" } else { "" };
+                if f.significand == 0 {
+                    format!("{sign}0")
                 } else {
-                    let s = format!("{:e}", v);
-                    if v.is_zero() { "0".into() } else { s }
+                    show_f64(v)
                 }
             }
         }
+    }
+}
+
+/// A readable decimal: plain notation for moderate magnitudes, scientific otherwise. The
+/// digits are the shortest that read back as the same f64 (exact for f32, f16 and smaller
+/// formats).
+pub fn show_f64(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 || (1e-4..1e16).contains(&a) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
     }
 }
 

@@ -91,14 +91,6 @@ fn evaluate(inst: &Instruction, ops: &Operands, t: &mut Trace) -> Result<u64, Ev
         Pipeline::Sequential(s) => sequential(inst, s, ops, t),
         Pipeline::Integer(i) => integer(inst, i, ops, t),
     };
-    t.line(|| {
-        format!(
-            "d = {:0w$x}  ({})",
-            d,
-            inst.d.decode(d).describe(),
-            w = inst.d.hex_digits()
-        )
-    });
     Ok(d)
 }
 
@@ -130,7 +122,7 @@ fn decode(f: &Format, raw: u64, flush: bool) -> Decoded {
 
 fn describe_raw(f: &Format, raw: u64) -> String {
     format!(
-        "{:0w$x}={}",
+        "{:0w$x} ({})",
         raw & f.storage_mask(),
         f.decode(raw).describe(),
         w = f.hex_digits()
@@ -624,7 +616,7 @@ fn show(v: &Dyadic) -> String {
     if v.is_zero() {
         "0".into()
     } else {
-        format!("{} (~{:e})", v, v.to_f64_lossy())
+        format!("{} (~{})", v, crate::format::show_f64(v.to_f64_lossy()))
     }
 }
 

@@ -28,9 +28,22 @@ pub fn parse(text: &str) -> Result<File, Diag> {
     Ok(File { items })
 }
 
+/// The span of a pair, without the whitespace and comments an optional tail may have
+/// swallowed.
 fn span(p: &Pair<Rule>) -> Span {
     let s = p.as_span();
-    Span::new(s.start(), s.end())
+    let text = s.as_str();
+    let mut end = text.trim_end().len();
+    // a trailing comment line is not part of the construct either
+    while let Some(i) = text[..end].rfind('\n') {
+        let last = text[i + 1..end].trim_start();
+        if last.starts_with("//") {
+            end = text[..i].trim_end().len();
+        } else {
+            break;
+        }
+    }
+    Span::new(s.start(), s.start() + end)
 }
 
 fn rule_name(r: &Rule) -> &'static str {

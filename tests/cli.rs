@@ -1,0 +1,165 @@
+//! The command-line contract: output streams, exit codes and formats other tools rely on.
+
+use std::process::{Command, Output};
+
+fn mmac(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mmac"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("mmac runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn check_exit_codes() {
+    let ok = mmac(&["check", "specs/hopper.mma", "specs/cdna3.mma"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    assert!(stdout(&ok).is_empty(), "check writes nothing to stdout");
+    let bad = mmac(&[
+        "check",
+        "specs/hopper.mma",
+        "tests/checker/fail/unknown_name.mma",
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    let err = stderr(&bad);
+    assert!(
+        err.contains("unknown name `f61`") && err.contains("unknown_name.mma:5:"),
+        "{err}"
+    );
+    let missing = mmac(&["check", "no/such/file.mma"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(stderr(&missing).contains("cannot read no/such/file.mma"));
+}
+
+#[test]
+fn list_one_line_per_instruction() {
+    let o = mmac(&["list", "specs/cdna3.mma"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 27);
+    assert!(
+        out.contains(
+            "v_mfma_f32_16x16x32_fp8_fp8\tm16n16k32\ta=fp8 b=fp8 c=f32 d=f32\tgtr_fdpa\tF=24\n"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn run_prints_d_and_value() {
+    let o = mmac(&[
+        "run",
+        "specs/hopper.mma",
+        "--instr",
+        "mma.m16n8k8.f32.f16.f16.f32",
+        "--c",
+        "3f800000",
+        "--a",
+        "3c00,3c00,0,0,0,0,0,0",
+        "--b",
+        "3c00,4000,0,0,0,0,0,0",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "d=40800000 4\n");
+}
+
+#[test]
+fn run_trace_shows_every_stage() {
+    // 1 + 2^-24 + 2^-26: the alignment at F = 25 truncates the 2^-26 product away
+    let o = mmac(&[
+        "run",
+        "specs/hopper.mma",
+        "--instr",
+        "mma.m16n8k8.f32.f16.f16.f32",
+        "--c",
+        "3f800000",
+        "--a",
+        "0400,0100,0,0,0,0,0,0",
+        "--b",
+        "1c00,1400,0,0,0,0,0,0",
+        "--trace",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    insta::assert_snapshot!(stdout(&o));
+}
+
+#[test]
+fn run_rejects_bad_operands() {
+    let base = [
+        "run",
+        "specs/hopper.mma",
+        "--instr",
+        "mma.m16n8k8.f32.f16.f16.f32",
+        "--c",
+        "0",
+    ];
+    let wrong_count = mmac(&[&base[..], &["--a", "1,2", "--b", "1,2"]].concat());
+    assert_eq!(wrong_count.status.code(), Some(2));
+    assert!(
+        stderr(&wrong_count)
+            .contains("a has 2 elements, but `mma.m16n8k8.f32.f16.f16.f32` takes 8"),
+        "{}",
+        stderr(&wrong_count)
+    );
+    let bad_hex = mmac(
+        &[
+            &base[..],
+            &["--a", "1,zz,0,0,0,0,0,0", "--b", "0,0,0,0,0,0,0,0"],
+        ]
+        .concat(),
+    );
+    assert_eq!(bad_hex.status.code(), Some(2));
+    assert!(stderr(&bad_hex).contains("element 1 `zz` is not a hex encoding"));
+    let too_wide = mmac(
+        &[
+            &base[..],
+            &["--a", "10000,0,0,0,0,0,0,0", "--b", "0,0,0,0,0,0,0,0"],
+        ]
+        .concat(),
+    );
+    assert_eq!(too_wide.status.code(), Some(2));
+    assert!(stderr(&too_wide).contains("does not fit `f16`"));
+    let unknown = mmac(&[
+        "run",
+        "specs/hopper.mma",
+        "--instr",
+        "mma.nope",
+        "--c",
+        "0",
+        "--a",
+        "0",
+        "--b",
+        "0",
+    ]);
+    assert_eq!(unknown.status.code(), Some(2));
+}
+
+#[test]
+fn test_summary_line_and_exit_code() {
+    let ok = mmac(&["test", "specs", "--vectors", "tests/data/hopper_small.mmv"]);
+    assert_eq!(ok.status.code(), Some(0), "{}{}", stdout(&ok), stderr(&ok));
+    assert_eq!(stdout(&ok).lines().last(), Some("3 passed, 0 failed"));
+    let unmatched = mmac(&["test", "specs", "--vectors", "tests/data"]);
+    assert_eq!(unmatched.status.code(), Some(1));
+    let out = stdout(&unmatched);
+    assert!(out.contains("no spec declares arch `hopperx`"), "{out}");
+    assert_eq!(out.lines().last(), Some("3 passed, 1 failed"));
+}
+
+#[test]
+fn help_and_usage_errors() {
+    let help = mmac(&["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(stdout(&help).contains("Usage: mmac"));
+    let bad = mmac(&["frobnicate"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("unrecognized subcommand"));
+}
