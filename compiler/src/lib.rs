@@ -11,6 +11,7 @@ pub mod exact;
 pub mod format;
 pub mod interp;
 pub mod ir;
+pub mod jit;
 pub mod parse;
 
 use diagnostic::Diagnostics;

@@ -1,0 +1,87 @@
+//! Lowering of integer pipelines: `s8`/`u8`/`s4`/`u4` products and `b1` xor/and summed
+//! exactly in i64 with c, then wrapped or saturated into d. [`plan`] checks that the exact
+//! sum cannot leave i64.
+
+use super::emit::Em;
+use crate::format::{IntFormat, int_range};
+use crate::ir::*;
+use cranelift_codegen::ir::InstBuilder;
+use cranelift_codegen::ir::Value;
+
+pub(crate) struct Plan;
+
+fn int<'a>(f: &'a crate::format::Format, role: &str) -> Result<&'a IntFormat, String> {
+    f.as_int()
+        .filter(|i| i.bits >= 1 && i.bits <= 32)
+        .ok_or_else(|| {
+            format!(
+                "{role} `{}` is not an integer format of at most 32 bits",
+                f.name
+            )
+        })
+}
+
+pub(crate) fn plan(inst: &Instruction, _p: &IntegerDot) -> Result<Plan, String> {
+    let a = int(&inst.a, "a")?;
+    let b = int(&inst.b, "b")?;
+    int(&inst.c, "c")?;
+    int(&inst.d, "d")?;
+    // |x op y| < 2^(bits_a + bits_b); k such terms and a 32-bit c stay far inside i64
+    let term_bits = (a.bits + b.bits) as u64;
+    let k_bits = 64 - (inst.shape.k as u64).leading_zeros() as u64;
+    if term_bits + k_bits + 2 > 62 {
+        return Err("the exact integer sum could exceed 62 bits".into());
+    }
+    Ok(Plan)
+}
+
+fn value(em: &mut Em, f: &IntFormat, raw: Value) -> Value {
+    let bits = f.bits as i64;
+    if f.signed {
+        let s = em.b.ins().ishl_imm_s(raw, 64 - bits);
+        em.b.ins().sshr_imm_s(s, 64 - bits)
+    } else {
+        em.b.ins()
+            .band_imm_s(raw, crate::format::low_mask(f.bits) as i64)
+    }
+}
+
+pub(crate) fn emit(
+    em: &mut Em,
+    inst: &Instruction,
+    p: &IntegerDot,
+    c: Value,
+    a_ptr: Value,
+    b_ptr: Value,
+) -> Value {
+    let fa = inst.a.as_int().expect("planned");
+    let fb = inst.b.as_int().expect("planned");
+    let fc = inst.c.as_int().expect("planned");
+    let fd = inst.d.as_int().expect("planned");
+    let mut sum = value(em, fc, c);
+    for k in 0..inst.k() {
+        let ra = em.load(a_ptr, k);
+        let rb = em.load(b_ptr, k);
+        let x = value(em, fa, ra);
+        let y = value(em, fb, rb);
+        let t = match p.op {
+            IntegerOp::Multiply => em.b.ins().imul(x, y),
+            IntegerOp::Xor => em.b.ins().bxor(x, y),
+            IntegerOp::And => em.b.ins().band(x, y),
+        };
+        sum = em.b.ins().iadd(sum, t);
+    }
+    let v = match p.overflow {
+        Overflow::Saturate => {
+            let (lo, hi) = int_range(fd);
+            let lo = em.i64c(lo);
+            let hi = em.i64c(hi);
+            let v = em.b.ins().smax(sum, lo);
+            em.b.ins().smin(v, hi)
+        }
+        // wrapping modulo 2^bits is what the mask below leaves
+        Overflow::Wrap | Overflow::Inf => sum,
+    };
+    em.b.ins()
+        .band_imm_s(v, crate::format::low_mask(fd.bits) as i64)
+}

@@ -1,0 +1,582 @@
+//! The Cranelift JIT: compiles each instruction of a checked [`Spec`] into native
+//! dot-product-add kernels that give the interpreter's bits.
+//!
+//! [`compile`] lowers every instruction it can (instructions with the same arithmetic share
+//! one kernel) and records a [`JitError`] for each it refuses; [`CompiledSpec::kernel`]
+//! hands out a [`Kernel`] with three entries: one dot product ([`Kernel::dot`]), many
+//! independent dot products per call ([`Kernel::batch`]) and a whole M x N x K
+//! instruction ([`Kernel::mma`]). Kernels take raw encodings (`u64` per element) through
+//! pointers; the ABI has only pointers and i64s.
+//!
+//! Lowerings: [`fused`] (fixed-point alignment in i64 or i128), [`sequential`] (native
+//! f32/f64 steps), [`integer`]; shared instruction helpers in [`emit`].
+
+mod emit;
+mod fused;
+mod integer;
+mod sequential;
+
+use crate::interp::{EvalError, Operands};
+use crate::ir::{Instruction, Pipeline, Shape, Spec};
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{AbiParam, BlockArg, InstBuilder, MemFlagsData, UserFuncName, types};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+/// Why an instruction (or the whole backend) could not be compiled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}", match instruction { Some(i) => format!("cannot JIT-compile `{i}`: "), None => "JIT: ".to_string() })]
+pub struct JitError {
+    /// The instruction, or `None` for a failure of the backend itself.
+    pub instruction: Option<String>,
+    pub message: String,
+}
+
+impl JitError {
+    fn backend(message: impl Into<String>) -> JitError {
+        JitError {
+            instruction: None,
+            message: message.into(),
+        }
+    }
+    fn refused(inst: &Instruction, message: impl Into<String>) -> JitError {
+        JitError {
+            instruction: Some(inst.name.clone()),
+            message: message.into(),
+        }
+    }
+}
+
+/// What [`compile_with`] should keep besides the code.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Keep the Cranelift IR text of every kernel ([`CompiledSpec::clif`]).
+    pub emit_clif: bool,
+}
+
+type DotFn = unsafe extern "C" fn(u64, *const u64, *const u64, *const u64, *const u64) -> u64;
+type BatchFn =
+    unsafe extern "C" fn(u64, *const u64, *const u64, *const u64, *const u64, *const u64, *mut u64);
+
+#[derive(Clone, Copy)]
+struct Entry {
+    dot: DotFn,
+    batch: BatchFn,
+}
+
+/// The native code of a spec. Kernels borrow it; the code is freed when it is dropped.
+pub struct CompiledSpec {
+    module: Option<JITModule>,
+    entries: Vec<Entry>,
+    /// Instruction name -> its kernel (index into `entries`) or why it was refused.
+    by_name: HashMap<String, Result<usize, JitError>>,
+    shapes: HashMap<String, (Shape, usize, usize)>,
+    clif: Vec<(String, String)>,
+    /// Wall time of [`compile`], lowering and code generation included.
+    pub compile_time: Duration,
+}
+
+impl Drop for CompiledSpec {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: every `Kernel` borrows `self`, so no function pointer outlives this.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+impl std::fmt::Debug for CompiledSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledSpec")
+            .field("kernels", &self.entries.len())
+            .field("instructions", &self.by_name.len())
+            .finish()
+    }
+}
+
+impl CompiledSpec {
+    /// The kernel of an instruction, or why it was not compiled.
+    pub fn kernel(&self, name: &str) -> Result<Kernel<'_>, JitError> {
+        match self.by_name.get(name) {
+            None => Err(JitError {
+                instruction: Some(name.to_string()),
+                message: "no such instruction in the spec".into(),
+            }),
+            Some(Err(e)) => Err(e.clone()),
+            Some(Ok(i)) => {
+                let (shape, k, scales) = self.shapes[name];
+                Ok(Kernel {
+                    entry: self.entries[*i],
+                    name: name.to_string(),
+                    shape,
+                    k,
+                    scales,
+                    _spec: PhantomData,
+                })
+            }
+        }
+    }
+    /// Distinct kernels generated (instructions with the same arithmetic share one).
+    pub fn kernel_count(&self) -> usize {
+        self.entries.len()
+    }
+    /// Instructions compiled.
+    pub fn compiled_count(&self) -> usize {
+        self.by_name.values().filter(|r| r.is_ok()).count()
+    }
+    /// The instructions the backend refused, with the reason.
+    pub fn refused(&self) -> Vec<&JitError> {
+        let mut v: Vec<&JitError> = self
+            .by_name
+            .values()
+            .filter_map(|r| r.as_ref().err())
+            .collect();
+        v.sort_by(|a, b| a.instruction.cmp(&b.instruction));
+        v
+    }
+    /// The Cranelift IR of each kernel (label, text), if [`Options::emit_clif`] was set.
+    pub fn clif(&self) -> &[(String, String)] {
+        &self.clif
+    }
+}
+
+/// The compiled entries of one instruction.
+#[derive(Clone)]
+pub struct Kernel<'a> {
+    entry: Entry,
+    name: String,
+    shape: Shape,
+    k: usize,
+    scales: usize,
+    _spec: PhantomData<&'a CompiledSpec>,
+}
+
+impl Kernel<'_> {
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// Scale factors per dot product and operand (0 without block scales).
+    pub fn scale_count(&self) -> usize {
+        self.scales
+    }
+
+    fn count_error(&self, operand: &'static str, got: usize, want: usize) -> EvalError {
+        EvalError::OperandCount {
+            instruction: self.name.clone(),
+            operand,
+            got,
+            want,
+        }
+    }
+
+    /// One dot-product-add, like [`crate::interp::run`].
+    pub fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {
+        for (operand, got, want) in [
+            ("a", ops.a.len(), self.k),
+            ("b", ops.b.len(), self.k),
+            ("sa", ops.sa.len(), self.scales),
+            ("sb", ops.sb.len(), self.scales),
+        ] {
+            if got != want {
+                return Err(self.count_error(operand, got, want));
+            }
+        }
+        // SAFETY: the kernel reads exactly k elements of a and b and `scales` of sa and
+        // sb, whose lengths were just checked; the code lives as long as `'a`.
+        Ok(unsafe {
+            (self.entry.dot)(
+                ops.c,
+                ops.a.as_ptr(),
+                ops.b.as_ptr(),
+                ops.sa.as_ptr(),
+                ops.sb.as_ptr(),
+            )
+        })
+    }
+
+    /// `d[i] = dot(c[i], a[i*k..], b[i*k..], sa[i*s..], sb[i*s..])` for every i, in one call.
+    pub fn batch(
+        &self,
+        c: &[u64],
+        a: &[u64],
+        b: &[u64],
+        sa: &[u64],
+        sb: &[u64],
+        d: &mut [u64],
+    ) -> Result<(), EvalError> {
+        let n = c.len();
+        for (operand, got, want) in [
+            ("a", a.len(), n * self.k),
+            ("b", b.len(), n * self.k),
+            ("sa", sa.len(), n * self.scales),
+            ("sb", sb.len(), n * self.scales),
+            ("d", d.len(), n),
+        ] {
+            if got != want {
+                return Err(self.count_error(operand, got, want));
+            }
+        }
+        // SAFETY: lengths checked above; the batch entry reads n records and writes n.
+        unsafe {
+            (self.entry.batch)(
+                n as u64,
+                c.as_ptr(),
+                a.as_ptr(),
+                b.as_ptr(),
+                sa.as_ptr(),
+                sb.as_ptr(),
+                d.as_mut_ptr(),
+            )
+        };
+        Ok(())
+    }
+
+    /// A whole instruction: `A` is M x K and `B` is K x N (row-major), `C` is M x N;
+    /// `sa` holds each row's scale factors (M x K/block), `sb` each column's (N x K/block).
+    /// Returns D (M x N, row-major).
+    pub fn mma(
+        &self,
+        a: &[u64],
+        b: &[u64],
+        c: &[u64],
+        sa: &[u64],
+        sb: &[u64],
+    ) -> Result<Vec<u64>, EvalError> {
+        let (m, n, k, s) = (
+            self.shape.m as usize,
+            self.shape.n as usize,
+            self.k,
+            self.scales,
+        );
+        for (operand, got, want) in [
+            ("a", a.len(), m * k),
+            ("b", b.len(), k * n),
+            ("c", c.len(), m * n),
+            ("sa", sa.len(), m * s),
+            ("sb", sb.len(), n * s),
+        ] {
+            if got != want {
+                return Err(self.count_error(operand, got, want));
+            }
+        }
+        // B's columns, contiguous
+        let mut bt = vec![0u64; n * k];
+        for kk in 0..k {
+            for j in 0..n {
+                bt[j * k + kk] = b[kk * n + j];
+            }
+        }
+        let mut d = vec![0u64; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                d[i * n + j] = self.dot(&Operands {
+                    c: c[i * n + j],
+                    a: &a[i * k..(i + 1) * k],
+                    b: &bt[j * k..(j + 1) * k],
+                    sa: &sa[i * s..(i + 1) * s],
+                    sb: &sb[j * s..(j + 1) * s],
+                })?;
+            }
+        }
+        Ok(d)
+    }
+}
+
+/// How one instruction is lowered.
+enum Lowering<'i> {
+    Fused(&'i crate::ir::Fused, fused::Plan),
+    Sequential(&'i crate::ir::Sequential, sequential::Plan),
+    Integer(&'i crate::ir::IntegerDot, integer::Plan),
+}
+
+fn plan(inst: &Instruction) -> Result<Lowering<'_>, String> {
+    if inst.k() == 0 || inst.k() > 4096 {
+        return Err(format!(
+            "k = {} is outside what the JIT unrolls (1..=4096)",
+            inst.k()
+        ));
+    }
+    if let Some(s) = &inst.scale
+        && (s.block == 0 || inst.shape.k % s.block != 0)
+    {
+        return Err("the scale block does not divide k".into());
+    }
+    Ok(match &inst.pipeline {
+        Pipeline::Fused(f) => Lowering::Fused(f, fused::plan(inst, f)?),
+        Pipeline::Sequential(s) => Lowering::Sequential(s, sequential::plan(inst, s)?),
+        Pipeline::Integer(p) => Lowering::Integer(p, integer::plan(inst, p)?),
+    })
+}
+
+impl Lowering<'_> {
+    fn width(&self) -> types::Type {
+        match self {
+            Lowering::Fused(_, p) => p.w,
+            _ => types::I64,
+        }
+    }
+}
+
+/// Emit the dot product into the current block (straight-line code); returns d (i64).
+fn emit_dot(
+    b: &mut FunctionBuilder,
+    inst: &Instruction,
+    low: &Lowering,
+    c: cranelift_codegen::ir::Value,
+    ptrs: &fused::Ptrs,
+) -> cranelift_codegen::ir::Value {
+    let mut em = emit::Em { b, w: low.width() };
+    match low {
+        Lowering::Fused(f, p) => fused::emit(&mut em, inst, f, p, c, ptrs),
+        Lowering::Sequential(s, p) => sequential::emit(&mut em, inst, s, p, c, ptrs.a, ptrs.b),
+        Lowering::Integer(p, _) => integer::emit(&mut em, inst, p, c, ptrs.a, ptrs.b),
+    }
+}
+
+/// The arithmetic of an instruction, as a key: instructions with equal keys share a kernel.
+fn arithmetic_key(inst: &Instruction) -> String {
+    format!(
+        "{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}",
+        inst.a, inst.b, inst.c, inst.d, inst.scale, inst.shape.k, inst.pipeline
+    )
+}
+
+fn new_module() -> Result<JITModule, JitError> {
+    let mut flags = settings::builder();
+    let set = |flags: &mut settings::Builder, k: &str, v: &str| {
+        flags
+            .set(k, v)
+            .map_err(|e| JitError::backend(format!("setting {k}: {e}")))
+    };
+    set(&mut flags, "opt_level", "speed")?;
+    set(&mut flags, "use_colocated_libcalls", "false")?;
+    set(&mut flags, "is_pic", "false")?;
+    let isa = cranelift_native::builder()
+        .map_err(|e| JitError::backend(format!("this host is not supported: {e}")))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| JitError::backend(format!("cannot configure the code generator: {e}")))?;
+    Ok(JITModule::new(JITBuilder::with_isa(
+        isa,
+        default_libcall_names(),
+    )))
+}
+
+/// Compile every instruction of a spec. Instructions the backend cannot lower are
+/// recorded with the reason ([`CompiledSpec::kernel`] returns it); only a failure of the
+/// backend itself is an error here.
+pub fn compile(spec: &Spec) -> Result<CompiledSpec, JitError> {
+    compile_with(spec, Options::default())
+}
+
+/// [`compile`] with options.
+pub fn compile_with(spec: &Spec, options: Options) -> Result<CompiledSpec, JitError> {
+    let started = Instant::now();
+    let mut module = new_module()?;
+    let mut ctx = module.make_context();
+    let mut fctx = FunctionBuilderContext::new();
+    let mut by_key: HashMap<String, usize> = HashMap::new();
+    let mut by_name: HashMap<String, Result<usize, JitError>> = HashMap::new();
+    let mut shapes = HashMap::new();
+    let mut ids: Vec<(FuncId, FuncId)> = vec![];
+    let mut clif = vec![];
+    for inst in &spec.instructions {
+        shapes.insert(
+            inst.name.clone(),
+            (inst.shape, inst.k(), inst.scale_count()),
+        );
+        let key = arithmetic_key(inst);
+        if let Some(&i) = by_key.get(&key) {
+            by_name.insert(inst.name.clone(), Ok(i));
+            continue;
+        }
+        let low = match plan(inst) {
+            Ok(l) => l,
+            Err(msg) => {
+                by_name.insert(inst.name.clone(), Err(JitError::refused(inst, msg)));
+                continue;
+            }
+        };
+        let index = ids.len();
+        let r = define_kernel(
+            &mut module,
+            &mut ctx,
+            &mut fctx,
+            inst,
+            &low,
+            index,
+            options.emit_clif,
+            &mut clif,
+        );
+        match r {
+            Ok(pair) => {
+                ids.push(pair);
+                by_key.insert(key, index);
+                by_name.insert(inst.name.clone(), Ok(index));
+            }
+            Err(e) => {
+                module.clear_context(&mut ctx);
+                by_name.insert(inst.name.clone(), Err(JitError::refused(inst, e)));
+            }
+        }
+    }
+    module
+        .finalize_definitions()
+        .map_err(|e| JitError::backend(format!("cannot finalize the code: {e}")))?;
+    let entries = ids
+        .iter()
+        .map(|(d, b)| {
+            let dp = module.get_finalized_function(*d);
+            let bp = module.get_finalized_function(*b);
+            // SAFETY: the functions were defined with exactly these signatures.
+            unsafe {
+                Entry {
+                    dot: std::mem::transmute::<*const u8, DotFn>(dp),
+                    batch: std::mem::transmute::<*const u8, BatchFn>(bp),
+                }
+            }
+        })
+        .collect();
+    Ok(CompiledSpec {
+        module: Some(module),
+        entries,
+        by_name,
+        shapes,
+        clif,
+        compile_time: started.elapsed(),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn define_kernel(
+    module: &mut JITModule,
+    ctx: &mut cranelift_codegen::Context,
+    fctx: &mut FunctionBuilderContext,
+    inst: &Instruction,
+    low: &Lowering,
+    index: usize,
+    emit_clif: bool,
+    clif: &mut Vec<(String, String)>,
+) -> Result<(FuncId, FuncId), String> {
+    let ptr = module.target_config().pointer_type();
+    let k = inst.k() as i64;
+    let s = inst.scale_count() as i64;
+
+    // dot(c, a, b, sa, sb) -> d
+    let mut sig = module.make_signature();
+    sig.params.push(AbiParam::new(types::I64));
+    for _ in 0..4 {
+        sig.params.push(AbiParam::new(ptr));
+    }
+    sig.returns.push(AbiParam::new(types::I64));
+    let dot_id = module
+        .declare_function(&format!("dot{index}"), Linkage::Local, &sig)
+        .map_err(|e| e.to_string())?;
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(0, dot_id.as_u32());
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let p = b.block_params(entry).to_vec();
+        let ptrs = fused::Ptrs {
+            a: p[1],
+            b: p[2],
+            sa: p[3],
+            sb: p[4],
+        };
+        let d = emit_dot(&mut b, inst, low, p[0], &ptrs);
+        b.ins().return_(&[d]);
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
+    if emit_clif {
+        clif.push((
+            format!("{} (dot{index})", inst.name),
+            ctx.func.display().to_string(),
+        ));
+    }
+    module
+        .define_function(dot_id, ctx)
+        .map_err(|e| format!("code generation failed: {e:?}"))?;
+    module.clear_context(ctx);
+
+    // batch(n, c, a, b, sa, sb, d)
+    let mut sig = module.make_signature();
+    sig.params.push(AbiParam::new(types::I64));
+    for _ in 0..6 {
+        sig.params.push(AbiParam::new(ptr));
+    }
+    let batch_id = module
+        .declare_function(&format!("batch{index}"), Linkage::Local, &sig)
+        .map_err(|e| e.to_string())?;
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(0, batch_id.as_u32());
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+        let entry = b.create_block();
+        let head = b.create_block();
+        let body = b.create_block();
+        let exit = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.append_block_param(head, types::I64);
+        b.switch_to_block(entry);
+        let p = b.block_params(entry).to_vec();
+        let (n, cp, ap, bp, sap, sbp, dp) = (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
+        let zero = b.ins().iconst(types::I64, 0);
+        b.ins().jump(head, &[BlockArg::Value(zero)]);
+
+        b.switch_to_block(head);
+        let i = b.block_params(head)[0];
+        let more = b.ins().icmp(IntCC::UnsignedLessThan, i, n);
+        b.ins().brif(more, body, &[], exit, &[]);
+
+        b.switch_to_block(body);
+        let off = |b: &mut FunctionBuilder, base, per: i64| {
+            let o = b.ins().imul_imm_s(i, per * 8);
+            b.ins().iadd(base, o)
+        };
+        let c_at = off(&mut b, cp, 1);
+        let c = b
+            .ins()
+            .load(types::I64, MemFlagsData::trusted().with_readonly(), c_at, 0);
+        let ptrs = fused::Ptrs {
+            a: off(&mut b, ap, k),
+            b: off(&mut b, bp, k),
+            sa: off(&mut b, sap, s),
+            sb: off(&mut b, sbp, s),
+        };
+        let d = emit_dot(&mut b, inst, low, c, &ptrs);
+        let d_at = off(&mut b, dp, 1);
+        b.ins().store(MemFlagsData::trusted(), d, d_at, 0);
+        let next = b.ins().iadd_imm_s(i, 1);
+        b.ins().jump(head, &[BlockArg::Value(next)]);
+
+        b.switch_to_block(exit);
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
+    module
+        .define_function(batch_id, ctx)
+        .map_err(|e| format!("code generation failed: {e:?}"))?;
+    module.clear_context(ctx);
+    Ok((dot_id, batch_id))
+}
+
+/// Compile one instruction on its own.
+pub fn compile_instruction(inst: &Instruction) -> Result<CompiledSpec, JitError> {
+    let spec = Spec {
+        arch: String::new(),
+        title: None,
+        instructions: vec![inst.clone()],
+    };
+    let c = compile(&spec)?;
+    c.kernel(&inst.name)?;
+    Ok(c)
+}

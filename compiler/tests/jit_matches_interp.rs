@@ -1,0 +1,264 @@
+//! The JIT against the reference interpreter: for every instruction of every spec under
+//! `specs/` (and `specs/examples/`), random encodings give the same bits from both engines
+//! (any NaN matching any NaN only where the pipeline's NaN policy is `ieee`).
+//!
+//! Cases per distinct kernel: `MMAC_JIT_CASES` (default 192). Random operands mix uniform
+//! codes, codes clustered around one binade (cancellation, alignment shifts), zeros and
+//! the extreme codes (Inf/NaN, largest finite, smallest subnormal).
+
+use mmac_compiler::format::{Format, FormatKind};
+use mmac_compiler::interp::{self, Operands};
+use mmac_compiler::ir::{Instruction, NanPolicy, Pipeline, Spec};
+use mmac_compiler::jit;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+fn spec_files() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs");
+    let mut out = vec![];
+    for dir in [root.clone(), root.join("examples")] {
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.extension().is_some_and(|x| x == "mma") {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn load(p: &Path) -> Option<Spec> {
+    let text = std::fs::read_to_string(p).ok()?;
+    // a spec that does not check is the front end's business, not the JIT's
+    mmac_compiler::compile(&p.display().to_string(), &text).ok()
+}
+
+/// Shape one random draw into an encoding of `f`.
+fn encoding(f: &Format, sel: u8, bits: u64, center: i64) -> u64 {
+    let mask = f.storage_mask();
+    match &f.kind {
+        FormatKind::Int(_) => bits & mask,
+        FormatKind::Float(x) => {
+            let m = x.mantissa_bits;
+            let e = x.exponent_bits;
+            let emask = (1u64 << e) - 1;
+            let man = bits & ((1u64 << m) - 1);
+            let sign = if x.signed { (bits >> 63) << (e + m) } else { 0 };
+            let code = match sel % 10 {
+                0 | 1 => bits,
+                2 => sign, // a zero
+                3 => match (bits >> 40) % 4 {
+                    0 => sign | (emask << m) | man, // Inf/NaN/top binade
+                    1 => sign | ((emask - 1) << m) | ((1u64 << m) - 1), // near the largest
+                    2 => sign | 1,                  // smallest subnormal
+                    _ => sign | man,                // a subnormal
+                },
+                _ => {
+                    // clustered: exponent field within a few binades of `center`
+                    let off = ((bits >> 32) % 7) as i64 - 3;
+                    let ef = (center + off).clamp(0, emask as i64) as u64;
+                    sign | (ef << m) | man
+                }
+            };
+            ((code & low(x.code_bits())) << x.ignored_low_bits) & mask
+        }
+    }
+}
+
+fn low(b: u32) -> u64 {
+    if b >= 64 { u64::MAX } else { (1u64 << b) - 1 }
+}
+
+fn center(f: &Format, shift: i64) -> i64 {
+    match f.as_float() {
+        Some(x) => x.bias as i64 + shift,
+        None => 0,
+    }
+}
+
+fn nan_any(inst: &Instruction) -> bool {
+    match &inst.pipeline {
+        Pipeline::Fused(f) => f.nan == NanPolicy::Ieee,
+        Pipeline::Sequential(s) => s.nan == NanPolicy::Ieee,
+        Pipeline::Integer(_) => false,
+    }
+}
+
+fn same(inst: &Instruction, x: u64, y: u64) -> bool {
+    x == y || (nan_any(inst) && inst.d.decode(x).is_nan() && inst.d.decode(y).is_nan())
+}
+
+fn check_instruction(kernel: &jit::Kernel, inst: &Instruction, cases: u32) -> Result<(), String> {
+    let k = inst.k();
+    let s = inst.scale_count();
+    let strat = (
+        prop::collection::vec((any::<u8>(), any::<u64>()), 2 * k + 2 * s + 1),
+        -4i64..4,
+    );
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let scale_f = inst.scale.as_ref().map(|x| x.format.clone());
+    runner
+        .run(&strat, |(draws, shift)| {
+            let enc =
+                |f: &Format, i: usize, sh: i64| encoding(f, draws[i].0, draws[i].1, center(f, sh));
+            let a: Vec<u64> = (0..k).map(|i| enc(&inst.a, i, 0)).collect();
+            let b: Vec<u64> = (0..k).map(|i| enc(&inst.b, k + i, 0)).collect();
+            let c = enc(&inst.c, 2 * k, shift);
+            let (sa, sb): (Vec<u64>, Vec<u64>) = match &scale_f {
+                Some(f) => (
+                    (0..s).map(|i| enc(f, 2 * k + 1 + i, 0)).collect(),
+                    (0..s).map(|i| enc(f, 2 * k + 1 + s + i, 0)).collect(),
+                ),
+                None => (vec![], vec![]),
+            };
+            let ops = Operands {
+                c,
+                a: &a,
+                b: &b,
+                sa: &sa,
+                sb: &sb,
+            };
+            let want = interp::run(inst, &ops).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let got = kernel
+                .dot(&ops)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert!(
+                same(inst, want, got),
+                "{}: c={:x} a={:x?} b={:x?} sa={:x?} sb={:x?}: interp {:x}, jit {:x}",
+                inst.name,
+                c,
+                a,
+                b,
+                sa,
+                sb,
+                want,
+                got
+            );
+            // the batch entry agrees with the single-dot entry
+            let mut d = [0u64; 2];
+            let c2 = [c, c];
+            let a2: Vec<u64> = a.iter().chain(a.iter()).copied().collect();
+            let b2: Vec<u64> = b.iter().chain(b.iter()).copied().collect();
+            let sa2: Vec<u64> = sa.iter().chain(sa.iter()).copied().collect();
+            let sb2: Vec<u64> = sb.iter().chain(sb.iter()).copied().collect();
+            kernel
+                .batch(&c2, &a2, &b2, &sa2, &sb2, &mut d)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(d, [got, got]);
+            Ok(())
+        })
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn jit_matches_interpreter_on_every_spec() {
+    let cases: u32 = std::env::var("MMAC_JIT_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(192);
+    let mut failures = vec![];
+    let mut checked = 0;
+    let mut refused = vec![];
+    for path in spec_files() {
+        let Some(spec) = load(&path) else { continue };
+        let compiled = jit::compile(&spec).expect("the backend starts");
+        let mut seen = HashSet::new();
+        for inst in &spec.instructions {
+            // instructions that differ only in M and N share one kernel: test it once
+            let key = format!(
+                "{:?}{:?}{:?}{:?}{:?}{}{:?}",
+                inst.a, inst.b, inst.c, inst.d, inst.scale, inst.shape.k, inst.pipeline
+            );
+            if !seen.insert(key) {
+                continue;
+            }
+            match compiled.kernel(&inst.name) {
+                Ok(kernel) => {
+                    checked += 1;
+                    if let Err(e) = check_instruction(&kernel, inst, cases) {
+                        failures.push(format!("{}: {e}", path.display()));
+                    }
+                }
+                Err(e) => refused.push(format!("{}: {e}", path.display())),
+            }
+        }
+    }
+    for r in &refused {
+        eprintln!("refused: {r}");
+    }
+    assert!(checked > 0, "no spec instruction was compiled");
+    assert!(
+        failures.is_empty(),
+        "{} instructions differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Refusals are errors with a reason, never panics; and every refusal names its instruction.
+#[test]
+fn refusals_name_the_instruction() {
+    for path in spec_files() {
+        let Some(spec) = load(&path) else { continue };
+        let compiled = jit::compile(&spec).expect("the backend starts");
+        for e in compiled.refused() {
+            assert!(e.instruction.is_some() && !e.message.is_empty(), "{e}");
+        }
+    }
+}
+
+/// A whole M x N x K instruction equals its dot products.
+#[test]
+fn mma_entry_equals_dot_products() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/hopper.mma");
+    let spec = load(&path).expect("hopper spec");
+    let inst = spec
+        .instruction("mma.m16n8k16.f32.f16.f16.f32")
+        .expect("instruction");
+    let compiled = jit::compile(&spec).expect("compiles");
+    let kernel = compiled.kernel(&inst.name).expect("kernel");
+    let (m, n, k) = (16usize, 8usize, 16usize);
+    let mut x = 0x1234_5678_9abc_def0u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let a: Vec<u64> = (0..m * k)
+        .map(|_| encoding(&inst.a, 5, next(), 15))
+        .collect();
+    let b: Vec<u64> = (0..k * n)
+        .map(|_| encoding(&inst.b, 5, next(), 15))
+        .collect();
+    let c: Vec<u64> = (0..m * n)
+        .map(|_| encoding(&inst.c, 5, next(), 127))
+        .collect();
+    let d = kernel.mma(&a, &b, &c, &[], &[]).expect("mma");
+    for i in 0..m {
+        for j in 0..n {
+            let col: Vec<u64> = (0..k).map(|kk| b[kk * n + j]).collect();
+            let want = interp::run(
+                inst,
+                &Operands {
+                    c: c[i * n + j],
+                    a: &a[i * k..(i + 1) * k],
+                    b: &col,
+                    sa: &[],
+                    sb: &[],
+                },
+            )
+            .unwrap();
+            assert_eq!(d[i * n + j], want, "D[{i}][{j}]");
+        }
+    }
+}
