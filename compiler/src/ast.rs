@@ -181,7 +181,8 @@ pub enum StageKind {
         target: NormalizeTarget,
         precision: Option<Expr>,
         rounding: Option<Expr>,
-        overflow: Option<(String, Span)>,
+        /// `overflow inf | saturate | wrap` (an expression, so it can be a parameter).
+        overflow: Option<Expr>,
     },
     Accumulate {
         format: Expr,

@@ -13,6 +13,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Int(i64),
+    /// What happens on overflow: `inf`, `saturate`, `wrap`.
+    Overflow(Overflow),
     Format(Format),
     Rounding(Rounding),
     Str(String),
@@ -23,6 +25,7 @@ impl Value {
     fn kind(&self) -> &'static str {
         match self {
             Value::Int(_) => "a number",
+            Value::Overflow(_) => "an overflow rule",
             Value::Format(_) => "a format",
             Value::Rounding(_) => "a rounding mode",
             Value::Str(_) => "a string",
@@ -33,6 +36,7 @@ impl Value {
     pub fn show(&self) -> String {
         match self {
             Value::Int(i) => i.to_string(),
+            Value::Overflow(o) => overflow_keyword(*o).to_string(),
             Value::Format(f) => f.name.clone(),
             Value::Rounding(r) => r.keyword().to_string(),
             Value::Str(s) => s.clone(),
@@ -68,7 +72,13 @@ impl Scope<'_> {
         if let Some(f) = format::builtin(name) {
             return Some(Value::Format(f));
         }
-        Rounding::from_keyword(name).map(Value::Rounding)
+        if let Some(r) = Rounding::from_keyword(name) {
+            return Some(Value::Rounding(r));
+        }
+        [Overflow::Inf, Overflow::Saturate, Overflow::Wrap]
+            .into_iter()
+            .find(|o| overflow_keyword(*o) == name)
+            .map(Value::Overflow)
     }
 }
 
@@ -251,6 +261,21 @@ fn expect_format(e: &Expr, scope: &Scope) -> Result<Format, Diag> {
     match eval(e, scope)? {
         Value::Format(f) => Ok(f),
         v => Err(type_error(e, "a format", &v)),
+    }
+}
+
+fn overflow_keyword(o: Overflow) -> &'static str {
+    match o {
+        Overflow::Inf => "inf",
+        Overflow::Saturate => "saturate",
+        Overflow::Wrap => "wrap",
+    }
+}
+
+fn expect_overflow(e: &Expr, scope: &Scope) -> Result<Overflow, Diag> {
+    match eval(e, scope)? {
+        Value::Overflow(o) => Ok(o),
+        v => Err(type_error(e, "an overflow rule", &v).help("overflow rules: inf, saturate, wrap")),
     }
 }
 
@@ -1479,18 +1504,19 @@ fn build_integer(p: &ast::PipelineDecl, scope: &Scope, ctx: &Ctx) -> Result<Pipe
                         .help("write `normalize to out`"));
                     }
                     has_normalize = true;
-                    overflow = match o.as_ref().map(|(s, _)| s.as_str()) {
-                        None | Some("wrap") => Overflow::Wrap,
-                        Some("saturate") => Overflow::Saturate,
-                        Some(_) => {
+                    overflow = match o.as_ref().map(|e| (expect_overflow(e, scope), e.span)) {
+                        None => Overflow::Wrap,
+                        Some((Err(d), _)) => return Err(d),
+                        Some((Ok(Overflow::Inf), sp)) => {
                             return Err(Diag::new(
                                 "bad-overflow",
-                                o.as_ref().unwrap().1,
+                                sp,
                                 "integers cannot overflow to Inf",
                             )
                             .label("no Inf in integers")
                             .help("use `overflow wrap` or `overflow saturate`"));
                         }
+                        Some((Ok(x), _)) => x,
                     };
                 }
                 _ => {
@@ -1921,14 +1947,18 @@ fn build_fused(p: &ast::PipelineDecl, scope: &Scope, ctx: &Ctx) -> Result<Pipeli
                             .help("add `round toward_zero`, `round nearest_even`, ..."));
                         }
                     };
-                    let overflow = match overflow.as_ref().map(|(s, sp)| (s.as_str(), *sp)) {
-                        None | Some(("inf", _)) => Overflow::Inf,
-                        Some(("saturate", _)) => Overflow::Saturate,
-                        Some((_, sp)) => {
+                    let overflow = match overflow
+                        .as_ref()
+                        .map(|e| (expect_overflow(e, scope), e.span))
+                    {
+                        None => Overflow::Inf,
+                        Some((Err(d), _)) => return Err(d),
+                        Some((Ok(Overflow::Wrap), sp)) => {
                             return Err(Diag::new("bad-overflow", sp, "floats cannot wrap")
                                 .label("wrap is for integers")
                                 .help("use `overflow inf` or `overflow saturate`"));
                         }
+                        Some((Ok(x), _)) => x,
                     };
                     if let Some(last) = normalize.last()
                         && last.max_exponent.is_some()

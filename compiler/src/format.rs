@@ -8,7 +8,7 @@
 
 use crate::exact::Dyadic;
 use num_bigint::BigInt;
-use num_traits::{ToPrimitive, Zero};
+use num_traits::ToPrimitive;
 
 /// Which codes of a float format are not finite numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -91,7 +91,6 @@ fn rule_name(r: &Rule) -> &'static str {
         Rule::binder => "a name or a tuple of names",
         Rule::format_field => "a format field `name = value`",
         Rule::match_arm => "a match arm `pattern => value`",
-        Rule::overflow_kind => "`inf`, `saturate` or `wrap`",
         Rule::term_class => "`products`, `c` or `groups`",
         Rule::keep_round => "`keep N bits round MODE`",
         _ => "more input",
@@ -341,7 +340,7 @@ fn stage(p: Pair<Rule>) -> Stage {
                 match q.as_rule() {
                     Rule::norm_precision => precision = Some(expr(q.into_inner().next().unwrap())),
                     Rule::norm_round => rounding = Some(expr(q.into_inner().next().unwrap())),
-                    _ => overflow = Some((q.as_str().to_string(), span(&q))),
+                    _ => overflow = Some(expr(q.into_inner().next().unwrap())),
                 }
             }
             StageKind::Normalize {
