@@ -1,6 +1,9 @@
 //! mmac-runtime: runs checked specs on data: conformance vector files ([`vectors`],
-//! [`conformance`]) and spec loading from files and folders ([`specs`]).
+//! [`conformance`]), spec loading from files and folders ([`specs`]), listings
+//! ([`listing`]) and feature probes ([`probes`]).
 
 pub mod conformance;
+pub mod listing;
+pub mod probes;
 pub mod specs;
 pub mod vectors;
