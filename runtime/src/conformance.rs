@@ -6,6 +6,7 @@ use crate::vectors;
 use mmac_compiler::format::Format;
 use mmac_compiler::interp::{self, Operands};
 use mmac_compiler::ir::Instruction;
+use mmac_compiler::jit;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -59,8 +60,27 @@ fn check_widths(inst: &Instruction, case: &vectors::Case) -> Result<(), String> 
     Ok(())
 }
 
-/// Run every vector file under `vectors` against `specs`.
+/// Which engine computes `d`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// The exact reference interpreter.
+    Interp,
+    /// Native kernels from the Cranelift JIT. An instruction the JIT refuses runs on the
+    /// interpreter, and the report says so.
+    Jit,
+}
+
+/// Run every vector file under `vectors` against `specs` with the interpreter.
 pub fn run(specs: &[LoadedSpec], vectors_path: &Path) -> std::io::Result<Summary> {
+    run_with(specs, vectors_path, Engine::Interp)
+}
+
+/// Run every vector file under `vectors` against `specs` with `engine`.
+pub fn run_with(
+    specs: &[LoadedSpec],
+    vectors_path: &Path,
+    engine: Engine,
+) -> std::io::Result<Summary> {
     let mut by_name: HashMap<(&str, &str), &Instruction> = HashMap::new();
     for s in specs {
         for i in &s.spec.instructions {
@@ -68,6 +88,27 @@ pub fn run(specs: &[LoadedSpec], vectors_path: &Path) -> std::io::Result<Summary
         }
     }
     let mut sum = Summary::default();
+    let compiled: Vec<(&str, jit::CompiledSpec)> = match engine {
+        Engine::Interp => vec![],
+        Engine::Jit => {
+            let mut v = vec![];
+            for s in specs {
+                match jit::compile(&s.spec) {
+                    Ok(c) => v.push((s.spec.arch.as_str(), c)),
+                    Err(e) => {
+                        let _ = writeln!(sum.report, "note: {e}; using the interpreter");
+                    }
+                }
+            }
+            v
+        }
+    };
+    let kernel_of = |arch: &str, name: &str| -> Option<Result<jit::Kernel<'_>, jit::JitError>> {
+        compiled
+            .iter()
+            .find(|(a, c)| *a == arch && c.has(name))
+            .map(|(_, c)| c.kernel(name))
+    };
     for path in vectors::find_files(vectors_path)? {
         let (file, errors) = vectors::read(&path)?;
         let shown = path.display().to_string();
@@ -86,6 +127,14 @@ pub fn run(specs: &[LoadedSpec], vectors_path: &Path) -> std::io::Result<Summary
             sum.failed += file.cases.len();
             continue;
         };
+        let kernel = match kernel_of(arch, name) {
+            Some(Ok(k)) => Some(k),
+            Some(Err(e)) => {
+                let _ = writeln!(sum.report, "note: {e}; {shown} runs on the interpreter");
+                None
+            }
+            None => None,
+        };
         let mut shown_here = 0;
         let mut failed_here = 0;
         for case in &file.cases {
@@ -96,8 +145,13 @@ pub fn run(specs: &[LoadedSpec], vectors_path: &Path) -> std::io::Result<Summary
                 sa: &case.sa,
                 sb: &case.sb,
             };
-            let outcome = check_widths(inst, case)
-                .and_then(|_| interp::run(inst, &ops).map_err(|e| e.to_string()));
+            let outcome = check_widths(inst, case).and_then(|_| {
+                match &kernel {
+                    Some(k) => k.dot(&ops),
+                    None => interp::run(inst, &ops),
+                }
+                .map_err(|e| e.to_string())
+            });
             match outcome {
                 Ok(got) if matches(&inst.d, case.d, got, file.nan_any) => sum.passed += 1,
                 other => {

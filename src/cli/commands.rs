@@ -42,20 +42,17 @@ pub fn dispatch(cmd: Command, color: bool) -> i32 {
             vectors,
             engine,
         } => test(&spec, &vectors, engine, color),
+        Command::Compile { file, emit } => super::jit::compile(&file, emit, color),
+        Command::Bench {
+            file,
+            instr,
+            engine,
+            json,
+        } => super::jit::bench(&file, &instr, engine, json, color),
     }
 }
 
-fn require_interp(engine: Engine) -> Result<(), i32> {
-    if engine == Engine::Jit {
-        eprintln!(
-            "error: the JIT engine is not available in this build yet\n  help: use `--engine interp` (the reference interpreter)"
-        );
-        return Err(EXIT_USAGE);
-    }
-    Ok(())
-}
-
-fn load(path: &Path, color: bool) -> Result<LoadedSpec, i32> {
+pub(super) fn load(path: &Path, color: bool) -> Result<LoadedSpec, i32> {
     specs::load_file(path).map_err(|e| {
         eprint!("{}", e.render(color));
         match e {
@@ -242,9 +239,6 @@ fn run(
     trace: bool,
     color: bool,
 ) -> i32 {
-    if let Err(c) = require_interp(engine) {
-        return c;
-    }
     let s = match load(file, color) {
         Ok(s) => s,
         Err(c) => return c,
@@ -308,6 +302,8 @@ fn run(
     };
     let result = if trace {
         interp::run_traced(inst, &ops)
+    } else if engine == Engine::Jit {
+        super::jit::run_one(&s.spec, inst, &ops).map(|d| (d, vec![]))
     } else {
         interp::run(inst, &ops).map(|d| (d, vec![]))
     };
@@ -332,9 +328,6 @@ fn run(
 }
 
 fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> i32 {
-    if let Err(c) = require_interp(engine) {
-        return c;
-    }
     let (loaded, errors) = specs::load_all(spec);
     for e in &errors {
         eprint!("{}", e.render(color));
@@ -343,7 +336,11 @@ fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> i32 {
         eprintln!("error: {}: no such file or folder", vectors.display());
         return EXIT_USAGE;
     }
-    match mmac_runtime::conformance::run(&loaded, vectors) {
+    let engine = match engine {
+        Engine::Interp => mmac_runtime::conformance::Engine::Interp,
+        Engine::Jit => mmac_runtime::conformance::Engine::Jit,
+    };
+    match mmac_runtime::conformance::run_with(&loaded, vectors, engine) {
         Ok(sum) => {
             print!("{}", sum.report);
             println!("{} passed, {} failed", sum.passed, sum.failed);

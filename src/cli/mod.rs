@@ -1,6 +1,7 @@
 //! Command-line parsing (clap) and the subcommands.
 
 mod commands;
+mod jit;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -26,7 +27,8 @@ pub enum Color {
 pub enum Engine {
     /// The exact reference interpreter.
     Interp,
-    /// Native code from Cranelift (not built yet).
+    /// Native kernels from the Cranelift JIT (instructions it cannot lower run on the
+    /// interpreter, with a note).
     Jit,
 }
 
@@ -65,9 +67,10 @@ pub enum Command {
         /// Scale factors of B's column, one per block.
         #[arg(long)]
         sb: Option<String>,
-        #[arg(long, value_enum, default_value_t = Engine::Interp)]
+        #[arg(long, value_enum, default_value_t = Engine::Jit)]
         engine: Engine,
-        /// Print every stage: decoded inputs, exponents, alignment, rounding, result.
+        /// Print every stage: decoded inputs, exponents, alignment, rounding, result
+        /// (the trace comes from the interpreter).
         #[arg(long)]
         trace: bool,
     },
@@ -78,8 +81,28 @@ pub enum Command {
         /// A vector file or a folder searched recursively for .mmv files.
         #[arg(long)]
         vectors: PathBuf,
-        #[arg(long, value_enum, default_value_t = Engine::Interp)]
+        #[arg(long, value_enum, default_value_t = Engine::Jit)]
         engine: Engine,
+    },
+    /// JIT-compile every instruction of a spec; print how many and how long it took.
+    Compile {
+        file: PathBuf,
+        /// Print the Cranelift IR of every kernel.
+        #[arg(long, value_enum)]
+        emit: Option<jit::Emit>,
+    },
+    /// Time one instruction on random finite inputs: ns per dot product, dot products per
+    /// second, and a native f32 dot product of the same K as the floor.
+    Bench {
+        file: PathBuf,
+        #[arg(long)]
+        instr: String,
+        #[arg(long, value_enum, default_value_t = Engine::Jit)]
+        engine: Engine,
+        /// End with one JSON object: instruction, engine, ns_per_dot, dots_per_s,
+        /// baseline_ns_per_dot.
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -105,6 +105,15 @@ impl<'a, 'f> Em<'a, 'f> {
         )
     }
 
+    /// Load element `index` (an i64 value) of an array.
+    pub fn load_at(&mut self, ptr: Value, index: Value) -> Value {
+        let off = self.b.ins().imul_imm_s(index, 8);
+        let at = self.b.ins().iadd(ptr, off);
+        self.b
+            .ins()
+            .load(types::I64, MemFlagsData::trusted().with_readonly(), at, 0)
+    }
+
     /// `select(neg, -x, x)` in the accumulator width, for an i64 magnitude `x`.
     pub fn signed(&mut self, neg: Value, x: Value) -> Value {
         let xw = self.to_w(x);

@@ -9,10 +9,11 @@
 //! `width_bits` and refuses what the fixed-width scheme cannot compute exactly.
 
 use super::emit::Em;
+use crate::exact::Rounding;
 use crate::format::{FloatFormat, Format, Specials};
 use crate::ir::*;
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{InstBuilder, Type, Value, types};
+use cranelift_codegen::ir::{BlockArg, InstBuilder, Type, Value, types};
 
 /// Headroom the rounding helpers need above the checker's width (sign, a rounding carry,
 /// and the `|x| < 2^(w-2)` bound of [`Em::round_right`]).
@@ -156,15 +157,34 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused) -> Result<Plan, String> {
     })
 }
 
-/// A term on its way into an alignment: `x * 2^grid`, its exponent in the max search,
-/// and whether it takes part in the search (`None`: always).
+/// A term on its way into an alignment: the value `x * 2^(natural_exp - d)` (for base
+/// terms kept as sign and magnitude, `x` formed only when needed), its exponent in the
+/// max search and whether it takes part in it (`None`: always).
 #[derive(Clone, Copy)]
 struct TermV {
-    x: Value,
-    grid: Value,
+    neg: Value,
+    sig: Option<Value>,
+    x: Option<Value>,
+    d: i64,
     exp: Value,
+    natural_exp: Value,
     present: Option<Value>,
     zero: Value,
+    /// The sum of an earlier alignment (its exponent does not bound its value).
+    node: bool,
+}
+
+impl TermV {
+    fn signed(&self, em: &mut Em) -> Value {
+        match (self.x, self.sig) {
+            (Some(x), _) => x,
+            (None, Some(sig)) => em.signed(self.neg, sig),
+            (None, None) => unreachable!("a term has a value"),
+        }
+    }
+    fn grid(&self, em: &mut Em) -> Value {
+        em.b.ins().iadd_imm_s(self.natural_exp, -self.d)
+    }
 }
 
 /// The special-value outcome so far.
@@ -227,8 +247,358 @@ fn zero_rule(
     }
 }
 
+/// Is this code a NaN or an infinity? Two instructions: a mask and a compare.
+fn special_code(em: &mut Em, f: &FloatFormat, raw: Value) -> Option<Value> {
+    let (e, m, ign) = (
+        f.exponent_bits as i64,
+        f.mantissa_bits as i64,
+        f.ignored_low_bits as i64,
+    );
+    let (mask, want) = match f.specials {
+        Specials::Ieee => {
+            let x = ((1i64 << e) - 1) << (m + ign);
+            (x, x)
+        }
+        Specials::Fn => {
+            let x = ((1i64 << (e + m)) - 1) << ign;
+            (x, x)
+        }
+        Specials::Fnuz => (((1i64 << (e + m + 1)) - 1) << ign, (1i64 << (e + m)) << ign),
+        Specials::None => return None,
+    };
+    let v = em.b.ins().band_imm_s(raw, mask);
+    Some(em.icmp_imm(IntCC::Equal, v, want))
+}
+
+/// One chained step: if any input it uses is a NaN or an infinity, the result is a NaN
+/// or an infinity (every input feeds a product, c or a group scale), computed by the
+/// compact [`special_step`]; otherwise the lean [`finite_step`].
 #[allow(clippy::too_many_arguments)]
 fn emit_step(
+    em: &mut Em,
+    inst: &Instruction,
+    f: &Fused,
+    p: &Plan,
+    c_format: &Format,
+    c_raw: Value,
+    ptrs: &Ptrs,
+    start: usize,
+) -> Value {
+    let l = f.chain as usize;
+    let mut any: Option<Value> = None;
+    let mut acc = |em: &mut Em, x: Option<Value>| {
+        if let Some(x) = x {
+            any = Some(match any {
+                None => x,
+                Some(a) => em.or(a, x),
+            });
+        }
+    };
+    let cf = c_format.as_float().expect("planned");
+    let s = special_code(em, cf, c_raw);
+    acc(em, s);
+    for k in 0..l {
+        let ra = em.load(ptrs.a, start + k);
+        let s = special_code(em, &p.a, ra);
+        acc(em, s);
+        let rb = em.load(ptrs.b, start + k);
+        let s = special_code(em, &p.b, rb);
+        acc(em, s);
+    }
+    for idx in used_scales(inst, f, start) {
+        let sf = p.scale.as_ref().expect("planned");
+        let rx = em.load(ptrs.sa, idx);
+        let s = special_code(em, sf, rx);
+        acc(em, s);
+        let ry = em.load(ptrs.sb, idx);
+        let s = special_code(em, sf, ry);
+        acc(em, s);
+    }
+    let Some(any) = any else {
+        return finite_step(em, inst, f, p, c_format, c_raw, ptrs, start);
+    };
+    let fast = em.b.create_block();
+    let slow = em.b.create_block();
+    let merge = em.b.create_block();
+    em.b.append_block_param(merge, types::I64);
+    em.b.ins().brif(any, slow, &[], fast, &[]);
+    em.b.set_cold_block(slow);
+
+    em.b.switch_to_block(fast);
+    let r = finite_step(em, inst, f, p, c_format, c_raw, ptrs, start);
+    em.b.ins().jump(merge, &[BlockArg::Value(r)]);
+
+    em.b.switch_to_block(slow);
+    let r = special_step(em, inst, f, p, c_format, c_raw, ptrs, start);
+    em.b.ins().jump(merge, &[BlockArg::Value(r)]);
+
+    em.b.switch_to_block(merge);
+    em.b.block_params(merge)[0]
+}
+
+/// The scale factors (indices into the operands' scale arrays) a step reads.
+fn used_scales(inst: &Instruction, f: &Fused, start: usize) -> Vec<usize> {
+    let Some(s) = &inst.scale else { return vec![] };
+    let block = s.block as usize;
+    let base = start / block;
+    let l = f.chain as usize;
+    let mut v: Vec<usize> = vec![];
+    if f.scaled_products {
+        v.extend((0..l).map(|k| base + k / block));
+    }
+    if let Some(g) = f.grouping
+        && g.scaled
+    {
+        let gs = g.size as usize;
+        v.extend((0..l / gs).map(|gi| base + gi * gs / block));
+    }
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The d encoding of NaN, and of an infinity (NaN where d has none).
+fn nan_bits(inst: &Instruction) -> i64 {
+    inst.d.encode_nan().unwrap_or(0) as i64
+}
+fn inf_bits(inst: &Instruction, neg: bool) -> i64 {
+    inst.d.encode_inf(neg).unwrap_or(nan_bits(inst) as u64) as i64
+}
+
+/// The result when some input is a NaN or an infinity: the interpreter's special rules
+/// (NaN inputs, `0 * Inf`, opposite infinities, products overflowing to Inf).
+#[allow(clippy::too_many_arguments)]
+fn special_step(
+    em: &mut Em,
+    inst: &Instruction,
+    f: &Fused,
+    p: &Plan,
+    c_format: &Format,
+    c_raw: Value,
+    ptrs: &Ptrs,
+    start: usize,
+) -> Value {
+    let cond = f.conditioning;
+    let l = f.chain as usize;
+    let f0 = em.boolc(false);
+    let mut sp = Specials3 {
+        nan: f0,
+        pos_inf: f0,
+        neg_inf: f0,
+    };
+    let cf = c_format.as_float().expect("planned");
+    let dc = em.decode_float(cf, c_raw, cond.flush_c);
+    sp.add(em, dc.nan, dc.inf, dc.neg);
+    let block = inst.scale.as_ref().map(|s| s.block as usize).unwrap_or(1);
+    let scale_base = start / block;
+    let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
+    // a loop over the products: this path is rare, so it is kept small
+    let head = em.b.create_block();
+    let body = em.b.create_block();
+    let exit = em.b.create_block();
+    em.b.append_block_param(head, types::I64);
+    for _ in 0..3 {
+        em.b.append_block_param(head, types::I8);
+    }
+    for _ in 0..3 {
+        em.b.append_block_param(exit, types::I8);
+    }
+    let k0 = em.i64c(0);
+    em.b.ins().jump(
+        head,
+        &[
+            BlockArg::Value(k0),
+            BlockArg::Value(sp.nan),
+            BlockArg::Value(sp.pos_inf),
+            BlockArg::Value(sp.neg_inf),
+        ],
+    );
+    em.b.switch_to_block(head);
+    let hp = em.b.block_params(head).to_vec();
+    let k = hp[0];
+    sp = Specials3 {
+        nan: hp[1],
+        pos_inf: hp[2],
+        neg_inf: hp[3],
+    };
+    let more = em.icmp_imm(IntCC::SignedLessThan, k, l as i64);
+    em.b.ins().brif(
+        more,
+        body,
+        &[],
+        exit,
+        &[
+            BlockArg::Value(sp.nan),
+            BlockArg::Value(sp.pos_inf),
+            BlockArg::Value(sp.neg_inf),
+        ],
+    );
+    em.b.switch_to_block(body);
+    {
+        let kk = em.b.ins().iadd_imm_s(k, start as i64);
+        let ra = em.load_at(ptrs.a, kk);
+        let rb = em.load_at(ptrs.b, kk);
+        let da = em.decode_float(&p.a, ra, cond.flush_a);
+        let db = em.decode_float(&p.b, rb, cond.flush_b);
+        let (mut nan, mut inf, mut neg, mut zero) = {
+            let ab = em.or(da.nan, db.nan);
+            let x = em.and(da.inf, db.zero);
+            let y = em.and(db.inf, da.zero);
+            let xy = em.or(x, y);
+            let nan = em.or(ab, xy);
+            let anyinf = em.or(da.inf, db.inf);
+            let notnan = em.not(nan);
+            let inf = em.and(anyinf, notnan);
+            let neg = em.b.ins().bxor(da.neg, db.neg);
+            let z = em.or(da.zero, db.zero);
+            let sa = em.or(da.nan, da.inf);
+            let sb = em.or(db.nan, db.inf);
+            let sab = em.or(sa, sb);
+            let fin = em.not(sab);
+            (nan, inf, neg, em.and(z, fin))
+        };
+        let mut sig = em.b.ins().imul(da.sig, db.sig);
+        let e = em.b.ins().iadd(da.exp, db.exp);
+        let mut grid = em.b.ins().iadd_imm_s(e, -fr);
+        if f.scaled_products {
+            let s = p.scale.as_ref().expect("planned");
+            let kb = em.b.ins().udiv_imm_u(k, block as i64);
+            let idx = em.b.ins().iadd_imm_s(kb, scale_base as i64);
+            let rx = em.load_at(ptrs.sa, idx);
+            let ry = em.load_at(ptrs.sb, idx);
+            let x = em.decode_float(s, rx, false);
+            let y = em.decode_float(s, ry, false);
+            let sc = scale_product(em, &x, &y);
+            let n1 = em.or(nan, sc.nan);
+            let i1 = em.and(inf, sc.zero);
+            let i2 = em.and(sc.inf, zero);
+            let i12 = em.or(i1, i2);
+            nan = em.or(n1, i12);
+            let ii = em.or(inf, sc.inf);
+            let nn = em.not(nan);
+            inf = em.and(ii, nn);
+            neg = em.b.ins().bxor(neg, sc.neg);
+            let sz = em.or(zero, sc.zero);
+            let special = em.or(nan, inf);
+            let fin = em.not(special);
+            zero = em.and(sz, fin);
+            sig = em.b.ins().imul(sig, sc.sig);
+            grid = em.b.ins().iadd(grid, sc.exp);
+            grid = em.b.ins().iadd_imm_s(grid, -2 * s.mantissa_bits as i64);
+        }
+        let _ = zero;
+        if let Some(x) = f.product_overflow {
+            let o = overflows(em, sig, grid, x);
+            let special = em.or(nan, inf);
+            let fin = em.not(special);
+            let o = em.and(o, fin);
+            inf = em.or(inf, o);
+        }
+        sp.add(em, nan, inf, neg);
+        let next = em.b.ins().iadd_imm_s(k, 1);
+        em.b.ins().jump(
+            head,
+            &[
+                BlockArg::Value(next),
+                BlockArg::Value(sp.nan),
+                BlockArg::Value(sp.pos_inf),
+                BlockArg::Value(sp.neg_inf),
+            ],
+        );
+    }
+    em.b.switch_to_block(exit);
+    let ep = em.b.block_params(exit).to_vec();
+    sp = Specials3 {
+        nan: ep[0],
+        pos_inf: ep[1],
+        neg_inf: ep[2],
+    };
+    if let Some(g) = f.grouping
+        && g.scaled
+    {
+        let s = p.scale.as_ref().expect("planned");
+        let gs = g.size as usize;
+        for gi in 0..l / gs {
+            let idx = scale_base + gi * gs / block;
+            let rx = em.load(ptrs.sa, idx);
+            let ry = em.load(ptrs.sb, idx);
+            let x = em.decode_float(s, rx, false);
+            let y = em.decode_float(s, ry, false);
+            let sc = scale_product(em, &x, &y);
+            sp.add(em, sc.nan, sc.inf, sc.neg);
+        }
+    }
+    let both = em.and(sp.pos_inf, sp.neg_inf);
+    let is_nan = em.or(sp.nan, both);
+    let ip = em.i64c(inf_bits(inst, false));
+    let inn = em.i64c(inf_bits(inst, true));
+    let infv = em.sel(sp.neg_inf, inn, ip);
+    // some input is special, so the result is NaN or Inf; with neither flag it is Inf
+    // only by an infinity of one sign, which `infv` already encodes
+    let nanc = em.i64c(nan_bits(inst));
+    em.sel(is_nan, nanc, infv)
+}
+
+/// Does the finite product `sig * 2^grid` (sig > 0) reach `2^x`?
+fn overflows(em: &mut Em, sig: Value, grid: Value, x: i32) -> Value {
+    let lz = em.b.ins().clz(sig);
+    let top = em.b.ins().isub(grid, lz);
+    let le = em.b.ins().iadd_imm_s(top, 63);
+    let big = em.icmp_imm(IntCC::SignedGreaterThanOrEqual, le, x as i64);
+    let nz = em.icmp_imm(IntCC::NotEqual, sig, 0);
+    em.and(big, nz)
+}
+
+/// Sign, significand and exponent of a finite code, without special-value flags.
+/// `neg` is an i8 boolean.
+fn lean_decode(em: &mut Em, f: &FloatFormat, raw: Value, flush: bool) -> (Value, Value, Value) {
+    let m = f.mantissa_bits as i64;
+    let e = f.exponent_bits as i64;
+    let code = if f.ignored_low_bits > 0 {
+        em.b.ins().ushr_imm_s(raw, f.ignored_low_bits as i64)
+    } else {
+        raw
+    };
+    let code =
+        em.b.ins()
+            .band_imm_s(code, crate::format::low_mask(f.code_bits()) as i64);
+    let man = em.b.ins().band_imm_s(code, (1i64 << m) - 1);
+    let ef = em.b.ins().ushr_imm_s(code, m);
+    let ef = if f.signed {
+        em.b.ins().band_imm_s(ef, (1i64 << e) - 1)
+    } else {
+        ef
+    };
+    let neg = if f.signed {
+        let s = em.b.ins().ushr_imm_s(code, e + m);
+        em.b.ins().ireduce(types::I8, s)
+    } else {
+        em.boolc(false)
+    };
+    let implicit = em.b.ins().bor_imm_s(man, 1i64 << m);
+    if !f.subnormals {
+        let exp = em.b.ins().iadd_imm_s(ef, -(f.bias as i64));
+        return (neg, implicit, exp);
+    }
+    let nz = em.icmp_imm(IntCC::NotEqual, ef, 0);
+    let one = em.i64c(1);
+    let efx = em.b.ins().smax(ef, one);
+    let exp = em.b.ins().iadd_imm_s(efx, -(f.bias as i64));
+    if flush {
+        let z = em.i64c(0);
+        let sig = em.sel(nz, implicit, z);
+        let f0 = em.boolc(false);
+        let neg = em.sel(nz, neg, f0);
+        (neg, sig, exp)
+    } else {
+        let sig = em.sel(nz, implicit, man);
+        (neg, sig, exp)
+    }
+}
+
+/// A step all of whose inputs are finite.
+#[allow(clippy::too_many_arguments)]
+fn finite_step(
     em: &mut Em,
     inst: &Instruction,
     f: &Fused,
@@ -242,6 +612,7 @@ fn emit_step(
     let l = f.chain as usize;
     let d = inst.d.as_float().expect("planned");
     let f0 = em.boolc(false);
+    // only products overflowing to Inf make specials here
     let mut sp = Specials3 {
         nan: f0,
         pos_inf: f0,
@@ -250,18 +621,20 @@ fn emit_step(
 
     // c
     let cf = c_format.as_float().expect("planned");
-    let dc = em.decode_float(cf, c_raw, cond.flush_c);
-    sp.add(em, dc.nan, dc.inf, dc.neg);
     let c_term = {
-        let x = em.signed(dc.neg, dc.sig);
-        let grid = em.b.ins().iadd_imm_s(dc.exp, -(cf.mantissa_bits as i64));
-        let (exp, present) = zero_rule(em, f.zero_exponent.c, dc.zero, dc.exp);
+        let (neg, sig, exp) = lean_decode(em, cf, c_raw, cond.flush_c);
+        let zero = em.icmp_imm(IntCC::Equal, sig, 0);
+        let (e, present) = zero_rule(em, f.zero_exponent.c, zero, exp);
         TermV {
-            x,
-            grid,
-            exp,
+            neg,
+            sig: Some(sig),
+            x: None,
+            d: cf.mantissa_bits as i64,
+            exp: e,
+            natural_exp: exp,
             present,
-            zero: dc.zero,
+            zero,
+            node: false,
         }
     };
 
@@ -269,106 +642,51 @@ fn emit_step(
     let scale_base = start / block;
     let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
 
-    // products: sign, magnitude, exponent, grid, flags
-    struct Prod {
-        neg: Value,
-        sig: Value,
-        exp: Value,
-        grid: Value,
-        zero: Value,
-    }
-    let mut prods: Vec<Prod> = Vec::with_capacity(l);
+    // products
+    let mut product_terms: Vec<TermV> = Vec::with_capacity(l);
     for k in 0..l {
         let ra = em.load(ptrs.a, start + k);
         let rb = em.load(ptrs.b, start + k);
-        let da = em.decode_float(&p.a, ra, cond.flush_a);
-        let db = em.decode_float(&p.b, rb, cond.flush_b);
-        let (mut nan, mut inf, mut neg, mut sig, mut exp, mut grid, mut zero) = {
-            let ab = em.or(da.nan, db.nan);
-            let x = em.and(da.inf, db.zero);
-            let y = em.and(db.inf, da.zero);
-            let xy = em.or(x, y);
-            let nan = em.or(ab, xy);
-            let anyinf = em.or(da.inf, db.inf);
-            let notnan = em.not(nan);
-            let inf = em.and(anyinf, notnan);
-            let neg = em.b.ins().bxor(da.neg, db.neg);
-            let sig = em.b.ins().imul(da.sig, db.sig);
-            let exp = em.b.ins().iadd(da.exp, db.exp);
-            let grid = em.b.ins().iadd_imm_s(exp, -fr);
-            let z = em.or(da.zero, db.zero);
-            let sa = em.or(da.nan, da.inf);
-            let sb = em.or(db.nan, db.inf);
-            let sab = em.or(sa, sb);
-            let fin = em.not(sab);
-            let zero = em.and(z, fin);
-            (nan, inf, neg, sig, exp, grid, zero)
-        };
+        let (na, sa, ea) = lean_decode(em, &p.a, ra, cond.flush_a);
+        let (nb, sb, eb) = lean_decode(em, &p.b, rb, cond.flush_b);
+        let mut neg = em.b.ins().bxor(na, nb);
+        let mut sig = em.b.ins().imul(sa, sb);
+        let mut exp = em.b.ins().iadd(ea, eb);
+        let mut dd = fr;
         if f.scaled_products {
             let s = p.scale.as_ref().expect("planned");
             let idx = scale_base + k / block;
             let rx = em.load(ptrs.sa, idx);
             let ry = em.load(ptrs.sb, idx);
-            let x = em.decode_float(s, rx, false);
-            let y = em.decode_float(s, ry, false);
-            let (s_nan, s_inf, s_neg, s_sig, s_exp, s_zero) = scale_product(em, &x, &y);
-            // special_mul of the product and the scale product
-            let n1 = em.or(nan, s_nan);
-            let i1 = em.and(inf, s_zero);
-            let i2 = em.and(s_inf, zero);
-            let i12 = em.or(i1, i2);
-            nan = em.or(n1, i12);
-            let ii = em.or(inf, s_inf);
-            let nn = em.not(nan);
-            inf = em.and(ii, nn);
-            neg = em.b.ins().bxor(neg, s_neg);
-            let sz = em.or(zero, s_zero);
-            let any_special = em.or(nan, inf);
-            let fin = em.not(any_special);
-            zero = em.and(sz, fin);
-            sig = em.b.ins().imul(sig, s_sig);
-            exp = em.b.ins().iadd(exp, s_exp);
-            grid = em.b.ins().iadd(grid, s_exp);
-            grid = em.b.ins().iadd_imm_s(grid, -2 * s.mantissa_bits as i64);
+            let (nx, sx, ex) = lean_decode(em, s, rx, false);
+            let (ny, sy, ey) = lean_decode(em, s, ry, false);
+            let ns = em.b.ins().bxor(nx, ny);
+            neg = em.b.ins().bxor(neg, ns);
+            let ss = em.b.ins().imul(sx, sy);
+            sig = em.b.ins().imul(sig, ss);
+            let es = em.b.ins().iadd(ex, ey);
+            exp = em.b.ins().iadd(exp, es);
+            dd += 2 * s.mantissa_bits as i64;
         }
         if let Some(x) = f.product_overflow {
-            // |p| >= 2^x becomes Inf: the leading bit of sig * 2^grid
-            let lz = em.b.ins().clz(sig);
-            let top = em.b.ins().isub(grid, lz);
-            let le = em.b.ins().iadd_imm_s(top, 63);
-            let big = em.icmp_imm(IntCC::SignedGreaterThanOrEqual, le, x as i64);
-            let nz = em.icmp_imm(IntCC::NotEqual, sig, 0);
-            let special = em.or(nan, inf);
-            let fin = em.not(special);
-            let o = em.and(big, nz);
-            let o = em.and(o, fin);
-            inf = em.or(inf, o);
+            let grid = em.b.ins().iadd_imm_s(exp, -dd);
+            let o = overflows(em, sig, grid, x);
+            sp.add(em, f0, o, neg);
         }
-        sp.add(em, nan, inf, neg);
-        prods.push(Prod {
+        let zero = em.icmp_imm(IntCC::Equal, sig, 0);
+        let (e, present) = zero_rule(em, f.zero_exponent.products, zero, exp);
+        product_terms.push(TermV {
             neg,
-            sig,
-            exp,
-            grid,
+            sig: Some(sig),
+            x: None,
+            d: dd,
+            exp: e,
+            natural_exp: exp,
+            present,
             zero,
+            node: false,
         });
     }
-
-    // product terms
-    let product_terms: Vec<TermV> = prods
-        .iter()
-        .map(|pr| {
-            let x = em.signed(pr.neg, pr.sig);
-            let (exp, present) = zero_rule(em, f.zero_exponent.products, pr.zero, pr.exp);
-            TermV {
-                x,
-                grid: pr.grid,
-                exp,
-                present,
-                zero: pr.zero,
-            }
-        })
-        .collect();
 
     // groups of products, summed exactly on the lowest product grid
     let mut groups: Vec<TermV> = vec![];
@@ -378,44 +696,54 @@ fn emit_step(
             let mut sum = em.wc(0);
             let mut all_zero = em.boolc(true);
             for t in &product_terms[gi * gs..(gi + 1) * gs] {
-                let sh = em.b.ins().iadd_imm_s(t.grid, -p.product_min_grid);
-                let sh = em.clamp_shift(sh);
-                let v = em.b.ins().ishl(t.x, sh);
+                // grid = natural exponent - d, shifted onto the lowest product grid
+                let sh =
+                    em.b.ins()
+                        .iadd_imm_s(t.natural_exp, -t.d - p.product_min_grid);
+                let x = t.signed(em);
+                let v = em.b.ins().ishl(x, sh);
                 sum = em.b.ins().iadd(sum, v);
                 all_zero = em.and(all_zero, t.zero);
             }
-            let g0 = em.i64c(p.product_min_grid);
             let term = if g.scaled {
                 let s = p.scale.as_ref().expect("planned");
                 let idx = scale_base + gi * gs / block;
                 let rx = em.load(ptrs.sa, idx);
                 let ry = em.load(ptrs.sb, idx);
-                let x = em.decode_float(s, rx, false);
-                let y = em.decode_float(s, ry, false);
-                let (s_nan, s_inf, s_neg, s_sig, s_exp, s_zero) = scale_product(em, &x, &y);
-                sp.add(em, s_nan, s_inf, s_neg);
-                let ssig = em.signed(s_neg, s_sig);
+                let (nx, sx, ex) = lean_decode(em, s, rx, false);
+                let (ny, sy, ey) = lean_decode(em, s, ry, false);
+                let ns = em.b.ins().bxor(nx, ny);
+                let ss = em.b.ins().imul(sx, sy);
+                let s_zero = em.icmp_imm(IntCC::Equal, ss, 0);
+                let ssig = em.signed(ns, ss);
                 let value = em.b.ins().imul(sum, ssig);
-                let grid = em.b.ins().iadd(g0, s_exp);
-                let grid = em.b.ins().iadd_imm_s(grid, -2 * s.mantissa_bits as i64);
+                let s_exp = em.b.ins().iadd(ex, ey);
                 let z = em.or(all_zero, s_zero);
-                let (exp, present) = zero_rule(em, f.zero_exponent.groups, z, s_exp);
+                let (e, present) = zero_rule(em, f.zero_exponent.groups, z, s_exp);
                 TermV {
-                    x: value,
-                    grid,
-                    exp,
+                    neg: f0,
+                    sig: None,
+                    x: Some(value),
+                    d: 2 * s.mantissa_bits as i64 - p.product_min_grid,
+                    exp: e,
+                    natural_exp: s_exp,
                     present,
                     zero: z,
+                    node: false,
                 }
             } else {
                 let e0 = em.i64c(0);
-                let (exp, present) = zero_rule(em, f.zero_exponent.groups, all_zero, e0);
+                let (e, present) = zero_rule(em, f.zero_exponent.groups, all_zero, e0);
                 TermV {
-                    x: sum,
-                    grid: g0,
-                    exp,
+                    neg: f0,
+                    sig: None,
+                    x: Some(sum),
+                    d: -p.product_min_grid,
+                    exp: e,
+                    natural_exp: e0,
                     present,
                     zero: all_zero,
+                    node: false,
                 }
             };
             groups.push(term);
@@ -455,6 +783,7 @@ fn emit_step(
             Reference::MaxExponent => {
                 let mut r: Option<Value> = None;
                 let mut any: Option<Value> = None;
+                let mut always = false;
                 let floor = em.i64c(i64::MIN / 4);
                 for (t, _) in &items {
                     let e = match t.present {
@@ -465,40 +794,81 @@ fn emit_step(
                         None => e,
                         Some(r) => em.b.ins().smax(r, e),
                     });
-                    any = match (any, t.present) {
-                        (Some(a), Some(pr)) => Some(em.or(a, pr)),
-                        (None, Some(pr)) => Some(pr),
-                        (_, None) => {
-                            // statically present: the node always has a reference
-                            Some(em.boolc(true))
+                    match t.present {
+                        None => always = true,
+                        Some(pr) => {
+                            any = Some(match any {
+                                None => pr,
+                                Some(a) => em.or(a, pr),
+                            })
                         }
-                    };
+                    }
                 }
                 let r = r.expect("checked: every alignment has a term");
-                let any = any.expect("checked: every alignment has a term");
-                let zero = em.i64c(0);
-                let r = em.sel(any, r, zero);
-                (r, Some(any))
+                if always {
+                    (r, None)
+                } else {
+                    let any = any.expect("checked: every alignment has a term");
+                    let zero = em.i64c(0);
+                    (em.sel(any, r, zero), Some(any))
+                }
             }
         };
+        let max_ref = node.reference == Reference::MaxExponent;
         let fmax = node
             .terms
             .iter()
             .filter_map(|t| t.keep.map(|k| k.0 as i64))
             .max();
-        let (grid, exact_grid) = match (p.node_grid[ni], fmax) {
-            (Some(g0), _) => (em.i64c(g0), Some(g0)),
-            (None, Some(fm)) => (em.b.ins().iadd_imm_s(r, -fm), None),
-            (None, None) => unreachable!("planned: a node is exact or rounded"),
-        };
-        let mut sum = em.wc(0);
+        let exact_grid = p.node_grid[ni];
+        let mut sum: Option<Value> = None;
         for (t, at) in &items {
             let kept = match (at.keep, exact_grid) {
-                (Some((fb, mode)), _) => {
-                    let target = em.b.ins().iadd_imm_s(r, -(fb as i64));
-                    let sh = em.b.ins().isub(target, t.grid);
-                    let v = em.round_shift(t.x, sh, mode);
-                    let up = fmax.unwrap() - fb as i64;
+                (Some((fb, mode)), None) => {
+                    let fb = fb as i64;
+                    let v = if max_ref && !t.node {
+                        // the term's exponent is at most r: a right shift by
+                        // r - e + d - F after a static left shift by F - d
+                        let pre = (fb - t.d).max(0);
+                        let post = (t.d - fb).max(0);
+                        let sh = em.b.ins().isub(r, t.natural_exp);
+                        let sh = if post > 0 {
+                            em.b.ins().iadd_imm_s(sh, post)
+                        } else {
+                            sh
+                        };
+                        let top = em.i64c(em.wbits() - 1);
+                        let s = em.b.ins().umin(sh, top);
+                        match (mode, t.sig) {
+                            (Rounding::TowardZero, Some(sig)) => {
+                                let mag = em.to_w(sig);
+                                let mag = if pre > 0 {
+                                    em.b.ins().ishl_imm_s(mag, pre)
+                                } else {
+                                    mag
+                                };
+                                let q = em.b.ins().ushr(mag, s);
+                                let nq = em.neg(q);
+                                em.sel(t.neg, nq, q)
+                            }
+                            _ => {
+                                let x = t.signed(em);
+                                let x = if pre > 0 {
+                                    em.b.ins().ishl_imm_s(x, pre)
+                                } else {
+                                    x
+                                };
+                                em.round_right(x, s, mode)
+                            }
+                        }
+                    } else {
+                        let target = em.b.ins().iadd_imm_s(r, -fb);
+                        let grid = t.grid(em);
+                        let sh = em.b.ins().isub(target, grid);
+                        let x = t.signed(em);
+                        em.round_shift(x, sh, mode)
+                    };
+                    let up = fmax.expect("a rounded term") - fb;
                     if up > 0 {
                         em.b.ins().ishl_imm_s(v, up)
                     } else {
@@ -506,11 +876,13 @@ fn emit_step(
                     }
                 }
                 (None, Some(g0)) => {
-                    let sh = em.b.ins().iadd_imm_s(t.grid, -g0);
+                    let grid = t.grid(em);
+                    let sh = em.b.ins().iadd_imm_s(grid, -g0);
                     let sh = em.clamp_shift(sh);
-                    em.b.ins().ishl(t.x, sh)
+                    let x = t.signed(em);
+                    em.b.ins().ishl(x, sh)
                 }
-                (None, None) => unreachable!("planned"),
+                _ => unreachable!("planned: a node is exact or rounded"),
             };
             let kept = match at.drop_below {
                 Some(n) => {
@@ -525,23 +897,37 @@ fn emit_step(
                 }
                 None => kept,
             };
-            sum = em.b.ins().iadd(sum, kept);
+            sum = Some(match sum {
+                None => kept,
+                Some(s) => em.b.ins().iadd(s, kept),
+            });
         }
+        let sum = match sum {
+            Some(s) => s,
+            None => em.wc(0),
+        };
         let zero = em.icmp_imm(IntCC::Equal, sum, 0);
+        // the node's value is sum * 2^grid with grid = r - Fmax (or the static grid)
+        let (natural_exp, dd) = match exact_grid {
+            Some(g0) => (em.i64c(0), -g0),
+            None => (r, fmax.expect("a rounded node")),
+        };
         node_terms.push(TermV {
-            x: sum,
-            grid,
+            neg: f0,
+            sig: None,
+            x: Some(sum),
+            d: dd,
             exp: r,
+            natural_exp,
             present: any,
             zero,
+            node: true,
         });
     }
 
-    let root = node_terms
-        .last()
-        .expect("checked: a fused pipeline aligns")
-        .x;
-    let root_grid = node_terms.last().unwrap().grid;
+    let last = *node_terms.last().expect("checked: a fused pipeline aligns");
+    let root = last.signed(em);
+    let root_grid = last.grid(em);
 
     // normalisation steps
     let mut v = root;
@@ -673,11 +1059,7 @@ fn emit_step(
 
 /// The product of two decoded scale factors, with the interpreter's special rules:
 /// (nan, inf, neg, significand product, exponent sum, finite zero).
-fn scale_product(
-    em: &mut Em,
-    x: &super::emit::Decoded,
-    y: &super::emit::Decoded,
-) -> (Value, Value, Value, Value, Value, Value) {
+fn scale_product(em: &mut Em, x: &super::emit::Decoded, y: &super::emit::Decoded) -> ScaleProduct {
     let xy_nan = em.or(x.nan, y.nan);
     let a = em.and(x.inf, y.zero);
     let b = em.and(y.inf, x.zero);
@@ -693,5 +1075,21 @@ fn scale_product(
     let special = em.or(nan, inf);
     let fin = em.not(special);
     let zero = em.and(z, fin);
-    (nan, inf, neg, sig, exp, zero)
+    ScaleProduct {
+        nan,
+        inf,
+        neg,
+        sig,
+        exp,
+        zero,
+    }
+}
+
+struct ScaleProduct {
+    nan: Value,
+    inf: Value,
+    neg: Value,
+    sig: Value,
+    exp: Value,
+    zero: Value,
 }

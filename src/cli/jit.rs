@@ -1,0 +1,238 @@
+//! The JIT subcommands: `compile` (JIT-compile a whole spec, optionally printing the
+//! Cranelift IR) and `bench` (time an instruction on either engine against a native f32
+//! dot product), plus the single-dot JIT path `run` uses.
+
+use super::Engine;
+use super::commands::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, load};
+use clap::ValueEnum;
+use mmac_compiler::format::{Decoded, Format};
+use mmac_compiler::interp::{self, EvalError, Operands};
+use mmac_compiler::ir::{Instruction, Spec};
+use mmac_compiler::jit;
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// What `mmac compile --emit` prints.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Emit {
+    /// The Cranelift IR of every kernel.
+    Clif,
+}
+
+/// One dot product on the JIT; an instruction the JIT refuses runs on the interpreter
+/// after a note on stderr.
+pub fn run_one(spec: &Spec, inst: &Instruction, ops: &Operands) -> Result<u64, EvalError> {
+    let _ = spec;
+    match jit::compile_instruction(inst) {
+        Ok(c) => match c.kernel(&inst.name) {
+            Ok(k) => k.dot(ops),
+            Err(e) => fallback(inst, ops, &e),
+        },
+        Err(e) => fallback(inst, ops, &e),
+    }
+}
+
+fn fallback(inst: &Instruction, ops: &Operands, e: &jit::JitError) -> Result<u64, EvalError> {
+    eprintln!("note: {e}; using the interpreter");
+    interp::run(inst, ops)
+}
+
+pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> i32 {
+    let s = match load(file, color) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let options = jit::Options {
+        emit_clif: emit == Some(Emit::Clif),
+    };
+    let compiled = match jit::compile_with(&s.spec, options) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    for (label, text) in compiled.clif() {
+        println!("; {label}\n{text}");
+    }
+    for e in compiled.refused() {
+        eprintln!(
+            "warning: {e}\n  help: `--engine interp` computes it; `run` and `test` fall back to the interpreter for it"
+        );
+    }
+    println!(
+        "compiled {} of {} instructions ({} kernels) in {:.1} ms",
+        compiled.compiled_count(),
+        s.spec.instructions.len(),
+        compiled.kernel_count(),
+        compiled.compile_time.as_secs_f64() * 1e3
+    );
+    EXIT_OK
+}
+
+/// A small deterministic generator (xorshift64*), so runs are comparable.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// A random finite encoding of `f`.
+    fn finite(&mut self, f: &Format) -> u64 {
+        for _ in 0..64 {
+            let x = self.next() & f.storage_mask();
+            if matches!(f.decode(x), Decoded::Finite(_)) {
+                return x;
+            }
+        }
+        0
+    }
+}
+
+/// Random finite operands for `n` dot products, laid out as the batch entry takes them.
+struct Records {
+    n: usize,
+    c: Vec<u64>,
+    a: Vec<u64>,
+    b: Vec<u64>,
+    sa: Vec<u64>,
+    sb: Vec<u64>,
+}
+
+fn records(inst: &Instruction, n: usize) -> Records {
+    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+    let k = inst.k();
+    let s = inst.scale_count();
+    let scale = inst.scale.as_ref().map(|x| x.format.clone());
+    let mut gen_vec = |f: Option<&Format>, len: usize| -> Vec<u64> {
+        (0..len)
+            .map(|_| f.map(|f| r.finite(f)).unwrap_or(0))
+            .collect()
+    };
+    Records {
+        n,
+        c: gen_vec(Some(&inst.c), n),
+        a: gen_vec(Some(&inst.a), n * k),
+        b: gen_vec(Some(&inst.b), n * k),
+        sa: gen_vec(scale.as_ref(), n * s),
+        sb: gen_vec(scale.as_ref(), n * s),
+    }
+}
+
+/// The best (smallest) ns per dot over `rounds` rounds of at least `min` each, where one
+/// call of `f` computes `per_call` dot products.
+fn time_per_dot(rounds: usize, min: Duration, per_call: usize, mut f: impl FnMut()) -> f64 {
+    let mut best = f64::INFINITY;
+    for _ in 0..rounds {
+        let start = Instant::now();
+        let mut calls = 0usize;
+        while start.elapsed() < min {
+            f();
+            calls += 1;
+        }
+        let ns = start.elapsed().as_nanos() as f64 / (calls * per_call) as f64;
+        best = best.min(ns);
+    }
+    best
+}
+
+/// A plain native f32 dot-product-add of length k over `n` records: the floor.
+fn baseline_ns_per_dot(k: usize, n: usize) -> f64 {
+    let mut r = Rng(0x2545_f491_4f6c_dd1d);
+    let mut unit = || (r.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+    let a: Vec<f32> = (0..n * k).map(|_| unit()).collect();
+    let b: Vec<f32> = (0..n * k).map(|_| unit()).collect();
+    let c: Vec<f32> = (0..n).map(|_| unit()).collect();
+    let mut d = vec![0f32; n];
+    time_per_dot(5, Duration::from_millis(100), n, || {
+        let (a, b, c) = (black_box(&a), black_box(&b), black_box(&c));
+        for i in 0..n {
+            let mut acc = c[i];
+            for (x, y) in a[i * k..(i + 1) * k].iter().zip(&b[i * k..(i + 1) * k]) {
+                acc += x * y;
+            }
+            d[i] = acc;
+        }
+        black_box(&mut d);
+    })
+}
+
+pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) -> i32 {
+    let s = match load(file, color) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let Some(inst) = s.spec.instruction(instr) else {
+        eprintln!(
+            "error: `{}` declares no instruction `{instr}`\n  help: `mmac list {}` shows its instructions",
+            file.display(),
+            file.display()
+        );
+        return EXIT_USAGE;
+    };
+    let k = inst.k();
+    let sc = inst.scale_count();
+    let (engine_name, ns) = match engine {
+        Engine::Jit => {
+            let compiled = match jit::compile_instruction(inst) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e}\n  help: `--engine interp` times the interpreter");
+                    return EXIT_FAILED;
+                }
+            };
+            let kernel = match compiled.kernel(&inst.name) {
+                Ok(k) => k,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return EXIT_FAILED;
+                }
+            };
+            let rec = records(inst, 1024);
+            let mut d = vec![0u64; rec.n];
+            let ns = time_per_dot(5, Duration::from_millis(200), rec.n, || {
+                kernel
+                    .batch(&rec.c, &rec.a, &rec.b, &rec.sa, &rec.sb, &mut d)
+                    .expect("operand counts match the instruction");
+                black_box(&mut d);
+            });
+            ("jit", ns)
+        }
+        Engine::Interp => {
+            let rec = records(inst, 256);
+            let ns = time_per_dot(3, Duration::from_millis(300), rec.n, || {
+                for i in 0..rec.n {
+                    let ops = Operands {
+                        c: rec.c[i],
+                        a: &rec.a[i * k..(i + 1) * k],
+                        b: &rec.b[i * k..(i + 1) * k],
+                        sa: &rec.sa[i * sc..(i + 1) * sc],
+                        sb: &rec.sb[i * sc..(i + 1) * sc],
+                    };
+                    black_box(interp::run(inst, &ops).expect("operand counts match"));
+                }
+            });
+            ("interp", ns)
+        }
+    };
+    let baseline = baseline_ns_per_dot(k, 1024);
+    let dots_per_s = 1e9 / ns;
+    println!("instruction          {}", inst.name);
+    println!("engine               {engine_name}");
+    println!("k                    {k}");
+    println!("ns_per_dot           {ns:.2}");
+    println!("dots_per_s           {dots_per_s:.0}");
+    println!("baseline_ns_per_dot  {baseline:.2}  (native f32 dot, k = {k})");
+    println!("ratio_to_baseline    {:.1}", ns / baseline);
+    if json {
+        println!(
+            "{{\"instruction\":\"{}\",\"engine\":\"{engine_name}\",\"ns_per_dot\":{ns:.3},\"dots_per_s\":{dots_per_s:.1},\"baseline_ns_per_dot\":{baseline:.3}}}",
+            inst.name.replace('\\', "\\\\").replace('"', "\\\"")
+        );
+    }
+    EXIT_OK
+}
