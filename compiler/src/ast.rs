@@ -43,6 +43,7 @@ pub struct File {
     pub items: Vec<Item>,
 }
 
+#[allow(clippy::large_enum_variant)] // built once per file; boxing buys nothing
 #[derive(Clone, Debug, PartialEq)]
 pub enum Item {
     Arch {
@@ -217,6 +218,7 @@ pub struct Binding {
     pub span: Span,
 }
 
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum BindingValues {
     List(Vec<Expr>),

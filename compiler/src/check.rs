@@ -2,6 +2,9 @@
 //! their arguments, validates every stage and computes the width each sum needs. It is the
 //! only producer of [`ir::Spec`]; it collects every error it can before giving up.
 
+// Diagnostics are plain values passed up by `?`; their size does not matter here.
+#![allow(clippy::result_large_err)]
+
 use crate::ast::{self, BinOp, Expr, ExprKind, Ident, Item, NamePart, StageKind};
 use crate::diagnostic::{Diag, Span};
 use crate::exact::Rounding;
@@ -1383,7 +1386,7 @@ fn build_sequential(
                         .label("not a power of two")
                         .help("use groups of 2, 4, 8, ..."));
                     }
-                    if ctx.k % g != 0 {
+                    if !ctx.k.is_multiple_of(g) {
                         return Err(divisibility(size.span, ctx.k, g, "pairwise group size"));
                     }
                     pairwise = Some((
@@ -1682,7 +1685,7 @@ fn build_fused(p: &ast::PipelineDecl, scope: &Scope, ctx: &Ctx) -> Result<Pipeli
                         l = l * 8 / bits;
                     }
                     let l = (l as u32).min(ctx.k);
-                    if ctx.k % l != 0 {
+                    if !ctx.k.is_multiple_of(l) {
                         return Err(divisibility(length.span, ctx.k, l, "chain length"));
                     }
                     chain = l;
@@ -1743,7 +1746,7 @@ fn build_fused(p: &ast::PipelineDecl, scope: &Scope, ctx: &Ctx) -> Result<Pipeli
                 StageKind::Group { size, scaled, name } => {
                     let g = in_range(size, expect_int(size, scope)?, 1, 1 << 16, "a group size")?
                         as u32;
-                    if chain % g != 0 {
+                    if !chain.is_multiple_of(g) {
                         return Err(divisibility(size.span, chain, g, "group size"));
                     }
                     if let Some(sc) = &ctx.scale
@@ -2170,14 +2173,16 @@ fn build_fused(p: &ast::PipelineDecl, scope: &Scope, ctx: &Ctx) -> Result<Pipeli
                 (b, t.keep)
             })
             .collect();
-        let count = match n.terms.iter().map(|t| match t.source {
-            TermSource::Products(ProductsPart::All) => chain as usize,
-            TermSource::Products(_) => chain.div_ceil(2) as usize,
-            TermSource::Groups => (chain / grouping.as_ref().unwrap().0.size) as usize,
-            _ => 1,
-        }) {
-            it => it.sum::<usize>(),
-        };
+        let count: usize = n
+            .terms
+            .iter()
+            .map(|t| match t.source {
+                TermSource::Products(ProductsPart::All) => chain as usize,
+                TermSource::Products(_) => chain.div_ceil(2) as usize,
+                TermSource::Groups => (chain / grouping.as_ref().unwrap().0.size) as usize,
+                _ => 1,
+            })
+            .sum();
         let (ref_min, ref_max) = match n.reference {
             Reference::MaxExponent => (
                 bounds.iter().map(|(b, _)| b.min_exp).max().unwrap(),

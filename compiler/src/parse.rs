@@ -3,6 +3,8 @@
 //! pest `Pair`s never leave this module; syntax errors become [`Diag`]s with the span pest
 //! reports and a hint from the rules it expected.
 
+#![allow(clippy::result_large_err)]
+
 use crate::ast::*;
 use crate::diagnostic::{Diag, Span};
 use pest::Parser;
