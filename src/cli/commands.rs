@@ -3,7 +3,7 @@
 
 use super::{Command, Engine};
 use mmac_compiler::interp::{self, Operands};
-use mmac_compiler::ir::{Instruction, Pipeline, Spec};
+use mmac_runtime::listing;
 use mmac_runtime::specs::{self, LoadedSpec};
 use std::path::Path;
 
@@ -87,132 +87,19 @@ fn check(files: &[std::path::PathBuf], color: bool) -> i32 {
     code
 }
 
-/// The alignment width F of an instruction, for listings: the largest F any alignment keeps.
-pub fn alignment_f(inst: &Instruction) -> String {
-    match &inst.pipeline {
-        // the F of the first alignment: the one products meet
-        Pipeline::Fused(f) => f
-            .nodes
-            .first()
-            .and_then(|n| n.terms.iter().filter_map(|t| t.keep.map(|k| k.0)).max())
-            .map(|f| f.to_string())
-            .unwrap_or_else(|| "exact".into()),
-        _ => "-".into(),
-    }
-}
-
-fn shape(inst: &Instruction) -> String {
-    format!("m{}n{}k{}", inst.shape.m, inst.shape.n, inst.shape.k)
-}
-
-fn types(inst: &Instruction) -> String {
-    let mut s = format!(
-        "a={} b={} c={} d={}",
-        inst.a.name, inst.b.name, inst.c.name, inst.d.name
-    );
-    if let Some(sc) = &inst.scale {
-        s.push_str(&format!(" scale={}/{}", sc.format.name, sc.block));
-    }
-    s
-}
-
 fn list(file: &Path, markdown: bool, color: bool) -> i32 {
     let s = match load(file, color) {
         Ok(s) => s,
         Err(c) => return c,
     };
     if markdown {
-        print!("{}", markdown_table(&s.spec));
+        print!("{}", listing::markdown(&s.spec));
     } else {
         for i in &s.spec.instructions {
-            println!(
-                "{}\t{}\t{}\t{}\tF={}",
-                i.name,
-                shape(i),
-                types(i),
-                i.pipeline_name,
-                alignment_f(i)
-            );
+            println!("{}", listing::line(i));
         }
     }
     EXIT_OK
-}
-
-/// The rounding of each stage of a pipeline, in words.
-pub fn stage_roundings(inst: &Instruction) -> String {
-    match &inst.pipeline {
-        Pipeline::Fused(f) => {
-            let mut parts = vec![];
-            if f.chain < inst.shape.k {
-                parts.push(format!("chain {}", f.chain));
-            }
-            for n in &f.nodes {
-                let t: Vec<String> = n
-                    .terms
-                    .iter()
-                    .map(|t| match t.keep {
-                        Some((fb, r)) => format!("{} {}", fb, r.short()),
-                        None => "exact".into(),
-                    })
-                    .collect();
-                let mut t2 = t.clone();
-                t2.dedup();
-                parts.push(format!("align {}", t2.join("/")));
-            }
-            for s in &f.normalize {
-                parts.push(format!(
-                    "{} to {} bits",
-                    s.rounding.short(),
-                    s.fraction_bits
-                ));
-            }
-            parts.join("; ")
-        }
-        Pipeline::Sequential(s) => {
-            let mut parts = vec![];
-            if let mmac_compiler::ir::ProductRule::Rounded(a) = &s.product {
-                parts.push(format!("products {} {}", a.rounding.short(), a.format.name));
-            }
-            if let Some((g, a)) = &s.pairwise {
-                parts.push(format!(
-                    "pairs of {g} {} {}",
-                    a.rounding.short(),
-                    a.format.name
-                ));
-            }
-            parts.push(format!(
-                "accumulate {} {}",
-                s.accumulate.rounding.short(),
-                s.accumulate.format.name
-            ));
-            if s.accumulate.flush_keep_sign {
-                parts.push("FTZ".into());
-            }
-            parts.join("; ")
-        }
-        Pipeline::Integer(i) => format!("exact; {:?}", i.overflow).to_lowercase(),
-    }
-}
-
-pub fn markdown_table(spec: &Spec) -> String {
-    let mut out = format!(
-        "## {}\n\n",
-        spec.title.clone().unwrap_or_else(|| spec.arch.clone())
-    );
-    out.push_str(
-        "| instruction | types | algorithm | F | rounding per stage |\n|---|---|---|---|---|\n",
-    );
-    for i in &spec.instructions {
-        out.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} |\n",
-            i.name,
-            types(i),
-            i.pipeline_name,
-            alignment_f(i),
-            stage_roundings(i)
-        ));
-    }
-    out
 }
 
 fn parse_hex_list(s: &str, what: &str) -> Result<Vec<u64>, String> {
