@@ -27,6 +27,8 @@ pub(crate) struct Plan {
     scale: Option<FloatFormat>,
     /// The static grid of each node whose terms are all exact (`keep` none).
     node_grid: Vec<Option<i64>>,
+    /// The last alignment is a wide exact sum: narrow part plus c in a sticky window.
+    wide: bool,
     /// The lowest grid of an (unscaled-group) product sum.
     product_min_grid: i64,
 }
@@ -111,6 +113,21 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused) -> Result<Plan, String> {
             _ => 0,
         };
     let mut node_grid: Vec<Option<i64>> = vec![];
+    let mut wide = false;
+    // value bounds of the narrow sources: lowest grid and an exclusive top exponent
+    let max_exp = |x: &FloatFormat| x.max_exponent() as i64;
+    let mut prod_top = max_exp(&a) + max_exp(&b) + 2;
+    if f.scaled_products {
+        let s = scale.as_ref().unwrap();
+        prod_top += 2 * max_exp(s) + 2;
+    }
+    let group_top = match (f.grouping, &scale) {
+        (Some(g), Some(s)) if g.scaled => {
+            prod_top + clog2(g.size as u64) as i64 + 2 * max_exp(s) + 2
+        }
+        (Some(g), _) => prod_top + clog2(g.size as u64) as i64,
+        _ => prod_top,
+    };
     for (ni, n) in f.nodes.iter().enumerate() {
         let exact = n.terms.iter().filter(|t| t.keep.is_none()).count();
         if exact > 0 && exact < n.terms.len() {
@@ -118,11 +135,33 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused) -> Result<Plan, String> {
                 "alignment {ni} mixes exact and rounded terms; the JIT does not lower that"
             ));
         }
+        let too_wide = (n.width_bits + HEADROOM) as u64 > 128;
+        // A sum too wide for i128 is computed as a narrow exact part (products, groups)
+        // plus c in a 124-bit window with a sticky bit (see `window_sum`). That needs the
+        // sum to be the result, c to be its only wide term, and a fixed grid.
+        let wide_here = too_wide
+            && ni + 1 == f.nodes.len()
+            && n.terms.iter().filter(|t| t.source == TermSource::C).count() == 1
+            && n.terms
+                .iter()
+                .all(|t| !matches!(t.source, TermSource::Node(_)))
+            && (exact > 0 || matches!(n.reference, Reference::Fixed(_)));
+        let narrow_count: u64 = n
+            .terms
+            .iter()
+            .map(|t| match t.source {
+                TermSource::Products(ProductsPart::All) => f.chain as u64,
+                TermSource::Products(_) => f.chain.div_ceil(2) as u64,
+                TermSource::Groups => (f.chain / f.grouping.map(|g| g.size).unwrap_or(1)) as u64,
+                _ => 0,
+            })
+            .sum();
         if exact > 0 {
             let mut g = i64::MAX;
             for t in &n.terms {
                 let tg = match t.source {
                     TermSource::Products(_) => product_min_grid,
+                    TermSource::C if wide_here => continue,
                     TermSource::C => c_min_grid,
                     TermSource::Groups => group_min_grid,
                     TermSource::Node(i) => node_grid.get(i).copied().flatten().ok_or_else(|| {
@@ -135,7 +174,42 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused) -> Result<Plan, String> {
         } else {
             node_grid.push(None);
         }
-        need = need.max((n.width_bits + HEADROOM) as u64);
+        if wide_here {
+            let top = n
+                .terms
+                .iter()
+                .map(|t| match t.source {
+                    TermSource::Groups => group_top,
+                    TermSource::Products(_) => prod_top,
+                    _ => i64::MIN,
+                })
+                .max()
+                .unwrap_or(i64::MIN);
+            let lsb = match (node_grid[ni], n.reference) {
+                (Some(g), _) => g,
+                (None, Reference::Fixed(r)) => {
+                    r as i64
+                        - n.terms
+                            .iter()
+                            .filter_map(|t| t.keep.map(|k| k.0 as i64))
+                            .max()
+                            .unwrap_or(0)
+                }
+                _ => unreachable!("wide sums have a fixed grid"),
+            };
+            let narrow = (top - lsb).max(0) + clog2(narrow_count.max(1)) as i64 + 3;
+            if narrow > 118 {
+                return Err(format!(
+                    "an exact sum needs a {}-bit accumulator and its products alone {narrow} bits; \
+                     the JIT computes up to 128",
+                    n.width_bits
+                ));
+            }
+            wide = true;
+            need = need.max(128);
+        } else {
+            need = need.max((n.width_bits + HEADROOM) as u64);
+        }
     }
     let w = if need <= 64 {
         types::I64
@@ -143,12 +217,12 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused) -> Result<Plan, String> {
         types::I128
     } else {
         return Err(format!(
-            "an exact sum needs a {need}-bit accumulator; the JIT computes up to 128 bits \
-             (an exact sum of products and a wide `c`, as in E-FDPA into f32, is not lowered yet)"
+            "an exact sum needs a {need}-bit accumulator; the JIT computes up to 128 bits"
         ));
     };
     Ok(Plan {
         w,
+        wide,
         a,
         b,
         scale,
@@ -539,6 +613,55 @@ fn special_step(
     em.sel(is_nan, nanc, infv)
 }
 
+/// `p * 2^gp + c * 2^gc` as `s * 2^g` in an i128, exactly as far as any rounding to at
+/// most 118 bits below the sum's leading bit can tell. `p` spans at most 118 bits and `c`
+/// at most 54, so when their bits do not fit one 124-bit window below the larger operand's
+/// top, the smaller operand lies wholly below the larger one's half (no cancellation can
+/// expose its low bits): its bits below the window are ORed into its lowest kept bit
+/// (a sticky bit), which keeps the sum strictly inside the same interval between
+/// rounding points, and exact sums exact.
+fn window_sum(em: &mut Em, p: Value, gp: Value, c: Value, gc: Value) -> (Value, Value) {
+    let floor = em.i64c(i64::MIN / 4);
+    let top_of = |em: &mut Em, x: Value, g: Value| {
+        let mag = em.abs_w(x);
+        let bl = em.bit_length(mag);
+        let t = em.b.ins().iadd(g, bl);
+        let z = em.icmp_imm(IntCC::Equal, bl, 0);
+        em.sel(z, floor, t)
+    };
+    let tp = top_of(em, p, gp);
+    let tc = top_of(em, c, gc);
+    let top = em.b.ins().smax(tp, tc);
+    let low = em.b.ins().smin(gp, gc);
+    let win = em.b.ins().iadd_imm_s(top, -124);
+    let g = em.b.ins().smax(low, win);
+    let sp = em.b.ins().isub(g, gp);
+    let p2 = jam_shift(em, p, sp);
+    let sc = em.b.ins().isub(g, gc);
+    let c2 = jam_shift(em, c, sc);
+    (em.b.ins().iadd(p2, c2), g)
+}
+
+/// `x * 2^-s`: an exact left shift for `s <= 0`, else a right shift of the magnitude with
+/// the dropped bits ORed into the lowest kept bit.
+fn jam_shift(em: &mut Em, x: Value, s: Value) -> Value {
+    let ns = em.b.ins().ineg(s);
+    let l = em.clamp_shift(ns);
+    let left = em.b.ins().ishl(x, l);
+    let r = em.clamp_shift(s);
+    let is_neg = em.icmp_imm(IntCC::SignedLessThan, x, 0);
+    let mag = em.abs_w(x);
+    let q = em.b.ins().ushr(mag, r);
+    let back = em.b.ins().ishl(q, r);
+    let lost = em.icmp(IntCC::NotEqual, back, mag);
+    let lost = em.b.ins().uextend(em.w, lost);
+    let q = em.b.ins().bor(q, lost);
+    let nq = em.neg(q);
+    let right = em.sel(is_neg, nq, q);
+    let pos = em.icmp_imm(IntCC::SignedGreaterThan, s, 0);
+    em.sel(pos, right, left)
+}
+
 /// Does the finite product `sig * 2^grid` (sig > 0) reach `2^x`?
 fn overflows(em: &mut Em, sig: Value, grid: Value, x: i32) -> Value {
     let lz = em.b.ins().clz(sig);
@@ -821,8 +944,41 @@ fn finite_step(
             .filter_map(|t| t.keep.map(|k| k.0 as i64))
             .max();
         let exact_grid = p.node_grid[ni];
+        let wide_node = p.wide && ni + 1 == f.nodes.len();
+        let mut wide_c: Option<(Value, Value)> = None;
         let mut sum: Option<Value> = None;
         for (t, at) in &items {
+            if wide_node && at.source == TermSource::C {
+                // c stays apart on its own grid, rounded to the node's grid if it lies below
+                let x = t.signed(em);
+                let g = t.grid(em);
+                let (x, g) = match at.keep {
+                    Some((fb, mode)) => {
+                        let target = em.b.ins().iadd_imm_s(r, -(fb as i64));
+                        let sh = em.b.ins().isub(target, g);
+                        let s = em.clamp_shift(sh);
+                        let rx = em.round_right(x, s, mode);
+                        let pos = em.icmp_imm(IntCC::SignedGreaterThan, sh, 0);
+                        (em.sel(pos, rx, x), em.sel(pos, target, g))
+                    }
+                    None => (x, g),
+                };
+                let x = match at.drop_below {
+                    Some(n) => {
+                        let lim = em.b.ins().iadd_imm_s(r, -(n as i64));
+                        let below = em.icmp(IntCC::SignedLessThan, t.exp, lim);
+                        let dropped = match t.present {
+                            Some(pr) => em.and(pr, below),
+                            None => below,
+                        };
+                        let z = em.wc(0);
+                        em.sel(dropped, z, x)
+                    }
+                    None => x,
+                };
+                wide_c = Some((x, g));
+                continue;
+            }
             let kept = match (at.keep, exact_grid) {
                 (Some((fb, mode)), None) => {
                     let fb = fb as i64;
@@ -906,12 +1062,20 @@ fn finite_step(
             Some(s) => s,
             None => em.wc(0),
         };
-        let zero = em.icmp_imm(IntCC::Equal, sum, 0);
         // the node's value is sum * 2^grid with grid = r - Fmax (or the static grid)
         let (natural_exp, dd) = match exact_grid {
             Some(g0) => (em.i64c(0), -g0),
             None => (r, fmax.expect("a rounded node")),
         };
+        let (sum, natural_exp, dd) = match wide_c {
+            Some((cx, cg)) => {
+                let gp = em.b.ins().iadd_imm_s(natural_exp, -dd);
+                let (s, g) = window_sum(em, sum, gp, cx, cg);
+                (s, g, 0)
+            }
+            None => (sum, natural_exp, dd),
+        };
+        let zero = em.icmp_imm(IntCC::Equal, sum, 0);
         node_terms.push(TermV {
             neg: f0,
             sig: None,
