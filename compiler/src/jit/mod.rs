@@ -160,6 +160,13 @@ pub struct Kernel<'a> {
     _spec: PhantomData<&'a CompiledSpec>,
 }
 
+// SAFETY: a kernel is a pair of pointers to finalized, immutable machine code that only
+// reads its arguments and writes its output buffer; the code is freed only when the
+// borrowed `CompiledSpec` is dropped, which the lifetime prevents while a kernel lives.
+// Calling it from several threads at once is therefore as safe as calling a pure `fn`.
+unsafe impl Send for Kernel<'_> {}
+unsafe impl Sync for Kernel<'_> {}
+
 impl Kernel<'_> {
     pub fn k(&self) -> usize {
         self.k
