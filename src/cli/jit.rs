@@ -10,6 +10,7 @@ use mmac_compiler::interp::{self, EvalError, Operands};
 use mmac_compiler::ir::{Instruction, Spec};
 use mmac_compiler::jit;
 use std::hint::black_box;
+use std::io::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -53,9 +54,14 @@ pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> i32 {
             return EXIT_FAILED;
         }
     };
+    // a closed pipe (`| head`) ends the listing quietly
+    let mut out = std::io::stdout().lock();
     for (label, text) in compiled.clif() {
-        println!("; {label}\n{text}");
+        if writeln!(out, "; {label}\n{text}").is_err() {
+            return EXIT_OK;
+        }
     }
+    drop(out);
     for e in compiled.refused() {
         eprintln!(
             "warning: {e}\n  help: `--engine interp` computes it; `run` and `test` fall back to the interpreter for it"

@@ -1,0 +1,68 @@
+//! Conformance vectors through the JIT engine: the committed subset (`tests/vectors`), or
+//! the full public set (`../shared/vectors`) when it is present, must pass with every
+//! instruction the JIT compiles running as native code.
+
+use mmac_runtime::conformance::{self, Engine};
+use std::path::{Path, PathBuf};
+
+fn vector_root() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    [root.join("tests/vectors"), root.join("../shared/vectors")]
+        .into_iter()
+        .find(|p| p.is_dir())
+}
+
+#[test]
+fn vectors_pass_through_the_jit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let Some(vectors) = vector_root() else {
+        eprintln!("note: no tests/vectors or ../shared/vectors here; skipping");
+        return;
+    };
+    let (specs, errors) = mmac_runtime::specs::load_all(&root.join("specs"));
+    assert!(errors.is_empty(), "the specs check");
+    let sum = conformance::run_with(&specs, &vectors, Engine::Jit).unwrap();
+    assert_eq!(sum.failed, 0, "{}", sum.report);
+    assert!(sum.passed > 1000, "only {} cases ran", sum.passed);
+    // files the JIT could not compile ran on the interpreter, and say so; every other
+    // file ran on native code
+    let fallbacks = sum
+        .report
+        .lines()
+        .filter(|l| l.contains("runs on the interpreter"))
+        .count();
+    let files = mmac_runtime::vectors::find_files(&vectors).unwrap().len();
+    assert!(
+        fallbacks * 10 < files,
+        "{fallbacks} of {files} files fell back:\n{}",
+        sum.report
+    );
+}
+
+/// The JIT engine really compares bits: a flipped expectation fails.
+#[test]
+fn a_flipped_bit_fails_on_the_jit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (specs, _) = mmac_runtime::specs::load_all(&root.join("specs/hopper.mma"));
+    let text = std::fs::read_to_string(root.join("tests/data/hopper_small.mmv")).unwrap();
+    let header: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
+    let case = text.lines().find(|l| l.starts_with("c=")).unwrap();
+    let (head, d) = case.rsplit_once("d=").unwrap();
+    let width = d.trim().len();
+    let flipped = format!(
+        "{head}d={:0width$x}",
+        u64::from_str_radix(d.trim(), 16).unwrap() ^ 1
+    );
+    let dir = std::env::temp_dir().join(format!("mmac-jit-flip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("flip.mmv");
+    std::fs::write(&file, format!("{}\n{case}\n{flipped}\n", header.join("\n"))).unwrap();
+    let sum = conformance::run_with(&specs, &file, Engine::Jit).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!((sum.passed, sum.failed), (1, 1), "{}", sum.report);
+    assert!(
+        !sum.report.contains("runs on the interpreter"),
+        "{}",
+        sum.report
+    );
+}
