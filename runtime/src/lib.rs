@@ -3,7 +3,9 @@
 //! ([`listing`]) and feature probes ([`probes`]).
 
 pub mod conformance;
+pub mod gemm;
 pub mod listing;
+pub mod matrix;
 pub mod probes;
 pub mod specs;
 pub mod vectors;

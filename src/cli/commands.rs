@@ -49,6 +49,10 @@ pub fn dispatch(cmd: Command, color: bool) -> i32 {
             engine,
             json,
         } => super::jit::bench(&file, &instr, engine, json, color),
+        Command::Mma { args, c } => super::matrix::run(&args, Some(&c), None, true, color),
+        Command::Gemm { args, c, threads } => {
+            super::matrix::run(&args, c.as_deref(), threads, false, color)
+        }
     }
 }
 

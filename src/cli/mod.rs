@@ -2,6 +2,7 @@
 
 mod commands;
 mod jit;
+mod matrix;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -104,6 +105,57 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run one whole instruction on .npy matrices: A (M x K), B (K x N), C (M x N).
+    Mma {
+        #[command(flatten)]
+        args: MatrixArgs,
+        /// C (M x N); required for a single instruction.
+        #[arg(long)]
+        c: PathBuf,
+    },
+    /// A GEMM of any M x K x N (multiples of the instruction's shape), tiled by the
+    /// instruction's m x n, K walked in k-steps in increasing order with each step's D fed
+    /// back as the next C.
+    Gemm {
+        #[command(flatten)]
+        args: MatrixArgs,
+        /// C (M x N); zeros when omitted.
+        #[arg(long)]
+        c: Option<PathBuf>,
+        /// Worker threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+}
+
+/// Operands and output of `mma` and `gemm`.
+#[derive(clap::Args, Debug)]
+pub struct MatrixArgs {
+    /// The spec file.
+    pub spec: PathBuf,
+    /// Instruction name, as in `mmac list`.
+    #[arg(long)]
+    pub instr: String,
+    /// A (M x K) as .npy: the format's NumPy dtype (f64/f32/f16, integers) or raw encodings.
+    #[arg(long)]
+    pub a: PathBuf,
+    /// B (K x N) as .npy.
+    #[arg(long)]
+    pub b: PathBuf,
+    /// Scale factors of A's rows (M x K/block), for block-scaled instructions.
+    #[arg(long)]
+    pub sa: Option<PathBuf>,
+    /// Scale factors of B's columns (K/block x N).
+    #[arg(long)]
+    pub sb: Option<PathBuf>,
+    /// Where to write D (M x N) as .npy.
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+    /// Print max/mean absolute and relative error and the bias against the exact result.
+    #[arg(long)]
+    pub report: bool,
+    #[arg(long, value_enum, default_value_t = Engine::Jit)]
+    pub engine: Engine,
 }
 
 pub fn main() -> i32 {

@@ -1,0 +1,396 @@
+//! Whole instructions and GEMMs on matrices, and their error against the exact result.
+//!
+//! A GEMM of any M x K x N (multiples of the instruction's m, n, k) is computed the way a
+//! GEMM kernel drives the hardware: D is tiled by the instruction's m x n; for each tile,
+//! K is walked in k-sized steps in increasing order, and each step's D is fed back as the
+//! next step's C (register accumulation). Per output element this is a chain of
+//! dot-product-adds `d = f(d, A[i, s*k..(s+1)*k], B[s*k..(s+1)*k, j])` for s = 0, 1, ...
+//! starting from `d = C[i, j]`. Tiles are independent and run in parallel (rayon).
+
+use crate::matrix::Matrix;
+use mmac_compiler::exact::Dyadic;
+use mmac_compiler::format::{Decoded, Format};
+use mmac_compiler::interp::{self, EvalError, Operands};
+use mmac_compiler::ir::Instruction;
+use rayon::prelude::*;
+
+/// Something that computes one dot-product-add of an instruction.
+pub trait DotEngine: Sync {
+    fn dot(&self, ops: &Operands) -> Result<u64, EvalError>;
+}
+
+/// The reference interpreter as an engine.
+pub struct Interpreter<'a>(pub &'a Instruction);
+
+impl DotEngine for Interpreter<'_> {
+    fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {
+        interp::run(self.0, ops)
+    }
+}
+
+impl DotEngine for mmac_compiler::jit::Kernel<'_> {
+    fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {
+        mmac_compiler::jit::Kernel::dot(self, ops)
+    }
+}
+
+/// The operands of an instruction or a GEMM: A is M x K, B is K x N, C is M x N; block
+/// scale factors SA are M x K/block and SB is K/block x N.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    pub a: Matrix,
+    pub b: Matrix,
+    pub c: Matrix,
+    pub sa: Option<Matrix>,
+    pub sb: Option<Matrix>,
+}
+
+/// A shape that does not fit the instruction.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ShapeError(pub String);
+
+/// Check the operand shapes; `whole_instruction` demands exactly the instruction's
+/// M x N x K, otherwise multiples of it. Returns (M, N, K).
+pub fn check_shapes(
+    inst: &Instruction,
+    p: &Problem,
+    whole_instruction: bool,
+) -> Result<(usize, usize, usize), ShapeError> {
+    let (m, n, k) = (p.a.rows, p.b.cols, p.a.cols);
+    let (im, in_, ik) = (
+        inst.shape.m as usize,
+        inst.shape.n as usize,
+        inst.shape.k as usize,
+    );
+    if p.b.rows != k {
+        return Err(ShapeError(format!(
+            "A is {} x {} but B is {} x {}: A's columns must equal B's rows (K)",
+            p.a.rows, p.a.cols, p.b.rows, p.b.cols
+        )));
+    }
+    if (p.c.rows, p.c.cols) != (m, n) {
+        return Err(ShapeError(format!(
+            "C is {} x {} but A x B is {m} x {n}",
+            p.c.rows, p.c.cols
+        )));
+    }
+    if whole_instruction {
+        if (m, n, k) != (im, in_, ik) {
+            return Err(ShapeError(format!(
+                "`{}` is m{im}n{in_}k{ik}: A must be {im} x {ik}, B {ik} x {in_}, C {im} x {in_}; got A {m} x {k}, B {k} x {n}",
+                inst.name
+            )));
+        }
+    } else {
+        for (what, got, unit) in [
+            ("M (rows of A)", m, im),
+            ("N (columns of B)", n, in_),
+            ("K (columns of A)", k, ik),
+        ] {
+            if got == 0 || got % unit != 0 {
+                return Err(ShapeError(format!(
+                    "{what} = {got} is not a positive multiple of `{}`'s {unit}",
+                    inst.name
+                )));
+            }
+        }
+    }
+    match (&inst.scale, &p.sa, &p.sb) {
+        (None, None, None) => {}
+        (None, _, _) => {
+            return Err(ShapeError(format!(
+                "`{}` takes no scale factors, but --sa/--sb were given",
+                inst.name
+            )));
+        }
+        (Some(s), Some(sa), Some(sb)) => {
+            let blocks = k / s.block as usize;
+            if (sa.rows, sa.cols) != (m, blocks) {
+                return Err(ShapeError(format!(
+                    "SA must be {m} x {blocks} (M x K/{}), found {} x {}",
+                    s.block, sa.rows, sa.cols
+                )));
+            }
+            if (sb.rows, sb.cols) != (blocks, n) {
+                return Err(ShapeError(format!(
+                    "SB must be {blocks} x {n} (K/{} x N), found {} x {}",
+                    s.block, sb.rows, sb.cols
+                )));
+            }
+        }
+        (Some(s), _, _) => {
+            return Err(ShapeError(format!(
+                "`{}` is block-scaled ({} per {} elements of k): give --sa and --sb",
+                inst.name, s.format.name, s.block
+            )));
+        }
+    }
+    Ok((m, n, k))
+}
+
+/// Compute D for a checked problem (see the module doc for the order). `progress` is
+/// called with the number of output tiles finished since the last call.
+pub fn gemm(
+    inst: &Instruction,
+    engine: &dyn DotEngine,
+    p: &Problem,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Matrix, EvalError> {
+    let (m, n, kk) = (p.a.rows, p.b.cols, p.a.cols);
+    let (tm, tn, tk) = (
+        inst.shape.m as usize,
+        inst.shape.n as usize,
+        inst.shape.k as usize,
+    );
+    let bt = p.b.transposed(); // columns of B, contiguous
+    let blocks = inst.scale_count(); // scale factors per k-step
+    let per_k = kk / tk * blocks; // scale factors per row of A / column of B
+    let sa = p.sa.as_ref().map(|x| x.data.as_slice()).unwrap_or(&[]);
+    let sbt =
+        p.sb.as_ref()
+            .map(|x| x.transposed().data)
+            .unwrap_or_default();
+    let tiles: Vec<(usize, usize)> = (0..m / tm)
+        .flat_map(|ti| (0..n / tn).map(move |tj| (ti, tj)))
+        .collect();
+    let results: Vec<Result<Vec<u64>, EvalError>> = tiles
+        .par_iter()
+        .map(|&(ti, tj)| {
+            let mut tile = vec![0u64; tm * tn];
+            for di in 0..tm {
+                let i = ti * tm + di;
+                for dj in 0..tn {
+                    let j = tj * tn + dj;
+                    let mut d = p.c.data[i * n + j];
+                    for s in 0..kk / tk {
+                        let ops = Operands {
+                            c: d,
+                            a: &p.a.data[i * kk + s * tk..i * kk + (s + 1) * tk],
+                            b: &bt.data[j * kk + s * tk..j * kk + (s + 1) * tk],
+                            sa: if blocks > 0 {
+                                &sa[i * per_k + s * blocks..i * per_k + (s + 1) * blocks]
+                            } else {
+                                &[]
+                            },
+                            sb: if blocks > 0 {
+                                &sbt[j * per_k + s * blocks..j * per_k + (s + 1) * blocks]
+                            } else {
+                                &[]
+                            },
+                        };
+                        d = engine.dot(&ops)?;
+                    }
+                    tile[di * tn + dj] = d;
+                }
+            }
+            progress(1);
+            Ok(tile)
+        })
+        .collect();
+    let mut out = Matrix::filled(m, n, 0);
+    for ((ti, tj), r) in tiles.into_iter().zip(results) {
+        let tile = r?;
+        for di in 0..tm {
+            let row = (ti * tm + di) * n + tj * tn;
+            out.data[row..row + tn].copy_from_slice(&tile[di * tn..(di + 1) * tn]);
+        }
+    }
+    Ok(out)
+}
+
+/// The encoding of +0 in a format (the default C of a GEMM).
+pub fn zero_of(f: &Format) -> u64 {
+    f.encode_finite(false, &Dyadic::zero()).unwrap_or(0)
+}
+
+/// Error statistics of D against the exact result `C + A*B` (scales included), computed
+/// exactly: every product and sum is exact; only the final statistics are f64.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ErrorReport {
+    /// Elements compared (finite exact result and finite D).
+    pub compared: usize,
+    /// Elements skipped because an input or D is NaN or infinite.
+    pub non_finite: usize,
+    pub max_abs: f64,
+    pub mean_abs: f64,
+    /// Relative error |D - exact| / |exact|, over elements whose exact result is nonzero.
+    pub max_rel: f64,
+    pub mean_rel: f64,
+    /// Mean signed error D - exact (bias).
+    pub mean_signed: f64,
+}
+
+impl ErrorReport {
+    /// A small table for humans.
+    pub fn table(&self) -> String {
+        format!(
+            "error against the exact result ({} elements compared, {} non-finite skipped)\n\
+             {:<18} {:>14} {:>14}\n\
+             {:<18} {:>14.6e} {:>14.6e}\n\
+             {:<18} {:>14.6e} {:>14.6e}\n\
+             {:<18} {:>14.6e}\n",
+            self.compared,
+            self.non_finite,
+            "",
+            "max",
+            "mean",
+            "absolute",
+            self.max_abs,
+            self.mean_abs,
+            "relative",
+            self.max_rel,
+            self.mean_rel,
+            "signed (bias)",
+            self.mean_signed
+        )
+    }
+}
+
+/// A finite decoded element as an integer significand and the exponent of its last bit.
+fn split(d: &Decoded) -> Option<(i128, i64)> {
+    match d {
+        Decoded::Finite(f) => {
+            let s = f.significand as i128;
+            Some((
+                if f.negative { -s } else { s },
+                f.exponent as i64 - f.fraction_bits as i64,
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The exact value of `c + sum_k a_k * b_k * sa * sb` for one element, or None if any
+/// input is NaN or infinite.
+fn exact_element(
+    inst: &Instruction,
+    c: u64,
+    a: &[u64],
+    b: &[u64],
+    sa: &[u64],
+    sb: &[u64],
+) -> Option<Dyadic> {
+    let block = inst
+        .scale
+        .as_ref()
+        .map(|s| s.block as usize)
+        .unwrap_or(usize::MAX);
+    let scale = |j: usize| -> Option<(i128, i64)> {
+        let s = inst.scale.as_ref()?;
+        let (x, ex) = split(&s.format.decode(sa[j]))?;
+        let (y, ey) = split(&s.format.decode(sb[j]))?;
+        Some((x * y, ex + ey))
+    };
+    // Products accumulate in an i128 anchored at the lowest exponent seen; a term that
+    // would not fit sends the element to the arbitrary-precision path.
+    let mut terms: Vec<(i128, i64)> = Vec::with_capacity(a.len());
+    for k in 0..a.len() {
+        let (x, ex) = split(&inst.a.decode(a[k]))?;
+        let (y, ey) = split(&inst.b.decode(b[k]))?;
+        let (mut p, mut e) = (x * y, ex + ey);
+        if inst.scale.is_some() {
+            let (s, es) = scale(k / block)?;
+            p = p.checked_mul(s)?;
+            e += es;
+        }
+        if p != 0 {
+            terms.push((p, e));
+        }
+    }
+    let (cv, ce) = split(&inst.c.decode(c))?;
+    let lo = terms.iter().map(|t| t.1).min();
+    let fast = lo.and_then(|lo| {
+        let mut acc: i128 = 0;
+        for &(p, e) in &terms {
+            let shift = (e - lo) as u32;
+            if shift >= 126 || p.unsigned_abs().leading_zeros() <= shift + 8 {
+                return None;
+            }
+            acc = acc.checked_add(p << shift)?;
+        }
+        Some(Dyadic::new(acc, lo))
+    });
+    let sum = match (fast, lo) {
+        (Some(s), _) => s,
+        (None, None) => Dyadic::zero(),
+        (None, Some(_)) => terms
+            .iter()
+            .fold(Dyadic::zero(), |acc, &(p, e)| acc.add(&Dyadic::new(p, e))),
+    };
+    Some(sum.add(&Dyadic::new(cv, ce)))
+}
+
+/// Compare D with the exact result of the problem.
+pub fn error_report(inst: &Instruction, p: &Problem, d: &Matrix) -> ErrorReport {
+    let (m, n, kk) = (p.a.rows, p.b.cols, p.a.cols);
+    let bt = p.b.transposed();
+    let per_k = inst
+        .scale
+        .as_ref()
+        .map(|s| kk / s.block as usize)
+        .unwrap_or(0);
+    let sa = p.sa.as_ref().map(|x| x.data.clone()).unwrap_or_default();
+    let sbt =
+        p.sb.as_ref()
+            .map(|x| x.transposed().data)
+            .unwrap_or_default();
+    // per element: None (non-finite) or (abs, rel if exact != 0, signed)
+    let rows: Vec<Vec<Option<(f64, Option<f64>, f64)>>> = (0..m)
+        .into_par_iter()
+        .map(|i| {
+            (0..n)
+                .map(|j| {
+                    let exact = exact_element(
+                        inst,
+                        p.c.data[i * n + j],
+                        &p.a.data[i * kk..(i + 1) * kk],
+                        &bt.data[j * kk..(j + 1) * kk],
+                        if per_k > 0 {
+                            &sa[i * per_k..(i + 1) * per_k]
+                        } else {
+                            &[]
+                        },
+                        if per_k > 0 {
+                            &sbt[j * per_k..(j + 1) * per_k]
+                        } else {
+                            &[]
+                        },
+                    )?;
+                    let (dv, de) = split(&inst.d.decode(d.data[i * n + j]))?;
+                    let err = Dyadic::new(dv, de).add(&exact.neg());
+                    let signed = err.to_f64_lossy();
+                    let rel = (!exact.is_zero())
+                        .then(|| (err.abs().to_f64_lossy() / exact.abs().to_f64_lossy()).abs());
+                    Some((signed.abs(), rel, signed))
+                })
+                .collect()
+        })
+        .collect();
+    let mut r = ErrorReport::default();
+    let (mut sum_abs, mut sum_rel, mut n_rel, mut sum_signed) = (0.0, 0.0, 0usize, 0.0);
+    for e in rows.into_iter().flatten() {
+        match e {
+            None => r.non_finite += 1,
+            Some((abs, rel, signed)) => {
+                r.compared += 1;
+                r.max_abs = r.max_abs.max(abs);
+                sum_abs += abs;
+                sum_signed += signed;
+                if let Some(rel) = rel {
+                    r.max_rel = r.max_rel.max(rel);
+                    sum_rel += rel;
+                    n_rel += 1;
+                }
+            }
+        }
+    }
+    if r.compared > 0 {
+        r.mean_abs = sum_abs / r.compared as f64;
+        r.mean_signed = sum_signed / r.compared as f64;
+    }
+    if n_rel > 0 {
+        r.mean_rel = sum_rel / n_rel as f64;
+    }
+    r
+}

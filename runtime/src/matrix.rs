@@ -1,0 +1,340 @@
+//! Matrices of raw encodings and their `.npy` files.
+//!
+//! Formats with a NumPy dtype read and write as that dtype: `f64` `<f8`, `f32` `<f4`,
+//! `f16` `<f2`, and the integers `s8` `|i1`, `u8` `|u1`, `s16` `<i2`, `u16` `<u2`,
+//! `s32` `<i4`, `u32` `<u4`. Every other format (bf16, tf32, fp8, fp6, fp4, scales, s4,
+//! u4, b1) is an unsigned integer array of raw encodings, one element per `|u1`, `<u2` or
+//! `<u4` by storage width (fp4 and fp6 one per byte).
+
+use mmac_compiler::format::{Format, FormatKind};
+use std::path::{Path, PathBuf};
+
+/// A row-major matrix of raw encodings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Matrix {
+    pub rows: usize,
+    pub cols: usize,
+    pub data: Vec<u64>,
+}
+
+impl Matrix {
+    pub fn filled(rows: usize, cols: usize, value: u64) -> Matrix {
+        Matrix {
+            rows,
+            cols,
+            data: vec![value; rows * cols],
+        }
+    }
+    pub fn at(&self, i: usize, j: usize) -> u64 {
+        self.data[i * self.cols + j]
+    }
+    /// The transpose (so that columns become contiguous rows).
+    pub fn transposed(&self) -> Matrix {
+        let mut data = vec![0; self.data.len()];
+        for i in 0..self.rows {
+            for j in 0..self.cols {
+                data[j * self.rows + i] = self.data[i * self.cols + j];
+            }
+        }
+        Matrix {
+            rows: self.cols,
+            cols: self.rows,
+            data,
+        }
+    }
+}
+
+/// Why a matrix file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum MatrixError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a readable .npy file: {message}")]
+    Format { path: PathBuf, message: String },
+    #[error(
+        "{path}: {operand} must have dtype {want} (the raw encoding of `{format}`), found {found}"
+    )]
+    Dtype {
+        path: PathBuf,
+        operand: String,
+        format: String,
+        want: String,
+        found: String,
+    },
+    #[error("{path}: {operand} must be a 2-D matrix, found shape {found:?}")]
+    Rank {
+        path: PathBuf,
+        operand: String,
+        found: Vec<u64>,
+    },
+    #[error("{path}: element [{row}, {col}] = {value:#x} does not fit `{format}` ({bits} bits)")]
+    Encoding {
+        path: PathBuf,
+        row: usize,
+        col: usize,
+        value: u64,
+        format: String,
+        bits: u32,
+    },
+}
+
+/// The NumPy dtype descriptor of a format's encodings.
+pub fn dtype_of(f: &Format) -> &'static str {
+    match (f.name.as_str(), &f.kind) {
+        ("f64", _) => "<f8",
+        ("f32", _) => "<f4",
+        ("f16", _) => "<f2",
+        (_, FormatKind::Int(i)) if i.bits == 8 && i.signed => "|i1",
+        (_, FormatKind::Int(i)) if i.bits == 16 && i.signed => "<i2",
+        (_, FormatKind::Int(i)) if i.bits == 32 && i.signed => "<i4",
+        (_, FormatKind::Int(i)) if i.bits == 16 => "<u2",
+        (_, FormatKind::Int(i)) if i.bits == 32 => "<u4",
+        _ => match f.storage_bits() {
+            0..=8 => "|u1",
+            9..=16 => "<u2",
+            17..=32 => "<u4",
+            _ => "<u8",
+        },
+    }
+}
+
+fn format_err(path: &Path, e: impl std::fmt::Display) -> MatrixError {
+    MatrixError::Format {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// Read a 2-D `.npy` matrix holding encodings of `format`. `operand` names it in errors.
+pub fn read(path: &Path, format: &Format, operand: &str) -> Result<Matrix, MatrixError> {
+    let bytes = std::fs::read(path).map_err(|source| MatrixError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| format_err(path, e))?;
+    let want = dtype_of(format);
+    let found = match npy.dtype() {
+        npyz::DType::Plain(t) => t.to_string(),
+        other => format!("{other:?}"),
+    };
+    // a one-byte dtype may be written with any byte-order character
+    let same = found == want
+        || (want.len() == 3 && found.len() == 3 && found[1..] == want[1..] && want.ends_with('1'));
+    if !same {
+        return Err(MatrixError::Dtype {
+            path: path.to_path_buf(),
+            operand: operand.to_string(),
+            format: format.name.clone(),
+            want: want.to_string(),
+            found,
+        });
+    }
+    let shape = npy.shape().to_vec();
+    if shape.len() != 2 {
+        return Err(MatrixError::Rank {
+            path: path.to_path_buf(),
+            operand: operand.to_string(),
+            found: shape,
+        });
+    }
+    let (rows, cols) = (shape[0] as usize, shape[1] as usize);
+    let fortran = npy.order() == npyz::Order::Fortran;
+    let data: Vec<u64> = match want {
+        "<f8" => npy
+            .into_vec::<f64>()
+            .map_err(|e| format_err(path, e))?
+            .into_iter()
+            .map(f64::to_bits)
+            .collect(),
+        "<f4" => npy
+            .into_vec::<f32>()
+            .map_err(|e| format_err(path, e))?
+            .into_iter()
+            .map(|x| x.to_bits() as u64)
+            .collect(),
+        "<f2" => npy
+            .into_vec::<half::f16>()
+            .map_err(|e| format_err(path, e))?
+            .into_iter()
+            .map(|x| x.to_bits() as u64)
+            .collect(),
+        "|i1" => npy
+            .into_vec::<i8>()
+            .map_err(|e| format_err(path, e))?
+            .into_iter()
+            .map(|x| x as u8 as u64)
+            .collect(),
+        "<i2" => npy
+            .into_vec::<i16>()
+            .map_err(|e| format_err(path, e))?
+            .into_iter()
+            .map(|x| x as u16 as u64)
+            .collect(),
+        "<i4" => npy
+            .into_vec::<i32>()
+            .map_err(|e| format_err(path, e))?
+            .into_iter()
+            .map(|x| x as u32 as u64)
+            .collect(),
+        "|u1" => npy
+            .into_vec::<u8>()
+            .map_err(|e| format_err(path, e))?
+            .into_iter()
+            .map(u64::from)
+            .collect(),
+        "<u2" => npy
+            .into_vec::<u16>()
+            .map_err(|e| format_err(path, e))?
+            .into_iter()
+            .map(u64::from)
+            .collect(),
+        "<u4" => npy
+            .into_vec::<u32>()
+            .map_err(|e| format_err(path, e))?
+            .into_iter()
+            .map(u64::from)
+            .collect(),
+        _ => npy.into_vec::<u64>().map_err(|e| format_err(path, e))?,
+    };
+    if data.len() != rows * cols {
+        return Err(format_err(
+            path,
+            format!("shape {rows} x {cols} but {} elements", data.len()),
+        ));
+    }
+    let m = if fortran {
+        Matrix {
+            rows: cols,
+            cols: rows,
+            data,
+        }
+        .transposed()
+    } else {
+        Matrix { rows, cols, data }
+    };
+    let mask = format.storage_mask();
+    if let Some(idx) = m.data.iter().position(|v| v & !mask != 0) {
+        return Err(MatrixError::Encoding {
+            path: path.to_path_buf(),
+            row: idx / cols.max(1),
+            col: idx % cols.max(1),
+            value: m.data[idx],
+            format: format.name.clone(),
+            bits: format.storage_bits(),
+        });
+    }
+    Ok(m)
+}
+
+/// Write a matrix of `format` encodings as a 2-D `.npy` file of its dtype.
+pub fn write(path: &Path, format: &Format, m: &Matrix) -> Result<(), MatrixError> {
+    use npyz::WriterBuilder;
+    let io = |source| MatrixError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::create(path).map_err(io)?;
+    let mut out = std::io::BufWriter::new(file);
+    let dtype = npyz::DType::Plain(dtype_of(format).parse().map_err(|e| format_err(path, e))?);
+    let shape = [m.rows as u64, m.cols as u64];
+    macro_rules! put {
+        ($t:ty, $conv:expr) => {{
+            let mut w = npyz::WriteOptions::<$t>::new()
+                .dtype(dtype.clone())
+                .shape(&shape)
+                .writer(&mut out)
+                .begin_nd()
+                .map_err(io)?;
+            for &v in &m.data {
+                w.push(&$conv(v)).map_err(io)?;
+            }
+            w.finish().map_err(io)?;
+        }};
+    }
+    match dtype_of(format) {
+        "<f8" => put!(f64, f64::from_bits),
+        "<f4" => put!(f32, |v: u64| f32::from_bits(v as u32)),
+        "<f2" => put!(half::f16, |v: u64| half::f16::from_bits(v as u16)),
+        "|i1" => put!(i8, |v: u64| v as u8 as i8),
+        "<i2" => put!(i16, |v: u64| v as u16 as i16),
+        "<i4" => put!(i32, |v: u64| v as u32 as i32),
+        "|u1" => put!(u8, |v: u64| v as u8),
+        "<u2" => put!(u16, |v: u64| v as u16),
+        "<u4" => put!(u32, |v: u64| v as u32),
+        _ => put!(u64, |v: u64| v),
+    }
+    use std::io::Write;
+    out.flush().map_err(io)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mmac_compiler::format::builtin;
+
+    fn tmp(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("mmac-matrix-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join(name)
+    }
+
+    #[test]
+    fn round_trip_every_dtype() {
+        for name in [
+            "f64", "f32", "f16", "bf16", "tf32", "e4m3", "e2m1", "ue8m0", "s8", "u8", "s32", "s4",
+            "b1",
+        ] {
+            let f = builtin(name).unwrap();
+            let mask = f.storage_mask();
+            let m = Matrix {
+                rows: 2,
+                cols: 3,
+                data: (0..6u64)
+                    .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) & mask)
+                    .collect(),
+            };
+            let p = tmp(&format!("{name}.npy"));
+            write(&p, &f, &m).unwrap();
+            assert_eq!(read(&p, &f, "a").unwrap(), m, "{name}");
+        }
+    }
+
+    #[test]
+    fn wrong_dtype_names_what_was_expected() {
+        let p = tmp("f32.npy");
+        write(&p, &builtin("f32").unwrap(), &Matrix::filled(2, 2, 0)).unwrap();
+        let e = read(&p, &builtin("f16").unwrap(), "a")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("a must have dtype <f2 (the raw encoding of `f16`), found <f4"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn out_of_range_encodings_are_refused() {
+        let p = tmp("u1.npy");
+        write(
+            &p,
+            &builtin("u8").unwrap(),
+            &Matrix {
+                rows: 1,
+                cols: 2,
+                data: vec![3, 0x1f],
+            },
+        )
+        .unwrap();
+        let e = read(&p, &builtin("e2m1").unwrap(), "b")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("element [0, 1] = 0x1f does not fit `e2m1` (4 bits)"),
+            "{e}"
+        );
+    }
+}

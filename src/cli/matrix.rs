@@ -1,0 +1,149 @@
+//! `mmac mma` and `mmac gemm`: instructions and GEMMs on .npy matrices.
+
+use super::commands::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, load};
+use super::{Engine, MatrixArgs};
+use mmac_runtime::gemm::{self, DotEngine, Interpreter, Problem};
+use mmac_runtime::matrix::{self, Matrix};
+use std::path::Path;
+
+/// GEMMs with more dot products than this show a progress bar on a terminal.
+const PROGRESS_DOTS: usize = 1 << 24;
+
+pub fn run(
+    args: &MatrixArgs,
+    c: Option<&Path>,
+    threads: Option<usize>,
+    whole_instruction: bool,
+    color: bool,
+) -> i32 {
+    let spec = match load(&args.spec, color) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let Some(inst) = spec.spec.instruction(&args.instr) else {
+        eprintln!(
+            "error: `{}` declares no instruction `{}`\n  help: `mmac list {}` shows its instructions",
+            args.spec.display(),
+            args.instr,
+            args.spec.display()
+        );
+        return EXIT_USAGE;
+    };
+    let problem = (|| -> Result<Problem, String> {
+        let a = matrix::read(&args.a, &inst.a, "A").map_err(|e| e.to_string())?;
+        let b = matrix::read(&args.b, &inst.b, "B").map_err(|e| e.to_string())?;
+        let c = match c {
+            Some(p) => matrix::read(p, &inst.c, "C").map_err(|e| e.to_string())?,
+            None => Matrix::filled(a.rows, b.cols, gemm::zero_of(&inst.c)),
+        };
+        let scale =
+            |p: &Option<std::path::PathBuf>, name: &str| -> Result<Option<Matrix>, String> {
+                match (p, &inst.scale) {
+                    (Some(p), Some(s)) => matrix::read(p, &s.format, name)
+                        .map(Some)
+                        .map_err(|e| e.to_string()),
+                    (Some(_), None) => Err(format!(
+                        "`{}` takes no scale factors, but --{} was given",
+                        inst.name,
+                        name.to_lowercase()
+                    )),
+                    (None, _) => Ok(None),
+                }
+            };
+        let sa = scale(&args.sa, "SA")?;
+        let sb = scale(&args.sb, "SB")?;
+        Ok(Problem { a, b, c, sa, sb })
+    })();
+    let problem = match problem {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let (m, n, k) = match gemm::check_shapes(inst, &problem, whole_instruction) {
+        Ok(dims) => dims,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let pool = match rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.unwrap_or(0))
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: cannot start worker threads: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let compiled;
+    let kernel;
+    let interp = Interpreter(inst);
+    let engine: &dyn DotEngine = match args.engine {
+        Engine::Interp => &interp,
+        Engine::Jit => {
+            compiled = match mmac_compiler::jit::compile_instruction(inst) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!(
+                        "error: {e}\n  help: `--engine interp` runs the reference interpreter"
+                    );
+                    return EXIT_FAILED;
+                }
+            };
+            kernel = match compiled.kernel(&inst.name) {
+                Ok(k) => k,
+                Err(e) => {
+                    eprintln!(
+                        "error: {e}\n  help: `--engine interp` runs the reference interpreter"
+                    );
+                    return EXIT_FAILED;
+                }
+            };
+            &kernel
+        }
+    };
+    let tiles = (m / inst.shape.m as usize) * (n / inst.shape.n as usize);
+    let dots = m * n * (k / inst.shape.k as usize);
+    let bar = if dots > PROGRESS_DOTS && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        let bar = indicatif::ProgressBar::new(tiles as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:40}] {pos}/{len} tiles ({eta} left)",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let started = std::time::Instant::now();
+    let d = pool.install(|| gemm::gemm(inst, engine, &problem, &|t| bar.inc(t as u64)));
+    bar.finish_and_clear();
+    let d = match d {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let elapsed = started.elapsed();
+    if let Err(e) = matrix::write(&args.output, &inst.d, &d) {
+        eprintln!("error: {e}");
+        return EXIT_FAILED;
+    }
+    eprintln!(
+        "{}: {m} x {n} x {k}, {dots} dot products in {:.3} s ({:.3e} dot products/s), D written to {}",
+        inst.name,
+        elapsed.as_secs_f64(),
+        dots as f64 / elapsed.as_secs_f64().max(1e-9),
+        args.output.display()
+    );
+    if args.report {
+        let r = pool.install(|| gemm::error_report(inst, &problem, &d));
+        print!("{}", r.table());
+    }
+    EXIT_OK
+}

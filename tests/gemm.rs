@@ -1,0 +1,391 @@
+//! `mmac mma` and `mmac gemm` on .npy files: results equal the per-element dot products
+//! and the documented GEMM order, errors name what was expected, and the error report is
+//! computed against the exact result.
+
+use mmac_compiler::interp::{self, Operands};
+use mmac_compiler::ir::{Instruction, Spec};
+use mmac_runtime::gemm::{self, Problem};
+use mmac_runtime::matrix::{self, Matrix};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn spec(name: &str) -> Spec {
+    mmac_runtime::specs::load_file(&root().join(name))
+        .unwrap()
+        .spec
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mmac-gemm-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Deterministic pseudo-random finite encodings of a format.
+fn random(inst_fmt: &mmac_compiler::format::Format, rows: usize, cols: usize, seed: u64) -> Matrix {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut data = Vec::with_capacity(rows * cols);
+    while data.len() < rows * cols {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let v = x & inst_fmt.storage_mask();
+        if let mmac_compiler::format::Decoded::Finite(_) = inst_fmt.decode(v) {
+            data.push(v);
+        }
+    }
+    Matrix { rows, cols, data }
+}
+
+fn mmac(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mmac"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap()
+}
+
+/// Problem files for an instruction of shape (m, n, k) scaled by (rm, rn, rk).
+fn write_problem(
+    dir: &Path,
+    inst: &Instruction,
+    m: usize,
+    n: usize,
+    k: usize,
+    seed: u64,
+) -> Problem {
+    let a = random(&inst.a, m, k, seed);
+    let b = random(&inst.b, k, n, seed + 1);
+    let c = random(&inst.c, m, n, seed + 2);
+    matrix::write(&dir.join("a.npy"), &inst.a, &a).unwrap();
+    matrix::write(&dir.join("b.npy"), &inst.b, &b).unwrap();
+    matrix::write(&dir.join("c.npy"), &inst.c, &c).unwrap();
+    let (sa, sb) = match &inst.scale {
+        Some(s) => {
+            let blocks = k / s.block as usize;
+            // scales near 1 keep the products finite
+            let near_one = |rows: usize, cols: usize, seed: u64| {
+                let mut m = random(&s.format, rows, cols, seed);
+                for v in &mut m.data {
+                    *v = if s.format.name == "ue8m0" {
+                        0x7c + (*v % 7)
+                    } else {
+                        0x30 + (*v % 16)
+                    };
+                }
+                m
+            };
+            let sa = near_one(m, blocks, seed + 3);
+            let sb = near_one(blocks, n, seed + 4);
+            matrix::write(&dir.join("sa.npy"), &s.format, &sa).unwrap();
+            matrix::write(&dir.join("sb.npy"), &s.format, &sb).unwrap();
+            (Some(sa), Some(sb))
+        }
+        None => (None, None),
+    };
+    Problem { a, b, c, sa, sb }
+}
+
+/// One whole instruction through the interpreter: D = C + A*B element by element.
+fn mma_by_elements(
+    inst: &Instruction,
+    a: &Matrix,
+    b: &Matrix,
+    c: &Matrix,
+    sa: Option<&Matrix>,
+    sb: Option<&Matrix>,
+) -> Matrix {
+    let (m, n, k) = (a.rows, b.cols, a.cols);
+    let bt = b.transposed();
+    let sbt = sb.map(|x| x.transposed());
+    let s = inst.scale_count();
+    let mut d = Matrix::filled(m, n, 0);
+    for i in 0..m {
+        for j in 0..n {
+            let ops = Operands {
+                c: c.at(i, j),
+                a: &a.data[i * k..(i + 1) * k],
+                b: &bt.data[j * k..(j + 1) * k],
+                sa: sa.map(|x| &x.data[i * s..(i + 1) * s]).unwrap_or(&[]),
+                sb: sbt
+                    .as_ref()
+                    .map(|x| &x.data[j * s..(j + 1) * s])
+                    .unwrap_or(&[]),
+            };
+            d.data[i * n + j] = interp::run(inst, &ops).unwrap();
+        }
+    }
+    d
+}
+
+fn sub(m: &Matrix, r0: usize, rows: usize, c0: usize, cols: usize) -> Matrix {
+    let mut data = vec![];
+    for i in r0..r0 + rows {
+        data.extend_from_slice(&m.data[i * m.cols + c0..i * m.cols + c0 + cols]);
+    }
+    Matrix { rows, cols, data }
+}
+
+#[test]
+fn mma_equals_the_per_element_dot_products() {
+    for (file, name) in [
+        ("specs/hopper.mma", "mma.m16n8k16.f32.f16.f16.f32"),
+        ("specs/cdna3.mma", "v_mfma_f32_16x16x32_fp8_fp8"),
+        (
+            "specs/rtx_blackwell.mma",
+            "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
+        ),
+        ("specs/ampere.mma", "mma.m16n8k32.satfinite.s32.s8.u8.s32"),
+    ] {
+        let s = spec(file);
+        let inst = s.instruction(name).unwrap();
+        let dir = tmpdir(&format!("mma{}", inst.k()));
+        let (m, n, k) = (inst.shape.m as usize, inst.shape.n as usize, inst.k());
+        let p = write_problem(&dir, inst, m, n, k, 7);
+        let mut args = vec![
+            "mma", file, "--instr", name, "--a", "a.npy", "--b", "b.npy", "--c", "c.npy", "-o",
+            "d.npy",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+        for x in ["a.npy", "b.npy", "c.npy", "d.npy"] {
+            let pos = args.iter().position(|y| y == x).unwrap();
+            args[pos] = dir.join(x).display().to_string();
+        }
+        if inst.scale.is_some() {
+            args.extend([
+                "--sa".into(),
+                dir.join("sa.npy").display().to_string(),
+                "--sb".into(),
+                dir.join("sb.npy").display().to_string(),
+            ]);
+        }
+        let out = mmac(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let d = matrix::read(&dir.join("d.npy"), &inst.d, "D").unwrap();
+        assert_eq!(
+            d,
+            mma_by_elements(inst, &p.a, &p.b, &p.c, p.sa.as_ref(), p.sb.as_ref()),
+            "{name}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
+#[test]
+fn gemm_equals_a_loop_of_mma_calls_in_order() {
+    let s = spec("specs/hopper.mma");
+    let inst = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let dir = tmpdir("gemm");
+    let (m, n, k) = (32, 24, 48);
+    let p = write_problem(&dir, inst, m, n, k, 11);
+    // the documented order: tiles of m x n; K in k-steps, increasing; D fed back as C
+    let (tm, tn, tk) = (16, 8, 16);
+    let mut want = Matrix::filled(m, n, 0);
+    for ti in 0..m / tm {
+        for tj in 0..n / tn {
+            let mut d = sub(&p.c, ti * tm, tm, tj * tn, tn);
+            for s in 0..k / tk {
+                d = mma_by_elements(
+                    inst,
+                    &sub(&p.a, ti * tm, tm, s * tk, tk),
+                    &sub(&p.b, s * tk, tk, tj * tn, tn),
+                    &d,
+                    None,
+                    None,
+                );
+            }
+            for i in 0..tm {
+                for j in 0..tn {
+                    want.data[(ti * tm + i) * n + tj * tn + j] = d.at(i, j);
+                }
+            }
+        }
+    }
+    for threads in ["1", "2"] {
+        let d_path = dir.join(format!("d{threads}.npy"));
+        let out = mmac(&[
+            "gemm",
+            "specs/hopper.mma",
+            "--instr",
+            "mma.m16n8k16.f32.f16.f16.f32",
+            "--a",
+            dir.join("a.npy").to_str().unwrap(),
+            "--b",
+            dir.join("b.npy").to_str().unwrap(),
+            "--c",
+            dir.join("c.npy").to_str().unwrap(),
+            "-o",
+            d_path.to_str().unwrap(),
+            "--threads",
+            threads,
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            matrix::read(&d_path, &inst.d, "D").unwrap(),
+            want,
+            "threads = {threads}"
+        );
+    }
+    // and the library with the interpreter engine agrees
+    let lib = gemm::gemm(inst, &gemm::Interpreter(inst), &p, &|_| {}).unwrap();
+    assert_eq!(lib, want);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn errors_name_what_was_expected() {
+    let s = spec("specs/hopper.mma");
+    let inst = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let dir = tmpdir("errors");
+    write_problem(&dir, inst, 16, 8, 16, 3);
+    let f32 = mmac_compiler::format::builtin("f32").unwrap();
+    matrix::write(&dir.join("a32.npy"), &f32, &Matrix::filled(16, 16, 0)).unwrap();
+    let f16 = mmac_compiler::format::builtin("f16").unwrap();
+    matrix::write(&dir.join("a15.npy"), &f16, &Matrix::filled(16, 15, 0)).unwrap();
+    matrix::write(&dir.join("a_big.npy"), &f16, &Matrix::filled(24, 16, 0)).unwrap();
+    let p = |x: &str| dir.join(x).display().to_string();
+    let run = |cmd: &str, a: &str, extra: &[&str]| {
+        let mut args = vec![
+            cmd.to_string(),
+            "specs/hopper.mma".into(),
+            "--instr".into(),
+            "mma.m16n8k16.f32.f16.f16.f32".into(),
+            "--a".into(),
+            p(a),
+            "--b".into(),
+            p("b.npy"),
+            "-o".into(),
+            p("d.npy"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        mmac(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+    };
+    let cases: Vec<(Output, &str)> = vec![
+        (
+            run("mma", "a32.npy", &["--c", &p("c.npy")]),
+            "A must have dtype <f2 (the raw encoding of `f16`), found <f4",
+        ),
+        (
+            run("mma", "a15.npy", &["--c", &p("c.npy")]),
+            "A is 16 x 15 but B is 16 x 8",
+        ),
+        (
+            run("mma", "a_big.npy", &["--c", &p("c.npy")]),
+            "C is 16 x 8 but A x B is 24 x 8",
+        ),
+        (
+            run("gemm", "a_big.npy", &[]),
+            "M (rows of A) = 24 is not a positive multiple of `mma.m16n8k16.f32.f16.f16.f32`'s 16",
+        ),
+        (run("gemm", "missing.npy", &[]), "missing.npy: No such file"),
+        (
+            run("gemm", "a.npy", &["--sa", &p("a.npy")]),
+            "takes no scale factors",
+        ),
+    ];
+    for (out, want) in cases {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(want), "expected `{want}` in:\n{err}");
+    }
+    // a block-scaled instruction without scales
+    let rb = "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3";
+    let s2 = spec("specs/rtx_blackwell.mma");
+    let i2 = s2.instruction(rb).unwrap();
+    write_problem(&dir, i2, 16, 8, 64, 5);
+    let out = mmac(&[
+        "mma",
+        "specs/rtx_blackwell.mma",
+        "--instr",
+        rb,
+        "--a",
+        &p("a.npy"),
+        "--b",
+        &p("b.npy"),
+        "--c",
+        &p("c.npy"),
+        "-o",
+        &p("d.npy"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("is block-scaled (ue4m3 per 16 elements of k): give --sa and --sb")
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn error_report_is_exact() {
+    // An exactly rounded design (the Kulisch example): every element is within half an
+    // f32 ulp of the exact result, and an integer instruction has no error at all.
+    let s = spec("specs/examples/kulisch.mma");
+    let inst = s.instruction("kulisch.m16n8k16.f32.f16.f16.f32").unwrap();
+    let p = Problem {
+        a: random(&inst.a, 32, 16, 1),
+        b: random(&inst.b, 16, 16, 2),
+        c: random(&inst.c, 32, 16, 3),
+        sa: None,
+        sb: None,
+    };
+    let d = gemm::gemm(inst, &gemm::Interpreter(inst), &p, &|_| {}).unwrap();
+    let r = gemm::error_report(inst, &p, &d);
+    assert_eq!(r.compared, 512, "{r:?}");
+    // one instruction, one rounding to nearest: at most half an ulp, 2^-24 relative
+    assert!(r.max_rel <= 2f64.powi(-24), "{r:?}");
+    assert!(r.max_rel > 0.0, "some results must be inexact: {r:?}");
+
+    let s = spec("specs/ampere.mma");
+    let inst = s.instruction("mma.m16n8k32.s32.s8.s8.s32").unwrap();
+    let mut c = random(&inst.c, 16, 8, 9);
+    for v in &mut c.data {
+        *v &= 0xffff; // small accumulators: no wrap-around
+    }
+    let p = Problem {
+        a: random(&inst.a, 16, 32, 4),
+        b: random(&inst.b, 32, 8, 5),
+        c,
+        sa: None,
+        sb: None,
+    };
+    let d = gemm::gemm(inst, &gemm::Interpreter(inst), &p, &|_| {}).unwrap();
+    let r = gemm::error_report(inst, &p, &d);
+    assert_eq!((r.compared, r.max_abs, r.mean_signed), (128, 0.0, 0.0));
+
+    // Hopper's truncation shows as a bias toward zero on positive data
+    let s = spec("specs/hopper.mma");
+    let inst = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let pos = |f: &mmac_compiler::format::Format, r, c, seed| {
+        let mut m = random(f, r, c, seed);
+        for v in &mut m.data {
+            *v &= !(1u64 << (f.storage_bits() - 1)); // clear the sign bit
+        }
+        m
+    };
+    let p = Problem {
+        a: pos(&inst.a, 16, 64, 6),
+        b: pos(&inst.b, 64, 8, 7),
+        c: pos(&inst.c, 16, 8, 8),
+        sa: None,
+        sb: None,
+    };
+    let d = gemm::gemm(inst, &gemm::Interpreter(inst), &p, &|_| {}).unwrap();
+    let r = gemm::error_report(inst, &p, &d);
+    assert!(r.mean_signed < 0.0 && r.max_abs > 0.0, "{r:?}");
+}
