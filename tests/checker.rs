@@ -22,6 +22,15 @@ fn rejected_specs_have_pinned_diagnostics() {
             Ok(_) => panic!("{} was accepted but must be rejected", path.display()),
             Err(r) => r,
         };
+        // every diagnostic says what to do about it
+        let codes = rendered.matches("mmac::").count();
+        let helps = rendered.matches("help:").count();
+        assert_eq!(
+            codes,
+            helps,
+            "a diagnostic without a help line in {}:\n{rendered}",
+            path.display()
+        );
         insta::with_settings!({ description => text, omit_expression => true }, {
             insta::assert_snapshot!(rendered);
         });

@@ -297,6 +297,11 @@ fn type_error(e: &Expr, want: &str, got: &Value) -> Diag {
         format!("expected {want}, found {} `{}`", got.kind(), got.show()),
     )
     .label(format!("expected {want}"))
+    .help(match want {
+        "a number" => "numbers are integer literals, arithmetic on them, or format properties such as `f16.bytes`",
+        "a format" => "formats are built-in names (f32, f16, e4m3, ue8m0, s8, ...) or ones defined with `format`",
+        _ => "see docs/language.md, section Expressions",
+    })
 }
 
 /// The exponent of a power of two written `2^N` (N may be large or negative) or as a number.
@@ -619,7 +624,8 @@ fn define_format(
                 }
                 _ => Err(
                     Diag::new("type", e.span, format!("`{key}` is `true` or `false`"))
-                        .label("expected true or false"),
+                        .label("expected true or false")
+                        .help(format!("write `{key} = true` or `{key} = false`")),
                 ),
             },
         }
