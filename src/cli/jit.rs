@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 pub enum Emit {
     /// The Cranelift IR of every kernel.
     Clif,
+    /// The machine code of every kernel's dot entry.
+    Asm,
 }
 
 /// One dot product on the JIT; an instruction the JIT refuses runs on the interpreter
@@ -46,6 +48,7 @@ pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> i32 {
     };
     let options = jit::Options {
         emit_clif: emit == Some(Emit::Clif),
+        emit_asm: emit == Some(Emit::Asm),
     };
     let compiled = match jit::compile_with(&s.spec, options) {
         Ok(c) => c,
@@ -56,7 +59,7 @@ pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> i32 {
     };
     // a closed pipe (`| head`) ends the listing quietly
     let mut out = std::io::stdout().lock();
-    for (label, text) in compiled.clif() {
+    for (label, text) in compiled.clif().iter().chain(compiled.asm()) {
         if writeln!(out, "; {label}\n{text}").is_err() {
             return EXIT_OK;
         }

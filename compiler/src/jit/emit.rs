@@ -99,7 +99,7 @@ impl<'a, 'f> Em<'a, 'f> {
     pub fn load(&mut self, ptr: Value, index: usize) -> Value {
         self.b.ins().load(
             types::I64,
-            MemFlagsData::trusted().with_readonly(),
+            MemFlagsData::trusted().with_readonly().with_can_move(),
             ptr,
             (index * 8) as i32,
         )
@@ -109,9 +109,12 @@ impl<'a, 'f> Em<'a, 'f> {
     pub fn load_at(&mut self, ptr: Value, index: Value) -> Value {
         let off = self.b.ins().imul_imm_s(index, 8);
         let at = self.b.ins().iadd(ptr, off);
-        self.b
-            .ins()
-            .load(types::I64, MemFlagsData::trusted().with_readonly(), at, 0)
+        self.b.ins().load(
+            types::I64,
+            MemFlagsData::trusted().with_readonly().with_can_move(),
+            at,
+            0,
+        )
     }
 
     /// `select(neg, -x, x)` in the accumulator width, for an i64 magnitude `x`.

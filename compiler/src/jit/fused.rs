@@ -9,6 +9,7 @@
 //! `width_bits` and refuses what the fixed-width scheme cannot compute exactly.
 
 use super::emit::Em;
+use super::tables;
 use crate::exact::Rounding;
 use crate::format::{FloatFormat, Format, Specials};
 use crate::ir::*;
@@ -246,6 +247,11 @@ struct TermV {
     zero: Value,
     /// The sum of an earlier alignment (its exponent does not bound its value).
     node: bool,
+    /// Bits of `sig` (0 where the value is only in `x`).
+    sig_bits: u32,
+    /// True (i8) if an input of this term is a NaN or an infinity: the value is then
+    /// meaningless and the special path decides the result.
+    special: Option<Value>,
 }
 
 impl TermV {
@@ -344,9 +350,9 @@ fn special_code(em: &mut Em, f: &FloatFormat, raw: Value) -> Option<Value> {
     Some(em.icmp_imm(IntCC::Equal, v, want))
 }
 
-/// One chained step: if any input it uses is a NaN or an infinity, the result is a NaN
-/// or an infinity (every input feeds a product, c or a group scale), computed by the
-/// compact [`special_step`]; otherwise the lean [`finite_step`].
+/// One chained step. The lean [`finite_step`] runs first and notes whether any input is
+/// a NaN or an infinity; if one is, the result is a NaN or an infinity (every input feeds
+/// a product, c or a group scale) and the compact [`special_step`] computes which.
 #[allow(clippy::too_many_arguments)]
 fn emit_step(
     em: &mut Em,
@@ -358,77 +364,31 @@ fn emit_step(
     ptrs: &Ptrs,
     start: usize,
 ) -> Value {
-    let l = f.chain as usize;
-    let mut any: Option<Value> = None;
-    let mut acc = |em: &mut Em, x: Option<Value>| {
-        if let Some(x) = x {
-            any = Some(match any {
-                None => x,
-                Some(a) => em.or(a, x),
-            });
-        }
+    let mut special: Option<Value> = None;
+    let r = finite_step(em, inst, f, p, c_format, c_raw, ptrs, start, &mut special);
+    let Some(any) = special else {
+        return r;
     };
-    let cf = c_format.as_float().expect("planned");
-    let s = special_code(em, cf, c_raw);
-    acc(em, s);
-    for k in 0..l {
-        let ra = em.load(ptrs.a, start + k);
-        let s = special_code(em, &p.a, ra);
-        acc(em, s);
-        let rb = em.load(ptrs.b, start + k);
-        let s = special_code(em, &p.b, rb);
-        acc(em, s);
-    }
-    for idx in used_scales(inst, f, start) {
-        let sf = p.scale.as_ref().expect("planned");
-        let rx = em.load(ptrs.sa, idx);
-        let s = special_code(em, sf, rx);
-        acc(em, s);
-        let ry = em.load(ptrs.sb, idx);
-        let s = special_code(em, sf, ry);
-        acc(em, s);
-    }
-    let Some(any) = any else {
-        return finite_step(em, inst, f, p, c_format, c_raw, ptrs, start);
-    };
-    let fast = em.b.create_block();
     let slow = em.b.create_block();
     let merge = em.b.create_block();
     em.b.append_block_param(merge, types::I64);
-    em.b.ins().brif(any, slow, &[], fast, &[]);
+    em.b.ins()
+        .brif(any, slow, &[], merge, &[BlockArg::Value(r)]);
     em.b.set_cold_block(slow);
-
-    em.b.switch_to_block(fast);
-    let r = finite_step(em, inst, f, p, c_format, c_raw, ptrs, start);
-    em.b.ins().jump(merge, &[BlockArg::Value(r)]);
-
     em.b.switch_to_block(slow);
     let r = special_step(em, inst, f, p, c_format, c_raw, ptrs, start);
     em.b.ins().jump(merge, &[BlockArg::Value(r)]);
-
     em.b.switch_to_block(merge);
     em.b.block_params(merge)[0]
 }
 
-/// The scale factors (indices into the operands' scale arrays) a step reads.
-fn used_scales(inst: &Instruction, f: &Fused, start: usize) -> Vec<usize> {
-    let Some(s) = &inst.scale else { return vec![] };
-    let block = s.block as usize;
-    let base = start / block;
-    let l = f.chain as usize;
-    let mut v: Vec<usize> = vec![];
-    if f.scaled_products {
-        v.extend((0..l).map(|k| base + k / block));
+fn or_flag(em: &mut Em, acc: &mut Option<Value>, x: Option<Value>) {
+    if let Some(x) = x {
+        *acc = Some(match *acc {
+            None => x,
+            Some(a) => em.or(a, x),
+        });
     }
-    if let Some(g) = f.grouping
-        && g.scaled
-    {
-        let gs = g.size as usize;
-        v.extend((0..l / gs).map(|gi| base + gi * gs / block));
-    }
-    v.sort_unstable();
-    v.dedup();
-    v
 }
 
 /// The d encoding of NaN, and of an infinity (NaN where d has none).
@@ -672,28 +632,216 @@ fn overflows(em: &mut Em, sig: Value, grid: Value, x: i32) -> Value {
     em.and(big, nz)
 }
 
+/// Offset of the biased exponents in [`packed_node`].
+const EXP_OFFSET: i64 = 1 << 20;
+/// Bit positions of a packed term: significand below `SIGN_BIT`, exponent above.
+const SIGN_BIT: i64 = 40;
+const EXP_SHIFT: i64 = 41;
+/// Set in a packed term whose inputs include a NaN or an infinity (above every biased
+/// exponent, which stays below 2^21).
+const SPECIAL_BIT: i64 = 62;
+
+/// The common alignment (max exponent, every term a product or c kept with F bits) with
+/// each term packed into one i64 `biased_exp << 41 | neg << 40 | sig`: the max of the
+/// packed values carries the max exponent, and one live value per term keeps the
+/// registers from spilling. `None` when the node does not have that form.
+fn packed_node(
+    em: &mut Em,
+    node: &AlignNode,
+    items: &[(TermV, &AlignTerm)],
+    rounded: bool,
+) -> Option<(TermV, Option<Value>)> {
+    let ok = rounded
+        && node.reference == Reference::MaxExponent
+        && em.w == types::I64
+        && !items.is_empty()
+        && items.iter().all(|(t, at)| {
+            !t.node
+                && t.sig.is_some()
+                && at.keep.is_some()
+                && t.sig_bits >= 1
+                && t.sig_bits <= SIGN_BIT as u32
+        });
+    if !ok {
+        return None;
+    }
+    let fmax = items
+        .iter()
+        .map(|(_, at)| at.keep.unwrap().0 as i64)
+        .max()?;
+    let mut packed = Vec::with_capacity(items.len());
+    let mut any_special = false;
+    let mut any: Option<Value> = None;
+    let mut always = false;
+    for (t, _) in items {
+        let e = match t.present {
+            None => {
+                always = true;
+                t.exp
+            }
+            Some(pr) => {
+                any = Some(match any {
+                    None => pr,
+                    Some(a) => em.or(a, pr),
+                });
+                let absent = em.i64c(-EXP_OFFSET);
+                em.sel(pr, t.exp, absent)
+            }
+        };
+        let eb = em.b.ins().iadd_imm_s(e, EXP_OFFSET);
+        let hi = em.b.ins().ishl_imm_s(eb, EXP_SHIFT);
+        let n = em.b.ins().uextend(types::I64, t.neg);
+        let n = em.b.ins().ishl_imm_s(n, SIGN_BIT);
+        let x = em.b.ins().bor(hi, n);
+        let x = em.b.ins().bor(x, t.sig.unwrap());
+        // a special input sets the top exponent bit: the max then shows it
+        let x = match t.special {
+            Some(flag) => {
+                let f64v = em.b.ins().uextend(types::I64, flag);
+                let fb = em.b.ins().ishl_imm_s(f64v, SPECIAL_BIT);
+                any_special = true;
+                em.b.ins().bor(x, fb)
+            }
+            None => x,
+        };
+        packed.push(x);
+    }
+    let mut m = packed[0];
+    for &x in &packed[1..] {
+        m = em.b.ins().smax(m, x);
+    }
+    let rb = em.b.ins().ushr_imm_s(m, EXP_SHIFT);
+    let flag = if any_special {
+        Some(em.icmp_imm(
+            IntCC::UnsignedGreaterThanOrEqual,
+            rb,
+            1i64 << (SPECIAL_BIT - EXP_SHIFT),
+        ))
+    } else {
+        None
+    };
+    let mut sum: Option<Value> = None;
+    let top = em.i64c(63);
+    for ((t, at), &pk) in items.iter().zip(&packed) {
+        let (fb, mode) = at.keep.unwrap();
+        let fb = fb as i64;
+        let pre = (fb - t.d).max(0);
+        let post = (t.d - fb).max(0);
+        let eb = em.b.ins().ushr_imm_s(pk, EXP_SHIFT);
+        let rp = em.b.ins().iadd_imm_s(rb, post);
+        let sh = em.b.ins().isub(rp, eb);
+        let s = em.b.ins().umin(sh, top);
+        let mag = em.b.ins().band_imm_s(pk, (1i64 << SIGN_BIT) - 1);
+        let mag = if pre > 0 {
+            em.b.ins().ishl_imm_s(mag, pre)
+        } else {
+            mag
+        };
+        let nb = em.b.ins().band_imm_s(pk, 1i64 << SIGN_BIT);
+        let is_neg = em.icmp_imm(IntCC::NotEqual, nb, 0);
+        let v = if mode == Rounding::TowardZero {
+            let q = em.b.ins().ushr(mag, s);
+            let nq = em.neg(q);
+            em.sel(is_neg, nq, q)
+        } else {
+            let nm = em.neg(mag);
+            let x = em.sel(is_neg, nm, mag);
+            em.round_right(x, s, mode)
+        };
+        let up = fmax - fb;
+        let v = if up > 0 {
+            em.b.ins().ishl_imm_s(v, up)
+        } else {
+            v
+        };
+        let v = match at.drop_below {
+            Some(n) => {
+                // biased exponents compare like exponents; an absent term is 0 anyway
+                let lim = em.b.ins().iadd_imm_s(rb, -(n as i64));
+                let below = em.icmp(IntCC::SignedLessThan, eb, lim);
+                let z = em.i64c(0);
+                em.sel(below, z, v)
+            }
+            None => v,
+        };
+        sum = Some(match sum {
+            None => v,
+            Some(acc) => em.b.ins().iadd(acc, v),
+        });
+    }
+    let sum = sum?;
+    let r = em.b.ins().iadd_imm_s(rb, -EXP_OFFSET);
+    let (r, present) = if always {
+        (r, None)
+    } else {
+        let any = any?;
+        let zero = em.i64c(0);
+        (em.sel(any, r, zero), Some(any))
+    };
+    let zero = em.icmp_imm(IntCC::Equal, sum, 0);
+    let term = TermV {
+        neg: zero,
+        sig: None,
+        x: Some(sum),
+        d: fmax,
+        exp: r,
+        natural_exp: r,
+        present,
+        zero,
+        node: true,
+        sig_bits: 0,
+        special: None,
+    };
+    Some((term, flag))
+}
+
+/// The decoding-table entry of a raw element (masked to its storage bits).
+fn table_entry(em: &mut Em, table: &'static [u64], f: &FloatFormat, raw: Value) -> Value {
+    let idx =
+        em.b.ins()
+            .band_imm_s(raw, crate::format::low_mask(f.storage_bits) as i64);
+    let off = em.b.ins().ishl_imm_s(idx, 3);
+    let base = em.i64c(table.as_ptr() as i64);
+    let at = em.b.ins().iadd(base, off);
+    em.b.ins().load(
+        types::I64,
+        cranelift_codegen::ir::MemFlagsData::trusted()
+            .with_readonly()
+            .with_can_move(),
+        at,
+        0,
+    )
+}
+
 /// Sign, significand and exponent of a finite code, without special-value flags.
 /// `neg` is an i8 boolean.
-fn lean_decode(em: &mut Em, f: &FloatFormat, raw: Value, flush: bool) -> (Value, Value, Value) {
+fn lean_decode(
+    em: &mut Em,
+    f: &FloatFormat,
+    raw: Value,
+    flush: bool,
+    special: &mut Option<Value>,
+) -> (Value, Value, Value) {
     let m = f.mantissa_bits as i64;
     let e = f.exponent_bits as i64;
+    // bits above the code are masked off field by field
     let code = if f.ignored_low_bits > 0 {
         em.b.ins().ushr_imm_s(raw, f.ignored_low_bits as i64)
     } else {
         raw
     };
-    let code =
-        em.b.ins()
-            .band_imm_s(code, crate::format::low_mask(f.code_bits()) as i64);
     let man = em.b.ins().band_imm_s(code, (1i64 << m) - 1);
     let ef = em.b.ins().ushr_imm_s(code, m);
-    let ef = if f.signed {
-        em.b.ins().band_imm_s(ef, (1i64 << e) - 1)
-    } else {
-        ef
+    let ef = em.b.ins().band_imm_s(ef, (1i64 << e) - 1);
+    // NaN or Inf: one compare on the exponent field for IEEE formats
+    let sp = match f.specials {
+        Specials::Ieee => Some(em.icmp_imm(IntCC::Equal, ef, (1i64 << e) - 1)),
+        _ => special_code(em, f, raw),
     };
+    or_flag(em, special, sp);
     let neg = if f.signed {
         let s = em.b.ins().ushr_imm_s(code, e + m);
+        let s = em.b.ins().band_imm_s(s, 1);
         em.b.ins().ireduce(types::I8, s)
     } else {
         em.boolc(false)
@@ -730,6 +878,7 @@ fn finite_step(
     c_raw: Value,
     ptrs: &Ptrs,
     start: usize,
+    special: &mut Option<Value>,
 ) -> Value {
     let cond = f.conditioning;
     let l = f.chain as usize;
@@ -745,7 +894,8 @@ fn finite_step(
     // c
     let cf = c_format.as_float().expect("planned");
     let c_term = {
-        let (neg, sig, exp) = lean_decode(em, cf, c_raw, cond.flush_c);
+        let mut flag = None;
+        let (neg, sig, exp) = lean_decode(em, cf, c_raw, cond.flush_c, &mut flag);
         let zero = em.icmp_imm(IntCC::Equal, sig, 0);
         let (e, present) = zero_rule(em, f.zero_exponent.c, zero, exp);
         TermV {
@@ -758,6 +908,8 @@ fn finite_step(
             present,
             zero,
             node: false,
+            sig_bits: cf.mantissa_bits + 1,
+            special: flag,
         }
     };
 
@@ -768,21 +920,54 @@ fn finite_step(
     // products
     let mut product_terms: Vec<TermV> = Vec::with_capacity(l);
     for k in 0..l {
+        let mut flag = None;
         let ra = em.load(ptrs.a, start + k);
         let rb = em.load(ptrs.b, start + k);
-        let (na, sa, ea) = lean_decode(em, &p.a, ra, cond.flush_a);
-        let (nb, sb, eb) = lean_decode(em, &p.b, rb, cond.flush_b);
-        let mut neg = em.b.ins().bxor(na, nb);
-        let mut sig = em.b.ins().imul(sa, sb);
-        let mut exp = em.b.ins().iadd(ea, eb);
+        let (mut neg, mut sig, mut exp) = match (
+            tables::decode_table(&p.a, cond.flush_a),
+            tables::decode_table(&p.b, cond.flush_b),
+        ) {
+            (Some(tab_a), Some(tab_b)) => {
+                // one load per element from the format's decoding table
+                let ta = table_entry(em, tab_a, &p.a, ra);
+                let tb = table_entry(em, tab_b, &p.b, rb);
+                let low = (1i64 << 32) - 1;
+                let sa = em.b.ins().band_imm_s(ta, low);
+                let sb = em.b.ins().band_imm_s(tb, low);
+                let sig = em.b.ins().imul(sa, sb);
+                let x = em.b.ins().bxor(ta, tb);
+                let n = em.b.ins().ushr_imm_s(x, 32);
+                let n = em.b.ins().band_imm_s(n, 1);
+                let neg = em.b.ins().ireduce(types::I8, n);
+                // a special entry's exponent is garbage; the special path discards it
+                let ea = em.b.ins().ushr_imm_s(ta, tables::EXP_AT);
+                let eb = em.b.ins().ushr_imm_s(tb, tables::EXP_AT);
+                let e = em.b.ins().iadd(ea, eb);
+                let exp = em.b.ins().iadd_imm_s(e, -2 * tables::EXP_OFFSET);
+                let o = em.b.ins().bor(ta, tb);
+                let sp = em.icmp_imm(IntCC::UnsignedGreaterThanOrEqual, o, tables::SPECIAL);
+                or_flag(em, &mut flag, Some(sp));
+                (neg, sig, exp)
+            }
+            _ => {
+                let (na, sa, ea) = lean_decode(em, &p.a, ra, cond.flush_a, &mut flag);
+                let (nb, sb, eb) = lean_decode(em, &p.b, rb, cond.flush_b, &mut flag);
+                let neg = em.b.ins().bxor(na, nb);
+                let sig = em.b.ins().imul(sa, sb);
+                let exp = em.b.ins().iadd(ea, eb);
+                (neg, sig, exp)
+            }
+        };
         let mut dd = fr;
+        let mut sig_bits = p.a.mantissa_bits + p.b.mantissa_bits + 2;
         if f.scaled_products {
+            sig_bits += 2 * (p.scale.as_ref().expect("planned").mantissa_bits + 1);
             let s = p.scale.as_ref().expect("planned");
             let idx = scale_base + k / block;
             let rx = em.load(ptrs.sa, idx);
             let ry = em.load(ptrs.sb, idx);
-            let (nx, sx, ex) = lean_decode(em, s, rx, false);
-            let (ny, sy, ey) = lean_decode(em, s, ry, false);
+            let (nx, sx, ex) = lean_decode(em, s, rx, false, &mut flag);
+            let (ny, sy, ey) = lean_decode(em, s, ry, false, &mut flag);
             let ns = em.b.ins().bxor(nx, ny);
             neg = em.b.ins().bxor(neg, ns);
             let ss = em.b.ins().imul(sx, sy);
@@ -808,6 +993,8 @@ fn finite_step(
             present,
             zero,
             node: false,
+            sig_bits,
+            special: flag,
         });
     }
 
@@ -827,14 +1014,15 @@ fn finite_step(
                 let v = em.b.ins().ishl(x, sh);
                 sum = em.b.ins().iadd(sum, v);
                 all_zero = em.and(all_zero, t.zero);
+                or_flag(em, special, t.special);
             }
             let term = if g.scaled {
                 let s = p.scale.as_ref().expect("planned");
                 let idx = scale_base + gi * gs / block;
                 let rx = em.load(ptrs.sa, idx);
                 let ry = em.load(ptrs.sb, idx);
-                let (nx, sx, ex) = lean_decode(em, s, rx, false);
-                let (ny, sy, ey) = lean_decode(em, s, ry, false);
+                let (nx, sx, ex) = lean_decode(em, s, rx, false, special);
+                let (ny, sy, ey) = lean_decode(em, s, ry, false, special);
                 let ns = em.b.ins().bxor(nx, ny);
                 let ss = em.b.ins().imul(sx, sy);
                 let s_zero = em.icmp_imm(IntCC::Equal, ss, 0);
@@ -853,6 +1041,8 @@ fn finite_step(
                     present,
                     zero: z,
                     node: false,
+                    sig_bits: 0,
+                    special: None,
                 }
             } else {
                 let e0 = em.i64c(0);
@@ -867,6 +1057,8 @@ fn finite_step(
                     present,
                     zero: all_zero,
                     node: false,
+                    sig_bits: 0,
+                    special: None,
                 }
             };
             groups.push(term);
@@ -899,6 +1091,14 @@ fn finite_step(
                 }
                 TermSource::Node(i) => items.push((node_terms[i], at)),
             }
+        }
+        if let Some((t, flag)) = packed_node(em, node, &items, p.node_grid[ni].is_none()) {
+            or_flag(em, special, flag);
+            node_terms.push(t);
+            continue;
+        }
+        for (t, _) in &items {
+            or_flag(em, special, t.special);
         }
         // reference exponent
         let (r, any) = match node.reference {
@@ -1086,6 +1286,8 @@ fn finite_step(
             present: any,
             zero,
             node: true,
+            sig_bits: 0,
+            special: None,
         });
     }
 

@@ -15,6 +15,7 @@ mod emit;
 mod fused;
 mod integer;
 mod sequential;
+mod tables;
 
 use crate::interp::{EvalError, Operands};
 use crate::ir::{Instruction, Pipeline, Shape, Spec};
@@ -57,6 +58,8 @@ impl JitError {
 pub struct Options {
     /// Keep the Cranelift IR text of every kernel ([`CompiledSpec::clif`]).
     pub emit_clif: bool,
+    /// Keep the machine code listing of every kernel's dot entry ([`CompiledSpec::asm`]).
+    pub emit_asm: bool,
 }
 
 type DotFn = unsafe extern "C" fn(u64, *const u64, *const u64, *const u64, *const u64) -> u64;
@@ -77,6 +80,7 @@ pub struct CompiledSpec {
     by_name: HashMap<String, Result<usize, JitError>>,
     shapes: HashMap<String, (Shape, usize, usize)>,
     clif: Vec<(String, String)>,
+    asm: Vec<(String, String)>,
     /// Wall time of [`compile`], lowering and code generation included.
     pub compile_time: Duration,
 }
@@ -146,6 +150,10 @@ impl CompiledSpec {
     /// The Cranelift IR of each kernel (label, text), if [`Options::emit_clif`] was set.
     pub fn clif(&self) -> &[(String, String)] {
         &self.clif
+    }
+    /// The machine code of each kernel's dot entry, if [`Options::emit_asm`] was set.
+    pub fn asm(&self) -> &[(String, String)] {
+        &self.asm
     }
 }
 
@@ -364,7 +372,11 @@ fn new_module() -> Result<JITModule, JitError> {
             .set(k, v)
             .map_err(|e| JitError::backend(format!("setting {k}: {e}")))
     };
-    set(&mut flags, "opt_level", "speed")?;
+    set(
+        &mut flags,
+        "opt_level",
+        &std::env::var("MMAC_OPT").unwrap_or("speed".into()),
+    )?;
     set(&mut flags, "use_colocated_libcalls", "false")?;
     // the IR is built by this module alone and checked by the tests; verifying every
     // kernel again costs about a tenth of the compile time
@@ -398,6 +410,7 @@ pub fn compile_with(spec: &Spec, options: Options) -> Result<CompiledSpec, JitEr
     let mut shapes = HashMap::new();
     let mut ids: Vec<(FuncId, FuncId)> = vec![];
     let mut clif = vec![];
+    let mut asm = vec![];
     for inst in &spec.instructions {
         shapes.insert(
             inst.name.clone(),
@@ -423,8 +436,9 @@ pub fn compile_with(spec: &Spec, options: Options) -> Result<CompiledSpec, JitEr
             inst,
             &low,
             index,
-            options.emit_clif,
+            options,
             &mut clif,
+            &mut asm,
         );
         match r {
             Ok(pair) => {
@@ -461,6 +475,7 @@ pub fn compile_with(spec: &Spec, options: Options) -> Result<CompiledSpec, JitEr
         by_name,
         shapes,
         clif,
+        asm,
         compile_time: started.elapsed(),
     })
 }
@@ -473,8 +488,9 @@ fn define_kernel(
     inst: &Instruction,
     low: &Lowering,
     index: usize,
-    emit_clif: bool,
+    options: Options,
     clif: &mut Vec<(String, String)>,
+    asm: &mut Vec<(String, String)>,
 ) -> Result<(FuncId, FuncId), String> {
     let ptr = module.target_config().pointer_type();
     let k = inst.k() as i64;
@@ -509,15 +525,22 @@ fn define_kernel(
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
-    if emit_clif {
+    if options.emit_clif {
         clif.push((
             format!("{} (dot{index})", inst.name),
             ctx.func.display().to_string(),
         ));
     }
+    ctx.set_disasm(options.emit_asm);
     module
         .define_function(dot_id, ctx)
         .map_err(|e| format!("code generation failed: {e:?}"))?;
+    if options.emit_asm
+        && let Some(code) = ctx.compiled_code()
+        && let Some(text) = &code.vcode
+    {
+        asm.push((format!("{} (dot{index})", inst.name), text.clone()));
+    }
     module.clear_context(ctx);
 
     // batch(n, c, a, b, sa, sb, d)

@@ -1,0 +1,59 @@
+//! Decoding tables for narrow formats (at most 8 storage bits): one `u64` per code,
+//! built once per process from [`crate::format::Format::decode`] itself, so a kernel
+//! decodes an element with one load. An entry holds the significand in bits 0..32, the
+//! sign in bit 32, the exponent plus [`EXP_OFFSET`] from bit 40, and [`SPECIAL`] for a
+//! NaN or an infinity. With `flush`, subnormals and -0 read as +0, as the interpreter's
+//! input conditioning does.
+
+use crate::format::{Decoded, FloatFormat, Format, FormatKind};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+/// Added to exponents so that they are positive in an entry.
+pub(crate) const EXP_OFFSET: i64 = 1 << 20;
+/// First bit of the biased exponent.
+pub(crate) const EXP_AT: i64 = 40;
+/// Set in the entry of a NaN or an infinity.
+pub(crate) const SPECIAL: i64 = 1 << 62;
+/// Formats up to this many storage bits get a table (a 64K-entry f16 table measured
+/// slower than decoding with shifts: it does not stay in L1).
+pub(crate) const MAX_BITS: u32 = 8;
+
+type Key = (FloatFormat, bool);
+
+/// The table of a format, or `None` if it is too wide. Tables are never freed: kernels
+/// embed their address.
+pub(crate) fn decode_table(f: &FloatFormat, flush: bool) -> Option<&'static [u64]> {
+    if f.storage_bits > MAX_BITS || f.mantissa_bits > 30 {
+        return None;
+    }
+    static TABLES: OnceLock<Mutex<HashMap<Key, &'static [u64]>>> = OnceLock::new();
+    let tables = TABLES.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = tables.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(t) = map.get(&(f.clone(), flush)) {
+        return Some(t);
+    }
+    let format = Format {
+        name: String::new(),
+        kind: FormatKind::Float(f.clone()),
+    };
+    let min_exp = f.min_exponent();
+    let table: Vec<u64> = (0..1u64 << f.storage_bits)
+        .map(|raw| match format.decode(raw) {
+            Decoded::Finite(x) => {
+                let flushed =
+                    flush && x.exponent == min_exp && x.significand < (1u64 << x.fraction_bits);
+                let (neg, sig) = if flushed {
+                    (false, 0)
+                } else {
+                    (x.negative, x.significand)
+                };
+                sig | ((neg as u64) << 32) | (((x.exponent as i64 + EXP_OFFSET) as u64) << EXP_AT)
+            }
+            _ => SPECIAL as u64,
+        })
+        .collect();
+    let leaked: &'static [u64] = Box::leak(table.into_boxed_slice());
+    map.insert((f.clone(), flush), leaked);
+    Some(leaked)
+}
