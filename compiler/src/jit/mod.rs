@@ -372,11 +372,7 @@ fn new_module() -> Result<JITModule, JitError> {
             .set(k, v)
             .map_err(|e| JitError::backend(format!("setting {k}: {e}")))
     };
-    set(
-        &mut flags,
-        "opt_level",
-        &std::env::var("MMAC_OPT").unwrap_or("speed".into()),
-    )?;
+    set(&mut flags, "opt_level", "speed")?;
     set(&mut flags, "use_colocated_libcalls", "false")?;
     // the IR is built by this module alone and checked by the tests; verifying every
     // kernel again costs about a tenth of the compile time
