@@ -395,18 +395,17 @@ pub fn compile(spec: &Spec) -> Result<CompiledSpec, JitError> {
     compile_with(spec, Options::default())
 }
 
-/// [`compile`] with options.
+/// [`compile`] with options. Kernels are lowered to Cranelift IR one by one, compiled to
+/// machine code on every available core (at most 4 threads), and defined in one module.
 pub fn compile_with(spec: &Spec, options: Options) -> Result<CompiledSpec, JitError> {
     let started = Instant::now();
     let mut module = new_module()?;
-    let mut ctx = module.make_context();
     let mut fctx = FunctionBuilderContext::new();
     let mut by_key: HashMap<String, usize> = HashMap::new();
     let mut by_name: HashMap<String, Result<usize, JitError>> = HashMap::new();
     let mut shapes = HashMap::new();
-    let mut ids: Vec<(FuncId, FuncId)> = vec![];
+    let mut kernels: Vec<Pending> = vec![];
     let mut clif = vec![];
-    let mut asm = vec![];
     for inst in &spec.instructions {
         shapes.insert(
             inst.name.clone(),
@@ -424,45 +423,126 @@ pub fn compile_with(spec: &Spec, options: Options) -> Result<CompiledSpec, JitEr
                 continue;
             }
         };
-        let index = ids.len();
-        let r = define_kernel(
-            &mut module,
-            &mut ctx,
-            &mut fctx,
-            inst,
-            &low,
-            index,
-            options,
-            &mut clif,
-            &mut asm,
-        );
-        match r {
-            Ok(pair) => {
-                ids.push(pair);
+        let index = kernels.len();
+        match build_kernel(&mut module, &mut fctx, inst, &low, index) {
+            Ok(k) => {
+                if options.emit_clif {
+                    clif.push((
+                        format!("{} (dot{index})", inst.name),
+                        k.dot.1.display().to_string(),
+                    ));
+                }
+                kernels.push(k);
                 by_key.insert(key, index);
                 by_name.insert(inst.name.clone(), Ok(index));
             }
             Err(e) => {
-                module.clear_context(&mut ctx);
                 by_name.insert(inst.name.clone(), Err(JitError::refused(inst, e)));
+            }
+        }
+    }
+
+    // machine code, in parallel
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4)
+        .min(kernels.len().max(1));
+    let isa = module.isa();
+    let compiled: Vec<Result<(Code, Code), String>> = if threads <= 1 {
+        kernels
+            .iter()
+            .map(|k| compile_kernel(isa, k, options.emit_asm))
+            .collect()
+    } else {
+        let mut out: Vec<Option<Result<(Code, Code), String>>> =
+            (0..kernels.len()).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let kernels = &kernels;
+                    scope.spawn(move || {
+                        (t..kernels.len())
+                            .step_by(threads)
+                            .map(|i| (i, compile_kernel(isa, &kernels[i], options.emit_asm)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            // a worker that panicked leaves its kernels unset: they are refused below
+            for results in handles.into_iter().filter_map(|h| h.join().ok()) {
+                for (i, r) in results {
+                    out[i] = Some(r);
+                }
+            }
+        });
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err("the code generator failed".into())))
+            .collect()
+    };
+
+    let mut entries_ids: Vec<Option<(FuncId, FuncId)>> = vec![];
+    let mut asm = vec![];
+    for (k, code) in kernels.iter().zip(compiled) {
+        let defined = code.and_then(|(dot, batch)| {
+            module
+                .define_function_bytes(k.dot.0, dot.align, &dot.bytes, &dot.relocs)
+                .and_then(|_| {
+                    module.define_function_bytes(
+                        k.batch.0,
+                        batch.align,
+                        &batch.bytes,
+                        &batch.relocs,
+                    )
+                })
+                .map_err(|e| format!("cannot define the kernel: {e}"))?;
+            if let Some(text) = dot.asm {
+                asm.push((k.label.clone(), text));
+            }
+            Ok((k.dot.0, k.batch.0))
+        });
+        match defined {
+            Ok(ids) => entries_ids.push(Some(ids)),
+            Err(e) => {
+                entries_ids.push(None);
+                for r in by_name.values_mut() {
+                    if matches!(r, Ok(i) if *i == entries_ids.len() - 1) {
+                        *r = Err(JitError {
+                            instruction: Some(k.label.clone()),
+                            message: e.clone(),
+                        });
+                    }
+                }
             }
         }
     }
     module
         .finalize_definitions()
         .map_err(|e| JitError::backend(format!("cannot finalize the code: {e}")))?;
-    let entries = ids
+    let entries = entries_ids
         .iter()
-        .map(|(d, b)| {
-            let dp = module.get_finalized_function(*d);
-            let bp = module.get_finalized_function(*b);
-            // SAFETY: the functions were defined with exactly these signatures.
-            unsafe {
-                Entry {
-                    dot: std::mem::transmute::<*const u8, DotFn>(dp),
-                    batch: std::mem::transmute::<*const u8, BatchFn>(bp),
+        .map(|ids| {
+            ids.map(|(d, b)| {
+                let dp = module.get_finalized_function(d);
+                let bp = module.get_finalized_function(b);
+                // SAFETY: the functions were defined with exactly these signatures.
+                unsafe {
+                    Entry {
+                        dot: std::mem::transmute::<*const u8, DotFn>(dp),
+                        batch: std::mem::transmute::<*const u8, BatchFn>(bp),
+                    }
                 }
-            }
+            })
+        })
+        .collect::<Vec<_>>();
+    // kernels that failed to define are refused above; their slots are never handed out
+    let entries = entries
+        .into_iter()
+        .map(|e| {
+            e.unwrap_or(Entry {
+                dot: unreachable_dot,
+                batch: unreachable_batch,
+            })
         })
         .collect();
     Ok(CompiledSpec {
@@ -476,18 +556,94 @@ pub fn compile_with(spec: &Spec, options: Options) -> Result<CompiledSpec, JitEr
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn define_kernel(
+unsafe extern "C" fn unreachable_dot(
+    _: u64,
+    _: *const u64,
+    _: *const u64,
+    _: *const u64,
+    _: *const u64,
+) -> u64 {
+    0
+}
+unsafe extern "C" fn unreachable_batch(
+    _: u64,
+    _: *const u64,
+    _: *const u64,
+    _: *const u64,
+    _: *const u64,
+    _: *const u64,
+    _: *mut u64,
+) {
+}
+
+/// A kernel's two functions in Cranelift IR, declared in the module, not yet compiled.
+struct Pending {
+    label: String,
+    dot: (FuncId, cranelift_codegen::ir::Function),
+    batch: (FuncId, cranelift_codegen::ir::Function),
+}
+
+/// Machine code of one function, ready for `define_function_bytes`.
+struct Code {
+    bytes: Vec<u8>,
+    align: u64,
+    relocs: Vec<cranelift_module::ModuleReloc>,
+    asm: Option<String>,
+}
+
+fn compile_function(
+    isa: &dyn cranelift_codegen::isa::TargetIsa,
+    id: FuncId,
+    func: &cranelift_codegen::ir::Function,
+    want_asm: bool,
+) -> Result<Code, String> {
+    let mut ctx = cranelift_codegen::Context::for_function(func.clone());
+    ctx.set_disasm(want_asm);
+    let mut plane = cranelift_codegen::control::ControlPlane::default();
+    ctx.compile(isa, &mut plane)
+        .map_err(|e| format!("code generation failed: {:?}", e.inner))?;
+    let code = ctx
+        .compiled_code()
+        .ok_or_else(|| "code generation produced no code".to_string())?;
+    let align = (code.buffer.alignment as u64)
+        .max(isa.function_alignment().minimum as u64)
+        .max(isa.symbol_alignment());
+    let bytes = code.code_buffer().to_vec();
+    let asm = if want_asm { code.vcode.clone() } else { None };
+    let relocs = code
+        .buffer
+        .relocs()
+        .iter()
+        .map(|r| cranelift_module::ModuleReloc::from_mach_reloc(r, &ctx.func, id))
+        .collect();
+    Ok(Code {
+        bytes,
+        align,
+        relocs,
+        asm,
+    })
+}
+
+fn compile_kernel(
+    isa: &dyn cranelift_codegen::isa::TargetIsa,
+    k: &Pending,
+    want_asm: bool,
+) -> Result<(Code, Code), String> {
+    Ok((
+        compile_function(isa, k.dot.0, &k.dot.1, want_asm)?,
+        compile_function(isa, k.batch.0, &k.batch.1, false)?,
+    ))
+}
+
+/// Declare a kernel's dot and batch functions and build their Cranelift IR.
+fn build_kernel(
     module: &mut JITModule,
-    ctx: &mut cranelift_codegen::Context,
     fctx: &mut FunctionBuilderContext,
     inst: &Instruction,
     low: &Lowering,
     index: usize,
-    options: Options,
-    clif: &mut Vec<(String, String)>,
-    asm: &mut Vec<(String, String)>,
-) -> Result<(FuncId, FuncId), String> {
+) -> Result<Pending, String> {
+    let mut ctx = module.make_context();
     let ptr = module.target_config().pointer_type();
     let k = inst.k() as i64;
     let s = inst.scale_count() as i64;
@@ -521,24 +677,7 @@ fn define_kernel(
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
-    if options.emit_clif {
-        clif.push((
-            format!("{} (dot{index})", inst.name),
-            ctx.func.display().to_string(),
-        ));
-    }
-    ctx.set_disasm(options.emit_asm);
-    module
-        .define_function(dot_id, ctx)
-        .map_err(|e| format!("code generation failed: {e:?}"))?;
-    if options.emit_asm
-        && let Some(code) = ctx.compiled_code()
-        && let Some(text) = &code.vcode
-    {
-        asm.push((format!("{} (dot{index})", inst.name), text.clone()));
-    }
-    module.clear_context(ctx);
-
+    let dot_fn = std::mem::replace(&mut ctx.func, cranelift_codegen::ir::Function::new());
     // batch(n, c, a, b, sa, sb, d)
     let mut sig = module.make_signature();
     sig.params.push(AbiParam::new(types::I64));
@@ -599,11 +738,11 @@ fn define_kernel(
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
-    module
-        .define_function(batch_id, ctx)
-        .map_err(|e| format!("code generation failed: {e:?}"))?;
-    module.clear_context(ctx);
-    Ok((dot_id, batch_id))
+    Ok(Pending {
+        label: inst.name.clone(),
+        dot: (dot_id, dot_fn),
+        batch: (batch_id, ctx.func),
+    })
 }
 
 /// Compile one instruction on its own.
