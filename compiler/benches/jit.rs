@@ -1,0 +1,154 @@
+//! `cargo bench -p mmac-compiler`: ns per dot product of the JIT (batch entry), the
+//! interpreter, and a plain native f32 dot product of the same K, for the instructions
+//! docs/performance.md tracks. Inputs are random finite encodings; an instruction whose
+//! spec is absent is skipped with a note.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use mmac_compiler::format::{Decoded, Format};
+use mmac_compiler::interp::{self, Operands};
+use mmac_compiler::ir::{Instruction, Spec};
+use mmac_compiler::jit;
+use std::hint::black_box;
+use std::path::Path;
+use std::time::Duration;
+
+const TRACKED: &[(&str, &str)] = &[
+    ("hopper", "mma.m16n8k16.f32.f16.f16.f32"),
+    ("ampere", "mma.m16n8k8.f32.tf32.tf32.f32"),
+    ("ada", "mma.m16n8k32.f32.e4m3.e4m3.f32"),
+    ("cdna3", "v_mfma_f32_16x16x32_fp8_fp8"),
+    ("cdna2", "v_mfma_f32_16x16x16bf16_1k"),
+    (
+        "rtx_blackwell",
+        "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
+    ),
+    ("ampere", "mma.m8n8k4.f64.f64.f64.f64"),
+];
+
+fn load(arch: &str) -> Option<Spec> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../specs/{arch}.mma"));
+    let text = std::fs::read_to_string(&path).ok()?;
+    mmac_compiler::compile(&path.display().to_string(), &text).ok()
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn finite(&mut self, f: &Format) -> u64 {
+        for _ in 0..64 {
+            let x = self.next() & f.storage_mask();
+            if matches!(f.decode(x), Decoded::Finite(_)) {
+                return x;
+            }
+        }
+        0
+    }
+}
+
+struct Records {
+    c: Vec<u64>,
+    a: Vec<u64>,
+    b: Vec<u64>,
+    sa: Vec<u64>,
+    sb: Vec<u64>,
+}
+
+fn records(inst: &Instruction, n: usize) -> Records {
+    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+    let (k, s) = (inst.k(), inst.scale_count());
+    let scale = inst.scale.as_ref().map(|x| x.format.clone());
+    let mut v = |f: Option<&Format>, len: usize| -> Vec<u64> {
+        (0..len)
+            .map(|_| f.map(|f| r.finite(f)).unwrap_or(0))
+            .collect()
+    };
+    Records {
+        c: v(Some(&inst.c), n),
+        a: v(Some(&inst.a), n * k),
+        b: v(Some(&inst.b), n * k),
+        sa: v(scale.as_ref(), n * s),
+        sb: v(scale.as_ref(), n * s),
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    const N: usize = 1024;
+    for (arch, name) in TRACKED {
+        let Some(spec) = load(arch) else {
+            eprintln!("note: specs/{arch}.mma is missing; skipping {name}");
+            continue;
+        };
+        let Some(inst) = spec.instruction(name) else {
+            eprintln!("note: {arch} has no {name}; skipping");
+            continue;
+        };
+        let (k, s) = (inst.k(), inst.scale_count());
+        let rec = records(inst, N);
+        let mut group = c.benchmark_group(format!("{arch}/{name}"));
+        group.throughput(Throughput::Elements(N as u64));
+        group.warm_up_time(Duration::from_millis(500));
+        group.measurement_time(Duration::from_secs(2));
+        group.sample_size(20);
+
+        let compiled = jit::compile_instruction(inst).expect("the tracked instructions compile");
+        let kernel = compiled.kernel(name).expect("kernel");
+        let mut d = vec![0u64; N];
+        group.bench_function(BenchmarkId::new("jit", N), |bch| {
+            bch.iter(|| {
+                kernel
+                    .batch(&rec.c, &rec.a, &rec.b, &rec.sa, &rec.sb, &mut d)
+                    .unwrap();
+                black_box(&mut d);
+            })
+        });
+
+        // the interpreter on a slice of the same records (it is ~100x slower)
+        let m = 64;
+        group.throughput(Throughput::Elements(m as u64));
+        group.bench_function(BenchmarkId::new("interp", m), |bch| {
+            bch.iter(|| {
+                for i in 0..m {
+                    let ops = Operands {
+                        c: rec.c[i],
+                        a: &rec.a[i * k..(i + 1) * k],
+                        b: &rec.b[i * k..(i + 1) * k],
+                        sa: &rec.sa[i * s..(i + 1) * s],
+                        sb: &rec.sb[i * s..(i + 1) * s],
+                    };
+                    black_box(interp::run(inst, &ops).unwrap());
+                }
+            })
+        });
+
+        // the floor: a plain native f32 dot product of the same k
+        let mut r = Rng(7);
+        let mut unit = || (r.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+        let fa: Vec<f32> = (0..N * k).map(|_| unit()).collect();
+        let fb: Vec<f32> = (0..N * k).map(|_| unit()).collect();
+        let fc: Vec<f32> = (0..N).map(|_| unit()).collect();
+        let mut fd = vec![0f32; N];
+        group.throughput(Throughput::Elements(N as u64));
+        group.bench_function(BenchmarkId::new("native_f32", N), |bch| {
+            bch.iter(|| {
+                let (fa, fb, fc) = (black_box(&fa), black_box(&fb), black_box(&fc));
+                for i in 0..N {
+                    let mut acc = fc[i];
+                    for (x, y) in fa[i * k..(i + 1) * k].iter().zip(&fb[i * k..(i + 1) * k]) {
+                        acc += x * y;
+                    }
+                    fd[i] = acc;
+                }
+                black_box(&mut fd);
+            })
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
