@@ -262,3 +262,10 @@ fn mma_entry_equals_dot_products() {
         }
     }
 }
+
+/// Kernels can be shared across threads: the code is read-only.
+#[test]
+fn kernels_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<jit::Kernel<'static>>();
+}

@@ -30,6 +30,8 @@ pub(crate) struct Plan {
     node_grid: Vec<Option<i64>>,
     /// The last alignment is a wide exact sum: narrow part plus c in a sticky window.
     wide: bool,
+    /// Every exponent a term can take fits the packed layout of [`packed_node`].
+    pack_ok: bool,
     /// The lowest grid of an (unscaled-group) product sum.
     product_min_grid: i64,
 }
@@ -221,9 +223,16 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused) -> Result<Plan, String> {
             "an exact sum needs a {need}-bit accumulator; the JIT computes up to 128 bits"
         ));
     };
+    let small = |z: ZeroExponent| match z {
+        ZeroExponent::Fixed(e) => (e as i64).abs() < EXP_OFFSET / 2,
+        _ => true,
+    };
+    let zx = f.zero_exponent;
+    let pack_ok = small(zx.products) && small(zx.c) && small(zx.groups);
     Ok(Plan {
         w,
         wide,
+        pack_ok,
         a,
         b,
         scale,
@@ -1092,7 +1101,9 @@ fn finite_step(
                 TermSource::Node(i) => items.push((node_terms[i], at)),
             }
         }
-        if let Some((t, flag)) = packed_node(em, node, &items, p.node_grid[ni].is_none()) {
+        if let Some((t, flag)) =
+            packed_node(em, node, &items, p.node_grid[ni].is_none() && p.pack_ok)
+        {
             or_flag(em, special, flag);
             node_terms.push(t);
             continue;

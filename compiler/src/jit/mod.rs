@@ -157,7 +157,7 @@ impl CompiledSpec {
     }
 }
 
-/// The compiled entries of one instruction.
+/// The compiled entries of one instruction. `Send + Sync`: the code is read-only.
 #[derive(Clone)]
 pub struct Kernel<'a> {
     entry: Entry,
@@ -165,7 +165,9 @@ pub struct Kernel<'a> {
     shape: Shape,
     k: usize,
     scales: usize,
-    _spec: PhantomData<&'a CompiledSpec>,
+    /// Borrows the compiled code's lifetime only: the code is immutable once finalized,
+    /// so a kernel may be called from several threads at once.
+    _spec: PhantomData<&'a ()>,
 }
 
 // SAFETY: a kernel is a pair of pointers to finalized, immutable machine code that only
