@@ -1,12 +1,16 @@
 //! Lowering of fused dot-product-add pipelines (T-, ST-, GST-, TR-, GTR-FDPA and exact
 //! sums): bit-level decoding, exact integer products, max-exponent alignment with the
 //! per-term rounding of each alignment node, one exact fixed-point sum per node, the
-//! normalisation steps, the zero-sign rule and the encoding of `d`, all in one
-//! straight-line, branch-free kernel per chained step.
+//! normalisation steps, the zero-sign rule and the encoding of `d`.
 //!
-//! Every aligned value is an integer `X` of the accumulator width (i64 or i128) times
-//! `2^grid`, with the grid a run-time i64. [`plan`] decides the width from the checker's
-//! `width_bits` and refuses what the fixed-width scheme cannot compute exactly.
+//! Each chained step is straight-line code for finite inputs ([`finite_step`]) that also
+//! notes whether any input is a NaN or an infinity; if one is, a small out-of-line loop
+//! ([`special_step`]) computes the special result instead. Every aligned value is an
+//! integer of the accumulator width (i64 or i128) times `2^grid`, with the grid a run-time
+//! i64; the common max-exponent alignment of products and c packs each term into one
+//! i64 ([`packed_node`]); sums too wide for i128 add `c` in a sticky window
+//! ([`window_sum`]). [`plan`] decides the width from the checker's `width_bits` and
+//! refuses what these schemes cannot compute exactly.
 
 use super::emit::Em;
 use super::tables;
