@@ -163,3 +163,30 @@ fn help_and_usage_errors() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("unrecognized subcommand"));
 }
+
+#[test]
+fn probe_prints_the_battery() {
+    let one = mmac(&[
+        "probe",
+        "specs/hopper.mma",
+        "--instr",
+        "mma.m16n8k16.f32.f16.f16.f32",
+    ]);
+    assert_eq!(one.status.code(), Some(0), "{}", stderr(&one));
+    let out = stdout(&one);
+    assert!(out.starts_with("mma.m16n8k16.f32.f16.f16.f32\n"), "{out}");
+    assert!(
+        out.contains("1 + 2^-25 (alignment F = 25)") && out.contains("d=3f800000 1"),
+        "{out}"
+    );
+    let all = mmac(&["probe", "specs/volta.mma"]);
+    assert_eq!(
+        stdout(&all)
+            .lines()
+            .filter(|l| l.starts_with("mma."))
+            .count(),
+        3
+    );
+    let bad = mmac(&["probe", "specs/volta.mma", "--instr", "nope"]);
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -153,7 +153,8 @@ fn float_probes(inst: &Instruction, add: &mut Add) {
     let c1 = pow2(c, 0, false);
     let d_prec = d.as_float().map(|f| f.mantissa_bits as i64).unwrap_or(23);
     add("1 + 1*1".into(), c1, vec![one]);
-    // alignment precision: c = 1 plus one product 2^-j
+    // alignment precision: c = 2^E plus one product 2^(E-j), for j around F; E is the
+    // smallest anchor at which every probe below is representable (0 for most formats)
     let f = match &inst.pipeline {
         Pipeline::Fused(fu) => fu.nodes.first().and_then(|n| {
             n.terms
@@ -167,55 +168,80 @@ fn float_probes(inst: &Instruction, add: &mut Add) {
         Some(f) => (f, format!("alignment F = {f}")),
         None => (d_prec, format!("d precision {d_prec}")),
     };
+    let deepest = (f + 3).max(d_prec + 2);
+    let anchor = (0..=64i64).find(|&e| {
+        pow2(c, e, false).is_some()
+            && value(c, &Dyadic::pow2(e).add(&Dyadic::pow2(e - d_prec))).is_some()
+            && split_pow2(a, b, e - deepest, false).is_some()
+    });
+    let Some(e0) = anchor else {
+        return tail_probes(inst, add, one, minus_one, c1);
+    };
+    let big = |x: i64| {
+        if e0 == 0 {
+            format!("1 + 2^-{x}")
+        } else {
+            format!("2^{e0} + 2^({e0}-{x})")
+        }
+    };
+    let cbig = pow2(c, e0, false);
     for j in (f - 2)..=(f + 2) {
         add(
-            format!("1 + 2^-{j} ({what})"),
-            c1,
-            vec![split_pow2(a, b, -j, false)],
+            format!("{} ({what})", big(j)),
+            cbig,
+            vec![split_pow2(a, b, e0 - j, false)],
         );
         add(
-            format!("1 - 2^-{j} ({what})"),
-            c1,
-            vec![split_pow2(a, b, -j, true)],
+            format!("{} ({what})", big(j)).replacen(" + 2^", " - 2^", 1),
+            cbig,
+            vec![split_pow2(a, b, e0 - j, true)],
         );
     }
     // two opposite small terms: RZ per term vs. exact sum
     add(
-        format!("1 + 2^-{} - 2^-{}", f + 1, f + 3),
-        c1,
+        format!("{} - 2^({e0}-{})", big(f + 1), f + 3),
+        cbig,
         vec![
-            split_pow2(a, b, -(f + 1), false),
-            split_pow2(a, b, -(f + 3), true),
+            split_pow2(a, b, e0 - (f + 1), false),
+            split_pow2(a, b, e0 - (f + 3), true),
         ],
     );
     // output rounding: ties and near-ties at half an ulp of d
     for (label, c_is_odd) in [("even", false), ("odd", true)] {
         let cv = if c_is_odd {
-            Dyadic::pow2(0).add(&Dyadic::pow2(-d_prec))
+            Dyadic::pow2(e0).add(&Dyadic::pow2(e0 - d_prec))
         } else {
-            Dyadic::pow2(0)
+            Dyadic::pow2(e0)
         };
-        let cc = value(c, &cv);
         for (neg, sign) in [(false, "+"), (true, "-")] {
-            let cneg = value(c, &if neg { cv.neg() } else { cv.clone() });
+            let cc = value(c, &if neg { cv.neg() } else { cv.clone() });
             add(
                 format!("c {label} {sign} half ulp (tie)"),
-                if neg { cneg } else { cc },
-                vec![split_pow2(a, b, -d_prec - 1, neg)],
+                cc,
+                vec![split_pow2(a, b, e0 - d_prec - 1, neg)],
             );
-            let quarter = split_pow2(a, b, -d_prec - 2, neg);
+            let quarter = split_pow2(a, b, e0 - d_prec - 2, neg);
             add(
                 format!("c {label} {sign} 3/4 ulp"),
-                if neg { cneg } else { cc },
-                vec![split_pow2(a, b, -d_prec - 1, neg), quarter],
+                cc,
+                vec![split_pow2(a, b, e0 - d_prec - 1, neg), quarter],
             );
-            add(
-                format!("c {label} {sign} 1/4 ulp"),
-                if neg { cneg } else { cc },
-                vec![quarter],
-            );
+            add(format!("c {label} {sign} 1/4 ulp"), cc, vec![quarter]);
         }
     }
+    tail_probes(inst, add, one, minus_one, c1)
+}
+
+/// Overflow, specials, subnormals, the exponent of zero and signed zeros.
+fn tail_probes(
+    inst: &Instruction,
+    add: &mut Add,
+    one: Option<(u64, u64)>,
+    minus_one: Option<(u64, u64)>,
+    c1: Option<u64>,
+) {
+    let (a, b, c, d) = (&inst.a, &inst.b, &inst.c, &inst.d);
+    let d_prec = d.as_float().map(|f| f.mantissa_bits as i64).unwrap_or(23);
     // overflow boundaries
     let amax = max_finite(a, false);
     let bmax = max_finite(b, false);

@@ -49,6 +49,7 @@ pub fn dispatch(cmd: Command, color: bool) -> i32 {
             engine,
             json,
         } => super::jit::bench(&file, &instr, engine, json, color),
+        Command::Probe { file, instr } => probe(&file, instr.as_deref(), color),
         Command::Mma { args, c } => super::matrix::run(&args, Some(&c), None, true, color),
         Command::Gemm { args, c, threads } => {
             super::matrix::run(&args, c.as_deref(), threads, false, color)
@@ -102,6 +103,44 @@ fn list(file: &Path, markdown: bool, color: bool) -> i32 {
         for i in &s.spec.instructions {
             println!("{}", listing::line(i));
         }
+    }
+    EXIT_OK
+}
+
+fn probe(file: &Path, instr: Option<&str>, color: bool) -> i32 {
+    let s = match load(file, color) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let chosen: Vec<_> = match instr {
+        Some(name) => match s.spec.instruction(name) {
+            Some(i) => vec![i],
+            None => {
+                eprintln!(
+                    "error: `{}` declares no instruction `{name}`\n  help: `mmac list {}` shows its instructions",
+                    file.display(),
+                    file.display()
+                );
+                return EXIT_USAGE;
+            }
+        },
+        None => {
+            // one instruction per distinct arithmetic: shape families answer alike
+            let mut seen = std::collections::HashSet::new();
+            s.spec
+                .instructions
+                .iter()
+                .filter(|i| {
+                    seen.insert(format!(
+                        "{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}",
+                        i.pipeline, i.a, i.b, i.c, i.d, i.shape.k, i.scale
+                    ))
+                })
+                .collect()
+        }
+    };
+    for i in chosen {
+        println!("{}\n{}", i.name, mmac_runtime::probes::report(i));
     }
     EXIT_OK
 }

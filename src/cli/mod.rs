@@ -105,6 +105,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run the feature-probe battery (precision around F, rounding ties, overflow, NaN and
+    /// Inf, subnormals, signed zeros) on one instruction, or on every instruction with
+    /// distinct arithmetic.
+    Probe {
+        file: PathBuf,
+        /// Instruction name, as in `mmac list`; all instructions when omitted.
+        #[arg(long)]
+        instr: Option<String>,
+    },
     /// Run one whole instruction on .npy matrices: A (M x K), B (K x N), C (M x N).
     Mma {
         #[command(flatten)]
