@@ -270,3 +270,52 @@ fn mutated_vector_files_never_panic() {
         assert!(r.is_ok(), "vector reader panicked on:\n{text}");
     }
 }
+
+#[test]
+fn malformed_npy_files_never_panic() {
+    use mmac_runtime::matrix::{self, Matrix};
+    let dir = std::env::temp_dir().join(format!("mmac-npy-fuzz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f16 = mmac_compiler::format::builtin("f16").unwrap();
+    let e2m1 = mmac_compiler::format::builtin("e2m1").unwrap();
+    let good = dir.join("good.npy");
+    matrix::write(
+        &good,
+        &f16,
+        &Matrix {
+            rows: 3,
+            cols: 4,
+            data: (0..12).collect(),
+        },
+    )
+    .unwrap();
+    let bytes = std::fs::read(&good).unwrap();
+    let mut rng = Rng(7);
+    let bad = dir.join("bad.npy");
+    for round in 0..1500 {
+        let mut b = bytes.clone();
+        match round % 3 {
+            0 => b.truncate(rng.below(b.len() + 1)),
+            1 => {
+                let i = rng.below(b.len());
+                b[i] = rng.next() as u8;
+            }
+            _ => {
+                // rewrite part of the header text
+                let i = rng.below(b.len().min(80));
+                let tok = TOKENS[rng.below(TOKENS.len())].as_bytes();
+                b.splice(i..(i + tok.len()).min(b.len()), tok.iter().copied());
+            }
+        }
+        std::fs::write(&bad, &b).unwrap();
+        for f in [&f16, &e2m1] {
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                matrix::read(&bad, f, "A")
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }));
+            assert!(r.is_ok(), "the .npy reader panicked on round {round}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

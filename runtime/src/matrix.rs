@@ -141,6 +141,18 @@ pub fn read(path: &Path, format: &Format, operand: &str) -> Result<Matrix, Matri
         });
     }
     let (rows, cols) = (shape[0] as usize, shape[1] as usize);
+    // a header that promises more elements than the file holds is refused before reading
+    let item = want[2..].parse::<usize>().unwrap_or(8);
+    if rows
+        .checked_mul(cols)
+        .and_then(|n| n.checked_mul(item))
+        .is_none_or(|n| n > bytes.len())
+    {
+        return Err(format_err(
+            path,
+            format!("shape {rows} x {cols} needs more data than the file holds"),
+        ));
+    }
     let fortran = npy.order() == npyz::Order::Fortran;
     let data: Vec<u64> = match want {
         "<f8" => npy
