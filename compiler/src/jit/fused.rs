@@ -930,9 +930,38 @@ fn finite_step(
     let scale_base = start / block;
     let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
 
+    // Groups of products of formats without NaN/Inf (FP4, FP6) are summed straight from
+    // value tables: each element is a small signed integer on its format's finest grid,
+    // so a product is one multiply on the lowest product grid.
+    let value_tabs = match f.grouping {
+        Some(g)
+            if !f.scaled_products
+                && f.product_overflow.is_none()
+                && f.nodes.iter().all(|n| {
+                    n.terms
+                        .iter()
+                        .all(|t| !matches!(t.source, TermSource::Products(_)))
+                })
+                && tables::value_bits(&p.a)
+                    + tables::value_bits(&p.b)
+                    + clog2(g.size as u64)
+                    + 2
+                    <= 62 =>
+        {
+            match (
+                tables::value_table(&p.a, cond.flush_a),
+                tables::value_table(&p.b, cond.flush_b),
+            ) {
+                (Some(ta), Some(tb)) => Some((ta, tb)),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+
     // products
     let mut product_terms: Vec<TermV> = Vec::with_capacity(l);
-    for k in 0..l {
+    for k in 0..if value_tabs.is_some() { 0 } else { l } {
         let mut flag = None;
         let ra = em.load(ptrs.a, start + k);
         let rb = em.load(ptrs.b, start + k);
@@ -1018,7 +1047,22 @@ fn finite_step(
         for gi in 0..l / gs {
             let mut sum = em.wc(0);
             let mut all_zero = em.boolc(true);
-            for t in &product_terms[gi * gs..(gi + 1) * gs] {
+            if let Some((tab_a, tab_b)) = value_tabs {
+                let mut s64 = em.i64c(0);
+                let mut nz = em.i64c(0);
+                for k in gi * gs..(gi + 1) * gs {
+                    let ra = em.load(ptrs.a, start + k);
+                    let rb = em.load(ptrs.b, start + k);
+                    let va = table_entry(em, tab_a, &p.a, ra);
+                    let vb = table_entry(em, tab_b, &p.b, rb);
+                    let pr = em.b.ins().imul(va, vb);
+                    s64 = em.b.ins().iadd(s64, pr);
+                    nz = em.b.ins().bor(nz, pr);
+                }
+                sum = em.to_w(s64);
+                all_zero = em.icmp_imm(IntCC::Equal, nz, 0);
+            }
+            for t in product_terms.iter().skip(gi * gs).take(gs) {
                 // grid = natural exponent - d, shifted onto the lowest product grid
                 let sh =
                     em.b.ins()

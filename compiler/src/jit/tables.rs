@@ -57,3 +57,48 @@ pub(crate) fn decode_table(f: &FloatFormat, flush: bool) -> Option<&'static [u64
     map.insert((f.clone(), flush), leaked);
     Some(leaked)
 }
+
+/// Bits of the largest magnitude in a [`value_table`] of `f`.
+pub(crate) fn value_bits(f: &FloatFormat) -> u32 {
+    f.mantissa_bits + 1 + (f.max_exponent() - f.min_exponent()).max(0) as u32
+}
+
+/// The table of finite values of a format without NaN or Inf codes, as signed integers
+/// in units of its smallest grid step: `±significand << (exponent - min_exponent)`.
+/// `None` if the format is wider than [`MAX_BITS`], has special codes, or its values need
+/// more than 30 bits.
+pub(crate) fn value_table(f: &FloatFormat, flush: bool) -> Option<&'static [u64]> {
+    if f.storage_bits > MAX_BITS || f.has_nan() || f.has_inf() || value_bits(f) > 30 {
+        return None;
+    }
+    static TABLES: OnceLock<Mutex<HashMap<Key, &'static [u64]>>> = OnceLock::new();
+    let tables = TABLES.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = tables.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(t) = map.get(&(f.clone(), flush)) {
+        return Some(t);
+    }
+    let format = Format {
+        name: String::new(),
+        kind: FormatKind::Float(f.clone()),
+    };
+    let min_exp = f.min_exponent();
+    let table: Vec<u64> = (0..1u64 << f.storage_bits)
+        .map(|raw| match format.decode(raw) {
+            Decoded::Finite(x) => {
+                let flushed =
+                    flush && x.exponent == min_exp && x.significand < (1u64 << x.fraction_bits);
+                let mag = if flushed {
+                    0
+                } else {
+                    (x.significand << (x.exponent - min_exp)) as i64
+                };
+                (if x.negative { -mag } else { mag }) as u64
+            }
+            // unreachable: the format has no special codes
+            _ => 0,
+        })
+        .collect();
+    let leaked: &'static [u64] = Box::leak(table.into_boxed_slice());
+    map.insert((f.clone(), flush), leaked);
+    Some(leaked)
+}
