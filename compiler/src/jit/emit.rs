@@ -176,6 +176,46 @@ impl<'a, 'f> Em<'a, 'f> {
         }
     }
 
+    /// Round a magnitude `mag / 2^s` (unsigned, `0 <= s <= w - 1`) to an integer with
+    /// `mode` applied to the signed value `(-1)^neg * mag`: RZ truncates, RD and RU round
+    /// the magnitude up or down by the sign, nearest modes are symmetric.
+    pub fn round_mag(&mut self, mag: Value, s: Value, mode: Rounding, neg: Value) -> Value {
+        let fl = self.b.ins().ushr(mag, s);
+        let back = self.b.ins().ishl(fl, s);
+        let rem = self.b.ins().isub(mag, back);
+        let up = match mode {
+            Rounding::TowardZero => return fl,
+            Rounding::Down | Rounding::Up => {
+                let inexact = self.icmp_imm(IntCC::NotEqual, rem, 0);
+                let away = if mode == Rounding::Down {
+                    neg
+                } else {
+                    self.not(neg)
+                };
+                self.and(inexact, away)
+            }
+            Rounding::NearestEven | Rounding::NearestAway => {
+                let one = self.wc(1);
+                let unit = self.b.ins().ishl(one, s);
+                let half = self.b.ins().ushr_imm_s(unit, 1);
+                let above = self.icmp(IntCC::UnsignedGreaterThan, rem, half);
+                let tie = self.icmp(IntCC::Equal, rem, half);
+                let tie_up = if mode == Rounding::NearestEven {
+                    let odd = self.b.ins().band_imm_s(fl, 1);
+                    self.icmp_imm(IntCC::NotEqual, odd, 0)
+                } else {
+                    self.boolc(true)
+                };
+                let t = self.and(tie, tie_up);
+                let up = self.or(above, t);
+                let s_pos = self.icmp_imm(IntCC::SignedGreaterThan, s, 0);
+                self.and(up, s_pos)
+            }
+        };
+        let up_w = self.b.ins().uextend(self.w, up);
+        self.b.ins().iadd(fl, up_w)
+    }
+
     /// `x * 2^-sh` rounded with `mode` for any i64 `sh`: a rounding right shift when `sh > 0`,
     /// an exact left shift otherwise.
     pub fn round_shift(&mut self, x: Value, sh: Value, mode: Rounding) -> Value {

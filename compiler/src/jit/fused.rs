@@ -1354,17 +1354,16 @@ fn finite_step(
     let root = last.signed(em);
     let root_grid = last.grid(em);
 
-    // normalisation steps
-    let mut v = root;
+    // normalisation steps, on sign and magnitude (the sign never changes)
+    let root_neg = em.icmp_imm(IntCC::SignedLessThan, root, 0);
+    let mut mag = em.abs_w(root);
     let mut g = root_grid;
+    let mut bl = em.bit_length(mag);
     let nan_bits = inst.d.encode_nan().unwrap_or(0) as i64;
     let inf_bits = |neg: bool| inst.d.encode_inf(neg).unwrap_or(nan_bits as u64) as i64;
-    let root_neg = em.icmp_imm(IntCC::SignedLessThan, root, 0);
     let mut ovf_flag = em.boolc(false);
     let mut ovf_bits = em.i64c(0);
     for step in &f.normalize {
-        let mag = em.abs_w(v);
-        let bl = em.bit_length(mag);
         let le = em.b.ins().iadd(g, bl);
         let le = em.b.ins().iadd_imm_s(le, -1);
         let floor = em.i64c(step.min_exponent as i64);
@@ -1372,13 +1371,12 @@ fn finite_step(
         let q = em.b.ins().iadd_imm_s(e, -(step.fraction_bits as i64));
         let sh = em.b.ins().isub(q, g);
         let s = em.clamp_shift(sh);
-        let rounded = em.round_right(v, s, step.rounding);
+        let rounded = em.round_mag(mag, s, step.rounding, root_neg);
         let pos = em.icmp_imm(IntCC::SignedGreaterThan, sh, 0);
-        v = em.sel(pos, rounded, v);
+        mag = em.sel(pos, rounded, mag);
         g = em.sel(pos, q, g);
+        bl = em.bit_length(mag);
         if let Some(emax) = step.max_exponent {
-            let mag = em.abs_w(v);
-            let bl = em.bit_length(mag);
             let le = em.b.ins().iadd(g, bl);
             let le = em.b.ins().iadd_imm_s(le, -1);
             let nz = em.icmp_imm(IntCC::NotEqual, bl, 0);
@@ -1411,8 +1409,6 @@ fn finite_step(
     // encode the finite result into d
     let m = d.mantissa_bits as i64;
     let emin = d.min_exponent() as i64;
-    let mag = em.abs_w(v);
-    let bl = em.bit_length(mag);
     let le = em.b.ins().iadd(g, bl);
     let le = em.b.ins().iadd_imm_s(le, -1);
     let sub = em.icmp_imm(IntCC::SignedLessThan, le, emin);
@@ -1436,10 +1432,10 @@ fn finite_step(
     let ef = em.b.ins().ishl_imm_s(ef, m);
     let code_norm = em.b.ins().bor(ef, man_norm);
     let code = em.sel(sub, man_sub, code_norm);
-    let v_neg = em.icmp_imm(IntCC::SignedLessThan, v, 0);
+    // a nonzero result has the sum's sign; zeros are chosen below
     let sign = em.i64c(1i64 << (d.exponent_bits as i64 + m));
     let z64 = em.i64c(0);
-    let sign = em.sel(v_neg, sign, z64);
+    let sign = em.sel(root_neg, sign, z64);
     let code = em.b.ins().bor(code, sign);
     let code = if d.ignored_low_bits > 0 {
         em.b.ins().ishl_imm_s(code, d.ignored_low_bits as i64)
