@@ -262,6 +262,9 @@ struct TermV {
     node: bool,
     /// Bits of `sig` (0 where the value is only in `x`).
     sig_bits: u32,
+    /// The sign already in place at bit [`SIGN_BIT`] of an i64 (0 or 1 << 40), when it
+    /// came cheaply from the raw codes; otherwise `neg` is used.
+    sign40: Option<Value>,
     /// True (i8) if an input of this term is a NaN or an infinity: the value is then
     /// meaningless and the special path decides the result.
     special: Option<Value>,
@@ -703,8 +706,13 @@ fn packed_node(
         };
         let eb = em.b.ins().iadd_imm_s(e, EXP_OFFSET);
         let hi = em.b.ins().ishl_imm_s(eb, EXP_SHIFT);
-        let n = em.b.ins().uextend(types::I64, t.neg);
-        let n = em.b.ins().ishl_imm_s(n, SIGN_BIT);
+        let n = match t.sign40 {
+            Some(s) => s,
+            None => {
+                let n = em.b.ins().uextend(types::I64, t.neg);
+                em.b.ins().ishl_imm_s(n, SIGN_BIT)
+            }
+        };
         let x = em.b.ins().bor(hi, n);
         let x = em.b.ins().bor(x, t.sig.unwrap());
         // a special input sets the top exponent bit: the max then shows it
@@ -804,8 +812,28 @@ fn packed_node(
         node: true,
         sig_bits: 0,
         special: None,
+        sign40: None,
     };
     Some((term, flag))
+}
+
+/// The sign bit at position `pos` of `x`, moved to bit [`SIGN_BIT`] (everything else 0).
+fn sign_to_40(em: &mut Em, x: Value, pos: i64) -> Value {
+    let b = em.b.ins().band_imm_s(x, 1i64 << pos);
+    if pos < SIGN_BIT {
+        em.b.ins().ishl_imm_s(b, SIGN_BIT - pos)
+    } else if pos > SIGN_BIT {
+        em.b.ins().ushr_imm_s(b, pos - SIGN_BIT)
+    } else {
+        b
+    }
+}
+
+/// Where the sign bit of a raw code sits, if it can be read without decoding (a signed
+/// format whose sign `flush` cannot clear).
+fn raw_sign_pos(f: &FloatFormat, flush: bool) -> Option<i64> {
+    (f.signed && !(flush && f.subnormals))
+        .then(|| (f.ignored_low_bits + f.exponent_bits + f.mantissa_bits) as i64)
 }
 
 /// The decoding-table entry of a raw element (masked to its storage bits).
@@ -911,6 +939,7 @@ fn finite_step(
         let (neg, sig, exp) = lean_decode(em, cf, c_raw, cond.flush_c, &mut flag);
         let zero = em.icmp_imm(IntCC::Equal, sig, 0);
         let (e, present) = zero_rule(em, f.zero_exponent.c, zero, exp);
+        let c_sign40 = raw_sign_pos(cf, cond.flush_c).map(|pos| sign_to_40(em, c_raw, pos));
         TermV {
             neg,
             sig: Some(sig),
@@ -923,6 +952,7 @@ fn finite_step(
             node: false,
             sig_bits: cf.mantissa_bits + 1,
             special: flag,
+            sign40: c_sign40,
         }
     };
 
@@ -965,6 +995,7 @@ fn finite_step(
         let mut flag = None;
         let ra = em.load(ptrs.a, start + k);
         let rb = em.load(ptrs.b, start + k);
+        let mut sign40: Option<Value> = None;
         let (mut neg, mut sig, mut exp) = match (
             tables::decode_table(&p.a, cond.flush_a),
             tables::decode_table(&p.b, cond.flush_b),
@@ -978,6 +1009,7 @@ fn finite_step(
                 let sb = em.b.ins().band_imm_s(tb, low);
                 let sig = em.b.ins().imul(sa, sb);
                 let x = em.b.ins().bxor(ta, tb);
+                sign40 = Some(sign_to_40(em, x, 32));
                 let n = em.b.ins().ushr_imm_s(x, 32);
                 let n = em.b.ins().band_imm_s(n, 1);
                 let neg = em.b.ins().ireduce(types::I8, n);
@@ -994,6 +1026,14 @@ fn finite_step(
             _ => {
                 let (na, sa, ea) = lean_decode(em, &p.a, ra, cond.flush_a, &mut flag);
                 let (nb, sb, eb) = lean_decode(em, &p.b, rb, cond.flush_b, &mut flag);
+                if let (Some(pa), Some(pb)) = (
+                    raw_sign_pos(&p.a, cond.flush_a),
+                    raw_sign_pos(&p.b, cond.flush_b),
+                ) && pa == pb
+                {
+                    let x = em.b.ins().bxor(ra, rb);
+                    sign40 = Some(sign_to_40(em, x, pa));
+                }
                 let neg = em.b.ins().bxor(na, nb);
                 let sig = em.b.ins().imul(sa, sb);
                 let exp = em.b.ins().iadd(ea, eb);
@@ -1012,6 +1052,9 @@ fn finite_step(
             let (ny, sy, ey) = lean_decode(em, s, ry, false, &mut flag);
             let ns = em.b.ins().bxor(nx, ny);
             neg = em.b.ins().bxor(neg, ns);
+            if s.signed {
+                sign40 = None;
+            }
             let ss = em.b.ins().imul(sx, sy);
             sig = em.b.ins().imul(sig, ss);
             let es = em.b.ins().iadd(ex, ey);
@@ -1037,6 +1080,7 @@ fn finite_step(
             node: false,
             sig_bits,
             special: flag,
+            sign40,
         });
     }
 
@@ -1100,6 +1144,7 @@ fn finite_step(
                     node: false,
                     sig_bits: 0,
                     special: None,
+                    sign40: None,
                 }
             } else {
                 let e0 = em.i64c(0);
@@ -1116,6 +1161,7 @@ fn finite_step(
                     node: false,
                     sig_bits: 0,
                     special: None,
+                    sign40: None,
                 }
             };
             groups.push(term);
@@ -1347,6 +1393,7 @@ fn finite_step(
             node: true,
             sig_bits: 0,
             special: None,
+            sign40: None,
         });
     }
 
