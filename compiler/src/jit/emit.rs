@@ -46,11 +46,11 @@ impl<'a, 'f> Em<'a, 'f> {
     /// A constant of the accumulator width.
     pub fn wc(&mut self, v: i64) -> Value {
         let x = self.i64c(v);
-        self.to_w(x)
+        self.widen(x)
     }
 
     /// Sign-extend an i64 to the accumulator width.
-    pub fn to_w(&mut self, x: Value) -> Value {
+    pub fn widen(&mut self, x: Value) -> Value {
         if self.w == types::I64 {
             x
         } else {
@@ -119,7 +119,7 @@ impl<'a, 'f> Em<'a, 'f> {
 
     /// `select(neg, -x, x)` in the accumulator width, for an i64 magnitude `x`.
     pub fn signed(&mut self, neg: Value, x: Value) -> Value {
-        let xw = self.to_w(x);
+        let xw = self.widen(x);
         let n = self.neg(xw);
         self.sel(neg, n, xw)
     }

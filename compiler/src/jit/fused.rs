@@ -87,7 +87,7 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused) -> Result<Plan, String> {
     if (f.scaled_products || f.grouping.is_some_and(|g| g.scaled)) && scale.is_none() {
         return Err("a scaled pipeline without scale factors".into());
     }
-    if f.chain == 0 || inst.shape.k % f.chain != 0 {
+    if f.chain == 0 || !inst.shape.k.is_multiple_of(f.chain) {
         return Err("k is not a multiple of the chain length".into());
     }
     let sig_bits = |x: &FloatFormat| x.mantissa_bits as u64 + 1;
@@ -103,7 +103,7 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused) -> Result<Plan, String> {
     }
     let mut need = prod_bits + 2;
     if let Some(g) = f.grouping {
-        if g.size == 0 || f.chain % g.size != 0 {
+        if g.size == 0 || !f.chain.is_multiple_of(g.size) {
             return Err("the chain length is not a multiple of the group size".into());
         }
         let mut bits = prod_bits + prod_exp_span + clog2(g.size as u64) as u64 + 2;
@@ -1103,7 +1103,7 @@ fn finite_step(
                     s64 = em.b.ins().iadd(s64, pr);
                     nz = em.b.ins().bor(nz, pr);
                 }
-                sum = em.to_w(s64);
+                sum = em.widen(s64);
                 all_zero = em.icmp_imm(IntCC::Equal, nz, 0);
             }
             for t in product_terms.iter().skip(gi * gs).take(gs) {
@@ -1302,7 +1302,7 @@ fn finite_step(
                         let s = em.b.ins().umin(sh, top);
                         match (mode, t.sig) {
                             (Rounding::TowardZero, Some(sig)) => {
-                                let mag = em.to_w(sig);
+                                let mag = em.widen(sig);
                                 let mag = if pre > 0 {
                                     em.b.ins().ishl_imm_s(mag, pre)
                                 } else {

@@ -323,7 +323,7 @@ fn plan(inst: &Instruction) -> Result<Lowering<'_>, String> {
         ));
     }
     if let Some(s) = &inst.scale
-        && (s.block == 0 || inst.shape.k % s.block != 0)
+        && (s.block == 0 || !inst.shape.k.is_multiple_of(s.block))
     {
         return Err("the scale block does not divide k".into());
     }
@@ -487,17 +487,14 @@ pub fn compile_with(spec: &Spec, options: Options) -> Result<CompiledSpec, JitEr
     let mut asm = vec![];
     for (k, code) in kernels.iter().zip(compiled) {
         let defined = code.and_then(|(dot, batch)| {
+            let define =
+                |e: cranelift_module::ModuleError| format!("cannot define the kernel: {e}");
             module
                 .define_function_bytes(k.dot.0, dot.align, &dot.bytes, &dot.relocs)
-                .and_then(|_| {
-                    module.define_function_bytes(
-                        k.batch.0,
-                        batch.align,
-                        &batch.bytes,
-                        &batch.relocs,
-                    )
-                })
-                .map_err(|e| format!("cannot define the kernel: {e}"))?;
+                .map_err(define)?;
+            module
+                .define_function_bytes(k.batch.0, batch.align, &batch.bytes, &batch.relocs)
+                .map_err(define)?;
             if let Some(text) = dot.asm {
                 asm.push((k.label.clone(), text));
             }

@@ -113,7 +113,7 @@ pub(crate) fn plan(inst: &Instruction, s: &Sequential) -> Result<Plan, String> {
         if arith_native(a, "the pairwise sum")? != native {
             return Err("pairwise sums and accumulation round into different formats".into());
         }
-        if !g.is_power_of_two() || inst.shape.k % g != 0 {
+        if !g.is_power_of_two() || !inst.shape.k.is_multiple_of(*g) {
             return Err(format!(
                 "pairwise groups of {g} do not tile k = {}",
                 inst.shape.k
@@ -132,7 +132,7 @@ pub(crate) fn plan(inst: &Instruction, s: &Sequential) -> Result<Plan, String> {
             && (a.min_exponent() as i64 - a.mantissa_bits as i64)
                 + (b.min_exponent() as i64 - b.mantissa_bits as i64)
                 >= native.min_exponent() - nm
-            && (a.max_exponent() + b.max_exponent()) as i64 + 1 <= native.max_exponent()
+            && ((a.max_exponent() + b.max_exponent()) as i64) < native.max_exponent()
     };
     let fuse_products = match (&s.product, &s.pairwise) {
         (ProductRule::Rounded(_), _) => false,
