@@ -727,10 +727,7 @@ fn packed_node(
         };
         packed.push(x);
     }
-    let mut m = packed[0];
-    for &x in &packed[1..] {
-        m = em.b.ins().smax(m, x);
-    }
+    let m = tree(em, packed.clone(), |em, x, y| em.b.ins().smax(x, y));
     let rb = em.b.ins().ushr_imm_s(m, EXP_SHIFT);
     let flag = if any_special {
         Some(em.icmp_imm(
@@ -741,7 +738,7 @@ fn packed_node(
     } else {
         None
     };
-    let mut sum: Option<Value> = None;
+    let mut kept: Vec<Value> = Vec::with_capacity(items.len());
     let top = em.i64c(63);
     for ((t, at), &pk) in items.iter().zip(&packed) {
         let (fb, mode) = at.keep.unwrap();
@@ -785,11 +782,9 @@ fn packed_node(
             }
             None => v,
         };
-        sum = Some(match sum {
-            None => v,
-            Some(acc) => em.b.ins().iadd(acc, v),
-        });
+        kept.push(v);
     }
+    let sum = (!kept.is_empty()).then(|| tree(em, kept, |em, x, y| em.b.ins().iadd(x, y)));
     let sum = sum?;
     let r = em.b.ins().iadd_imm_s(rb, -EXP_OFFSET);
     let (r, present) = if always {
@@ -815,6 +810,24 @@ fn packed_node(
         sign40: None,
     };
     Some((term, flag))
+}
+
+/// Combine values pairwise (a balanced tree: short dependency chains). `items` is
+/// non-empty.
+fn tree(em: &mut Em, mut items: Vec<Value>, op: impl Fn(&mut Em, Value, Value) -> Value) -> Value {
+    while items.len() > 1 {
+        items = items
+            .chunks(2)
+            .map(|c| {
+                if c.len() == 2 {
+                    op(em, c[0], c[1])
+                } else {
+                    c[0]
+                }
+            })
+            .collect();
+    }
+    items[0]
 }
 
 /// The sign bit at position `pos` of `x`, moved to bit [`SIGN_BIT`] (everything else 0).
@@ -1252,6 +1265,7 @@ fn finite_step(
         let wide_node = p.wide && ni + 1 == f.nodes.len();
         let mut wide_c: Option<(Value, Value)> = None;
         let mut sum: Option<Value> = None;
+        let mut terms_kept: Vec<Value> = Vec::with_capacity(items.len());
         for (t, at) in &items {
             if wide_node && at.source == TermSource::C {
                 // c stays apart on its own grid, rounded to the node's grid if it lies below
@@ -1358,10 +1372,10 @@ fn finite_step(
                 }
                 None => kept,
             };
-            sum = Some(match sum {
-                None => kept,
-                Some(s) => em.b.ins().iadd(s, kept),
-            });
+            terms_kept.push(kept);
+        }
+        if !terms_kept.is_empty() {
+            sum = Some(tree(em, terms_kept, |em, x, y| em.b.ins().iadd(x, y)));
         }
         let sum = match sum {
             Some(s) => s,
