@@ -1472,27 +1472,54 @@ fn finite_step(
     let emin = d.min_exponent() as i64;
     let le = em.b.ins().iadd(g, bl);
     let le = em.b.ins().iadd_imm_s(le, -1);
-    let sub = em.icmp_imm(IntCC::SignedLessThan, le, emin);
-    let t_sub = em.b.ins().iadd_imm_s(g, m - emin);
-    let t_sub = em.clamp_shift(t_sub);
-    let man_sub = em.b.ins().ishl(mag, t_sub);
-    let man_sub = em.low64(man_sub);
-    let lead = em.b.ins().iadd_imm_s(bl, -1);
-    let mc = em.i64c(m);
-    let t_norm = em.b.ins().isub(mc, lead);
-    let tl = em.clamp_shift(t_norm);
-    let left = em.b.ins().ishl(mag, tl);
-    let nt = em.b.ins().ineg(t_norm);
-    let tr = em.clamp_shift(nt);
-    let right = em.b.ins().ushr(mag, tr);
-    let tpos = em.icmp_imm(IntCC::SignedGreaterThanOrEqual, t_norm, 0);
-    let man_norm = em.sel(tpos, left, right);
-    let man_norm = em.low64(man_norm);
-    let man_norm = em.b.ins().band_imm_s(man_norm, (1i64 << m) - 1);
-    let ef = em.b.ins().iadd_imm_s(le, 1 - emin);
-    let ef = em.b.ins().ishl_imm_s(ef, m);
-    let code_norm = em.b.ins().bor(ef, man_norm);
-    let code = em.sel(sub, man_sub, code_norm);
+    // f32 and bf16 results: mag * 2^g is exactly representable, so the host converts it
+    // (an exact f64 product, an exact narrowing); other formats assemble the fields
+    let f32_like = d.exponent_bits == 8
+        && d.bias == 127
+        && (d.mantissa_bits == 23 || d.mantissa_bits == 7)
+        && d.ignored_low_bits == 0;
+    let code = if f32_like {
+        let m64 = em.low64(mag);
+        let mf = em.b.ins().fcvt_from_uint(types::F64, m64);
+        let gb = em.b.ins().iadd_imm_s(g, 1023);
+        let gb = em.b.ins().ishl_imm_s(gb, 52);
+        let scale =
+            em.b.ins()
+                .bitcast(types::F64, cranelift_codegen::ir::MemFlagsData::new(), gb);
+        let v = em.b.ins().fmul(mf, scale);
+        let v = em.b.ins().fdemote(types::F32, v);
+        let bits =
+            em.b.ins()
+                .bitcast(types::I32, cranelift_codegen::ir::MemFlagsData::new(), v);
+        let bits = em.b.ins().uextend(types::I64, bits);
+        if d.mantissa_bits == 7 {
+            em.b.ins().ushr_imm_s(bits, 16)
+        } else {
+            bits
+        }
+    } else {
+        let sub = em.icmp_imm(IntCC::SignedLessThan, le, emin);
+        let t_sub = em.b.ins().iadd_imm_s(g, m - emin);
+        let t_sub = em.clamp_shift(t_sub);
+        let man_sub = em.b.ins().ishl(mag, t_sub);
+        let man_sub = em.low64(man_sub);
+        let lead = em.b.ins().iadd_imm_s(bl, -1);
+        let mc = em.i64c(m);
+        let t_norm = em.b.ins().isub(mc, lead);
+        let tl = em.clamp_shift(t_norm);
+        let left = em.b.ins().ishl(mag, tl);
+        let nt = em.b.ins().ineg(t_norm);
+        let tr = em.clamp_shift(nt);
+        let right = em.b.ins().ushr(mag, tr);
+        let tpos = em.icmp_imm(IntCC::SignedGreaterThanOrEqual, t_norm, 0);
+        let man_norm = em.sel(tpos, left, right);
+        let man_norm = em.low64(man_norm);
+        let man_norm = em.b.ins().band_imm_s(man_norm, (1i64 << m) - 1);
+        let ef = em.b.ins().iadd_imm_s(le, 1 - emin);
+        let ef = em.b.ins().ishl_imm_s(ef, m);
+        let code_norm = em.b.ins().bor(ef, man_norm);
+        em.sel(sub, man_sub, code_norm)
+    };
     // a nonzero result has the sum's sign; zeros are chosen below
     let sign = em.i64c(1i64 << (d.exponent_bits as i64 + m));
     let z64 = em.i64c(0);
