@@ -343,7 +343,8 @@ impl Lowering<'_> {
     }
 }
 
-/// Emit the dot product into the current block (straight-line code); returns d (i64).
+/// Emit the dot product from the current block on (a fused kernel adds a cold block for
+/// NaN/Inf inputs and a merge block); returns d (i64), valid in the block it ends in.
 fn emit_dot(
     b: &mut FunctionBuilder,
     inst: &Instruction,
