@@ -795,8 +795,10 @@ fn packed_node(
         (em.sel(any, r, zero), Some(any))
     };
     let zero = em.icmp_imm(IntCC::Equal, sum, 0);
+    // `neg` is unused where the value is in `x`
+    let no_sign = em.boolc(false);
     let term = TermV {
-        neg: zero,
+        neg: no_sign,
         sig: None,
         x: Some(sum),
         d: fmax,
