@@ -269,3 +269,72 @@ fn kernels_are_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<jit::Kernel<'static>>();
 }
+
+/// Exact sums wider than i128 (c added in a sticky window): c chosen to nearly cancel the
+/// products, or far above or below them, where the sticky bit decides the rounding.
+#[test]
+fn wide_sums_near_cancellation() {
+    let mut checked = 0;
+    for path in spec_files() {
+        let Some(spec) = load(&path) else { continue };
+        let compiled = jit::compile(&spec).expect("the backend starts");
+        for inst in &spec.instructions {
+            let wide = matches!(&inst.pipeline, Pipeline::Fused(f)
+                if f.nodes.last().is_some_and(|n| n.width_bits > 125));
+            if !wide || inst.c.name != "f32" {
+                continue;
+            }
+            let Ok(kernel) = compiled.kernel(&inst.name) else {
+                continue;
+            };
+            checked += 1;
+            let k = inst.k();
+            let mut x = 0x0123_4567_89ab_cdefu64;
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            for case in 0..3000 {
+                let a: Vec<u64> = (0..k)
+                    .map(|_| encoding(&inst.a, 5, next(), center(&inst.a, 0)))
+                    .collect();
+                let b: Vec<u64> = (0..k)
+                    .map(|_| encoding(&inst.b, 5, next(), center(&inst.b, 0)))
+                    .collect();
+                // the products' sum, approximately
+                let val = |f: &Format, r: u64| match f.decode(r) {
+                    mmac_compiler::format::Decoded::Finite(v) => v.value().to_f64_lossy(),
+                    _ => 0.0,
+                };
+                let p: f64 = (0..k)
+                    .map(|i| val(&inst.a, a[i]) * val(&inst.b, b[i]))
+                    .sum();
+                let c = match case % 3 {
+                    // nearly cancels the products
+                    0 => ((-p) as f32).to_bits() as u64 ^ (next() & 1),
+                    // far above: the products only round
+                    1 => (((next() % 60) + 170) << 23 | (next() & 0x807f_ffff)) & 0xffff_ffff,
+                    // far below
+                    _ => (((next() % 40) + 1) << 23 | (next() & 0x807f_ffff)) & 0xffff_ffff,
+                };
+                let ops = Operands {
+                    c,
+                    a: &a,
+                    b: &b,
+                    sa: &[],
+                    sb: &[],
+                };
+                let want = interp::run(inst, &ops).unwrap();
+                let got = kernel.dot(&ops).unwrap();
+                assert!(
+                    same(inst, want, got),
+                    "{}: c={c:x} a={a:x?} b={b:x?}: interp {want:x}, jit {got:x}",
+                    inst.name
+                );
+            }
+        }
+    }
+    assert!(checked > 0, "no wide exact sum was compiled");
+}
