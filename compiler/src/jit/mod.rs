@@ -165,17 +165,12 @@ pub struct Kernel<'a> {
     shape: Shape,
     k: usize,
     scales: usize,
-    /// Borrows the compiled code's lifetime only: the code is immutable once finalized,
-    /// so a kernel may be called from several threads at once.
+    /// Borrows the compiled code's lifetime only (so `Kernel` is `Send + Sync` without
+    /// `unsafe impl`): the code is finalized, immutable machine code that reads its
+    /// arguments and writes only its output, freed only when the `CompiledSpec` is
+    /// dropped, which this lifetime prevents while a kernel lives.
     _spec: PhantomData<&'a ()>,
 }
-
-// SAFETY: a kernel is a pair of pointers to finalized, immutable machine code that only
-// reads its arguments and writes its output buffer; the code is freed only when the
-// borrowed `CompiledSpec` is dropped, which the lifetime prevents while a kernel lives.
-// Calling it from several threads at once is therefore as safe as calling a pure `fn`.
-unsafe impl Send for Kernel<'_> {}
-unsafe impl Sync for Kernel<'_> {}
 
 impl Kernel<'_> {
     pub fn k(&self) -> usize {
