@@ -341,3 +341,28 @@ fn wide_sums_near_cancellation() {
     }
     assert!(checked > 0, "no wide exact sum was compiled");
 }
+
+/// What the JIT cannot compute exactly is refused with a reason, not miscompiled.
+#[test]
+fn wide_products_are_refused() {
+    let text = r#"
+arch wide "f64 products in a fused pipeline"
+import std
+instruction fused.m8n8k4.f64.f64.f64.f64 {
+    shape 8 x 8 x 4
+    types a = f64, b = f64, c = f64, d = f64
+    uses t_fdpa(F = 60, L = 4, e_zero = -1100)
+}
+"#;
+    let spec = mmac_compiler::compile("wide.mma", text).expect("the spec checks");
+    let compiled = jit::compile(&spec).expect("the backend starts");
+    let err = compiled
+        .kernel("fused.m8n8k4.f64.f64.f64.f64")
+        .err()
+        .expect("refused");
+    assert!(err.message.contains("bit"), "{err}");
+    assert_eq!(
+        err.instruction.as_deref(),
+        Some("fused.m8n8k4.f64.f64.f64.f64")
+    );
+}

@@ -101,6 +101,13 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused) -> Result<Plan, String> {
         product_min_grid += 2 * min_grid(s);
         prod_exp_span += 2 * (s.max_exponent() - s.min_exponent()) as u64;
     }
+    if prod_bits > 62 {
+        return Err(format!(
+            "exact products of `{}` and `{}` need {prod_bits}-bit significands; the JIT \
+             multiplies in 64 bits",
+            inst.a.name, inst.b.name
+        ));
+    }
     let mut need = prod_bits + 2;
     if let Some(g) = f.grouping {
         if g.size == 0 || !f.chain.is_multiple_of(g.size) {
