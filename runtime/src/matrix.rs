@@ -309,7 +309,7 @@ mod tests {
                     .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) & mask)
                     .collect(),
             };
-            let p = tmp(&format!("{name}.npy"));
+            let p = tmp(&format!("round-trip-{name}.npy"));
             write(&p, &f, &m).unwrap();
             assert_eq!(read(&p, &f, "a").unwrap(), m, "{name}");
         }
@@ -317,7 +317,7 @@ mod tests {
 
     #[test]
     fn wrong_dtype_names_what_was_expected() {
-        let p = tmp("f32.npy");
+        let p = tmp("wrong-dtype-f32.npy");
         write(&p, &builtin("f32").unwrap(), &Matrix::filled(2, 2, 0)).unwrap();
         let e = read(&p, &builtin("f16").unwrap(), "a")
             .unwrap_err()
@@ -330,7 +330,7 @@ mod tests {
 
     #[test]
     fn out_of_range_encodings_are_refused() {
-        let p = tmp("u1.npy");
+        let p = tmp("out-of-range-u1.npy");
         write(
             &p,
             &builtin("u8").unwrap(),
