@@ -29,6 +29,7 @@ impl DotEngine for Interpreter<'_> {
 }
 
 impl DotEngine for mmac_compiler::jit::Kernel<'_> {
+    #[inline]
     fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {
         mmac_compiler::jit::Kernel::dot(self, ops)
     }
@@ -157,31 +158,37 @@ pub fn gemm(
     let results: Vec<Result<Vec<u64>, EvalError>> = tiles
         .par_iter()
         .map(|&(ti, tj)| {
+            // D starts as C; each k-step updates the whole tile (the step's A and B
+            // slices stay in L1), and every element sees its steps in increasing k
             let mut tile = vec![0u64; tm * tn];
             for di in 0..tm {
-                let i = ti * tm + di;
-                for dj in 0..tn {
-                    let j = tj * tn + dj;
-                    let mut d = p.c.data[i * n + j];
-                    for s in 0..kk / tk {
+                let row = (ti * tm + di) * n + tj * tn;
+                tile[di * tn..(di + 1) * tn].copy_from_slice(&p.c.data[row..row + tn]);
+            }
+            for s in 0..kk / tk {
+                for di in 0..tm {
+                    let i = ti * tm + di;
+                    let a = &p.a.data[i * kk + s * tk..i * kk + (s + 1) * tk];
+                    let sa_i: &[u64] = if blocks > 0 {
+                        &sa[i * per_k + s * blocks..i * per_k + (s + 1) * blocks]
+                    } else {
+                        &[]
+                    };
+                    for dj in 0..tn {
+                        let j = tj * tn + dj;
                         let ops = Operands {
-                            c: d,
-                            a: &p.a.data[i * kk + s * tk..i * kk + (s + 1) * tk],
+                            c: tile[di * tn + dj],
+                            a,
                             b: &bt.data[j * kk + s * tk..j * kk + (s + 1) * tk],
-                            sa: if blocks > 0 {
-                                &sa[i * per_k + s * blocks..i * per_k + (s + 1) * blocks]
-                            } else {
-                                &[]
-                            },
+                            sa: sa_i,
                             sb: if blocks > 0 {
                                 &sbt[j * per_k + s * blocks..j * per_k + (s + 1) * blocks]
                             } else {
                                 &[]
                             },
                         };
-                        d = engine.dot(&ops)?;
+                        tile[di * tn + dj] = engine.dot(&ops)?;
                     }
-                    tile[di * tn + dj] = d;
                 }
             }
             progress(1);

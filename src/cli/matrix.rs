@@ -2,7 +2,7 @@
 
 use super::commands::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, load};
 use super::{Engine, MatrixArgs};
-use mmac_runtime::gemm::{self, DotEngine, Interpreter, Problem};
+use mmac_runtime::gemm::{self, Interpreter, Problem};
 use mmac_runtime::matrix::{self, Matrix};
 use std::path::Path;
 
@@ -78,31 +78,21 @@ pub fn run(
             return EXIT_FAILED;
         }
     };
-    let compiled;
-    let kernel;
-    let interp = Interpreter(inst);
-    let engine: &dyn DotEngine = match args.engine {
-        Engine::Interp => &interp,
-        Engine::Jit => {
-            compiled = match mmac_compiler::jit::compile_instruction(inst) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!(
-                        "error: {e}\n  help: `--engine interp` runs the reference interpreter"
-                    );
-                    return EXIT_FAILED;
-                }
-            };
-            kernel = match compiled.kernel(&inst.name) {
-                Ok(k) => k,
-                Err(e) => {
-                    eprintln!(
-                        "error: {e}\n  help: `--engine interp` runs the reference interpreter"
-                    );
-                    return EXIT_FAILED;
-                }
-            };
-            &kernel
+    let compiled = match args.engine {
+        Engine::Interp => None,
+        Engine::Jit => match mmac_compiler::jit::compile_instruction(inst) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("error: {e}\n  help: `--engine interp` runs the reference interpreter");
+                return EXIT_FAILED;
+            }
+        },
+    };
+    let kernel = match compiled.as_ref().map(|c| c.kernel(&inst.name)).transpose() {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {e}\n  help: `--engine interp` runs the reference interpreter");
+            return EXIT_FAILED;
         }
     };
     let tiles = (m / inst.shape.m as usize) * (n / inst.shape.n as usize);
@@ -120,7 +110,11 @@ pub fn run(
         indicatif::ProgressBar::hidden()
     };
     let started = std::time::Instant::now();
-    let d = pool.install(|| gemm::gemm(inst, engine, &problem, &|t| bar.inc(t as u64)));
+    let progress = |t: usize| bar.inc(t as u64);
+    let d = pool.install(|| match &kernel {
+        Some(k) => gemm::gemm(inst, k, &problem, &progress),
+        None => gemm::gemm(inst, &Interpreter(inst), &problem, &progress),
+    });
     bar.finish_and_clear();
     let d = match d {
         Ok(d) => d,
