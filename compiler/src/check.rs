@@ -1249,10 +1249,7 @@ fn misplaced(s: &ast::Stage, kind: &str, help: &str) -> Diag {
     Diag::new(
         "misplaced-stage",
         s.span,
-        format!(
-            "`{}` has no meaning in a {kind} pipeline",
-            stage_name(&s.kind)
-        ),
+        format!("`{}` has no meaning in {kind}", stage_name(&s.kind)),
     )
     .label("not allowed here")
     .help(help.to_string())
@@ -1351,7 +1348,7 @@ fn build_sequential(
                     if *scaled || overflow_at.is_some() {
                         return Err(misplaced(
                             s,
-                            "sequential",
+                            "a sequential pipeline",
                             "scaled products and product overflow belong to fused pipelines",
                         ));
                     }
@@ -1417,7 +1414,7 @@ fn build_sequential(
                 _ => {
                     return Err(misplaced(
                         s,
-                        "sequential",
+                        "a sequential pipeline",
                         "a sequential pipeline has: flush, multiply, add pairwise, accumulate, nan",
                     ));
                 }
@@ -1474,7 +1471,7 @@ fn build_integer(p: &ast::PipelineDecl, scope: &Scope, ctx: &Ctx) -> Result<Pipe
                     if *scaled || overflow_at.is_some() || *flush_keep_sign {
                         return Err(misplaced(
                             s,
-                            "integer",
+                            "an integer pipeline",
                             "integer products are exact; only `multiply integer|xor|and` applies",
                         ));
                     }
@@ -1482,7 +1479,13 @@ fn build_integer(p: &ast::PipelineDecl, scope: &Scope, ctx: &Ctx) -> Result<Pipe
                         ast::MultiplyKind::Integer => IntegerOp::Multiply,
                         ast::MultiplyKind::Xor => IntegerOp::Xor,
                         ast::MultiplyKind::And => IntegerOp::And,
-                        _ => return Err(misplaced(s, "an integer", "use `multiply integer`")),
+                        _ => {
+                            return Err(misplaced(
+                                s,
+                                "an integer pipeline",
+                                "use `multiply integer`",
+                            ));
+                        }
                     };
                 }
                 StageKind::SumExact | StageKind::Nan(_) => {}
@@ -1531,7 +1534,7 @@ fn build_integer(p: &ast::PipelineDecl, scope: &Scope, ctx: &Ctx) -> Result<Pipe
                 _ => {
                     return Err(misplaced(
                         s,
-                        "integer",
+                        "an integer pipeline",
                         "an integer pipeline has: multiply integer|xor|and, sum exact, normalize to out overflow wrap|saturate",
                     ));
                 }

@@ -3,6 +3,7 @@
 
 use super::{Command, Engine};
 use mmac_compiler::interp::{self, Operands};
+use mmac_compiler::ir::Instruction;
 use mmac_runtime::listing;
 use mmac_runtime::specs::{self, LoadedSpec};
 use std::path::Path;
@@ -55,6 +56,15 @@ pub fn dispatch(cmd: Command, color: bool) -> i32 {
             super::matrix::run(&args, c.as_deref(), threads, false, color)
         }
     }
+}
+
+/// The named instruction of a loaded spec, or a usage error on stderr.
+pub(super) fn instruction<'s>(spec: &'s LoadedSpec, name: &str) -> Result<&'s Instruction, i32> {
+    spec.spec.instruction(name).ok_or_else(|| {
+        let file = spec.path.display();
+        eprintln!("error: `{file}` declares no instruction `{name}`\n  help: `mmac list {file}` shows its instructions");
+        EXIT_USAGE
+    })
 }
 
 pub(super) fn load(path: &Path, color: bool) -> Result<LoadedSpec, i32> {
@@ -113,16 +123,9 @@ fn probe(file: &Path, instr: Option<&str>, color: bool) -> i32 {
         Err(c) => return c,
     };
     let chosen: Vec<_> = match instr {
-        Some(name) => match s.spec.instruction(name) {
-            Some(i) => vec![i],
-            None => {
-                eprintln!(
-                    "error: `{}` declares no instruction `{name}`\n  help: `mmac list {}` shows its instructions",
-                    file.display(),
-                    file.display()
-                );
-                return EXIT_USAGE;
-            }
+        Some(name) => match instruction(&s, name) {
+            Ok(i) => vec![i],
+            Err(code) => return code,
         },
         None => {
             // one instruction per distinct arithmetic: shape families answer alike
@@ -173,13 +176,9 @@ fn run(
         Ok(s) => s,
         Err(c) => return c,
     };
-    let Some(inst) = s.spec.instruction(instr) else {
-        eprintln!(
-            "error: `{}` declares no instruction `{instr}`\n  help: `mmac list {}` shows its instructions",
-            file.display(),
-            file.display()
-        );
-        return EXIT_USAGE;
+    let inst = match instruction(&s, instr) {
+        Ok(i) => i,
+        Err(code) => return code,
     };
     let parsed = (|| -> Result<_, String> {
         let c = parse_hex_list(c, "c")?;

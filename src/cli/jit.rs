@@ -3,7 +3,7 @@
 //! dot product), plus the single-dot JIT path `run` uses.
 
 use super::Engine;
-use super::commands::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, load};
+use super::commands::{EXIT_FAILED, EXIT_OK, load};
 use clap::ValueEnum;
 use mmac_compiler::format::{Decoded, Format};
 use mmac_compiler::interp::{self, EvalError, Operands};
@@ -175,13 +175,9 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
         Ok(s) => s,
         Err(c) => return c,
     };
-    let Some(inst) = s.spec.instruction(instr) else {
-        eprintln!(
-            "error: `{}` declares no instruction `{instr}`\n  help: `mmac list {}` shows its instructions",
-            file.display(),
-            file.display()
-        );
-        return EXIT_USAGE;
+    let inst = match super::commands::instruction(&s, instr) {
+        Ok(i) => i,
+        Err(code) => return code,
     };
     let k = inst.k();
     let sc = inst.scale_count();

@@ -20,14 +20,9 @@ pub fn run(
         Ok(s) => s,
         Err(code) => return code,
     };
-    let Some(inst) = spec.spec.instruction(&args.instr) else {
-        eprintln!(
-            "error: `{}` declares no instruction `{}`\n  help: `mmac list {}` shows its instructions",
-            args.spec.display(),
-            args.instr,
-            args.spec.display()
-        );
-        return EXIT_USAGE;
+    let inst = match super::commands::instruction(&spec, &args.instr) {
+        Ok(i) => i,
+        Err(code) => return code,
     };
     let problem = (|| -> Result<Problem, String> {
         let a = matrix::read(&args.a, &inst.a, "A").map_err(|e| e.to_string())?;
