@@ -235,12 +235,10 @@ impl Dyadic {
         if self.exponent >= 0 {
             Some(&self.mantissa << self.exponent as usize)
         } else {
-            let r = self.round_to_grid(0, Rounding::TowardZero);
-            if r.cmp_value(self) == Ordering::Equal {
-                Some(r.mantissa << r.exponent.max(0) as usize)
-            } else {
-                None
-            }
+            let shift = self.exponent.unsigned_abs();
+            let exact =
+                self.is_zero() || self.mantissa.trailing_zeros().is_some_and(|tz| tz >= shift);
+            exact.then(|| &self.mantissa >> shift as usize)
         }
     }
 
