@@ -328,6 +328,13 @@ fn exact_element(
     Some(sum.add(&Dyadic::new(cv, ce)))
 }
 
+/// One element's error: |D - exact|, the relative error if exact != 0, and D - exact.
+struct ElementError {
+    abs: f64,
+    rel: Option<f64>,
+    signed: f64,
+}
+
 /// Compare D with the exact result of the problem.
 pub fn error_report(inst: &Instruction, p: &Problem, d: &Matrix) -> ErrorReport {
     let (m, n, kk) = (p.a.rows, p.b.cols, p.a.cols);
@@ -342,8 +349,8 @@ pub fn error_report(inst: &Instruction, p: &Problem, d: &Matrix) -> ErrorReport 
         p.sb.as_ref()
             .map(|x| x.transposed().data)
             .unwrap_or_default();
-    // per element: None (non-finite) or (abs, rel if exact != 0, signed)
-    let rows: Vec<Vec<Option<(f64, Option<f64>, f64)>>> = (0..m)
+    // per element: None when an input or D is not finite
+    let rows: Vec<Vec<Option<ElementError>>> = (0..m)
         .into_par_iter()
         .map(|i| {
             (0..n)
@@ -369,7 +376,11 @@ pub fn error_report(inst: &Instruction, p: &Problem, d: &Matrix) -> ErrorReport 
                     let signed = err.to_f64_lossy();
                     let rel = (!exact.is_zero())
                         .then(|| (err.abs().to_f64_lossy() / exact.abs().to_f64_lossy()).abs());
-                    Some((signed.abs(), rel, signed))
+                    Some(ElementError {
+                        abs: signed.abs(),
+                        rel,
+                        signed,
+                    })
                 })
                 .collect()
         })
@@ -379,7 +390,7 @@ pub fn error_report(inst: &Instruction, p: &Problem, d: &Matrix) -> ErrorReport 
     for e in rows.into_iter().flatten() {
         match e {
             None => r.non_finite += 1,
-            Some((abs, rel, signed)) => {
+            Some(ElementError { abs, rel, signed }) => {
                 r.compared += 1;
                 r.max_abs = r.max_abs.max(abs);
                 sum_abs += abs;
