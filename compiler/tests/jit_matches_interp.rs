@@ -342,6 +342,86 @@ fn wide_sums_near_cancellation() {
     assert!(checked > 0, "no wide exact sum was compiled");
 }
 
+/// Exact sums of bf16 products (526 bits and more: the multi-limb accumulator) over the
+/// whole exponent range of bf16: products that cancel exactly at any exponent (so tiny
+/// products or c decide the result), c cancelling a product, c far above or below every
+/// product, overflow to infinity and subnormal results.
+#[test]
+fn bf16_exact_sums_over_the_whole_exponent_range() {
+    let mut names = vec![];
+    for path in spec_files() {
+        let Some(spec) = load(&path) else { continue };
+        let compiled = jit::compile(&spec).expect("the backend starts");
+        let mut seen = HashSet::new();
+        for inst in &spec.instructions {
+            let exact_sum = matches!(&inst.pipeline, Pipeline::Fused(f)
+                if f.nodes.last().is_some_and(|n| n.width_bits > 500));
+            if !exact_sum || inst.a.name != "bf16" || inst.c.name != "f32" {
+                continue;
+            }
+            let kernel = compiled
+                .kernel(&inst.name)
+                .unwrap_or_else(|e| panic!("{}: not compiled: {e}", path.display()));
+            if !seen.insert((inst.k(), format!("{:?}", inst.pipeline))) {
+                continue;
+            }
+            names.push(inst.name.clone());
+            let k = inst.k();
+            let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ k as u64;
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            // a finite bf16 with any exponent field (subnormals included)
+            let any_bf16 = |r: u64| (r & 0x807f) | ((r >> 16) % 255) << 7;
+            for case in 0..20_000u32 {
+                let mut a: Vec<u64> = (0..k).map(|_| any_bf16(next())).collect();
+                let mut b: Vec<u64> = (0..k).map(|_| any_bf16(next())).collect();
+                if case % 2 == 0 {
+                    // pairs of products that cancel exactly; some pairs left unpaired
+                    for i in (0..k.saturating_sub(1)).step_by(2) {
+                        if next() % 4 != 0 {
+                            a[i + 1] = a[i] ^ 0x8000;
+                            b[i + 1] = b[i];
+                        }
+                    }
+                }
+                let val = |r: u64| f32::from_bits((r as u32) << 16) as f64;
+                let prods: Vec<f64> = (0..k).map(|i| val(a[i]) * val(b[i])).collect();
+                let c = match case % 5 {
+                    // cancels one product (exactly where f32 holds it)
+                    0 => (-(prods[(next() % k as u64) as usize] as f32)).to_bits() as u64,
+                    // far above or far below the products
+                    1 => ((next() % 30 + 224) << 23) | (next() & 0x807f_ffff),
+                    2 => ((next() % 30) << 23) | (next() & 0x807f_ffff),
+                    // zeros of either sign
+                    3 => next() & 0x8000_0000,
+                    // any finite f32
+                    _ => ((next() % 255) << 23) | (next() & 0x807f_ffff),
+                } & 0xffff_ffff;
+                let ops = Operands {
+                    c,
+                    a: &a,
+                    b: &b,
+                    sa: &[],
+                    sb: &[],
+                };
+                let want = interp::run(inst, &ops).unwrap();
+                let got = kernel.dot(&ops).unwrap();
+                assert!(
+                    same(inst, want, got),
+                    "{}: c={c:x} a={a:x?} b={b:x?}: interp {want:x}, jit {got:x}",
+                    inst.name
+                );
+            }
+        }
+    }
+    // CDNA1's E-FDPA (L = 2) and the Kulisch k16 sum at least
+    assert!(names.len() >= 2, "bf16 exact sums compiled: {names:?}");
+}
+
 /// What the JIT cannot compute exactly is refused with a reason, not miscompiled.
 #[test]
 fn wide_products_are_refused() {

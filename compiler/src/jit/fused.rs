@@ -18,7 +18,10 @@ use crate::exact::Rounding;
 use crate::format::{FloatFormat, Format, Specials};
 use crate::ir::*;
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{BlockArg, InstBuilder, Type, Value, types};
+use cranelift_codegen::ir::{
+    BlockArg, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind, Type, Value,
+    types,
+};
 
 /// Headroom the rounding helpers need above the checker's width (sign, a rounding carry,
 /// and the `|x| < 2^(w-2)` bound of [`Em::round_right`]).
@@ -34,10 +37,71 @@ pub(crate) struct Plan {
     node_grid: Vec<Option<i64>>,
     /// The last alignment is a wide exact sum: narrow part plus c in a sticky window.
     wide: bool,
+    /// The last alignment is an exact sum too wide for any window: a multi-limb
+    /// accumulator ([`limb_sum`]).
+    limbs: Option<LimbPlan>,
     /// Every exponent a term can take fits the packed layout of [`packed_node`].
     pack_ok: bool,
     /// The lowest grid of an (unscaled-group) product sum.
     product_min_grid: i64,
+}
+
+/// A multi-limb fixed-point accumulator for the last alignment: `digits` limbs of 32-bit
+/// digits (held in i64 so that signed digit additions never carry) whose lowest bit has
+/// the value `2^lsb`.
+pub(crate) struct LimbPlan {
+    lsb: i64,
+    digits: usize,
+}
+
+/// The most limbs a multi-limb accumulator may have (8192 bits).
+const MAX_LIMBS: usize = 256;
+
+/// Check that the last alignment `n` is an exact sum the multi-limb accumulator computes:
+/// only products and c, all exact, and roundings that keep at most 62 fraction bits (the
+/// window taken from the accumulator keeps at least 65 bits and a sticky bit below them).
+fn limb_plan(
+    inst: &Instruction,
+    f: &Fused,
+    n: &AlignNode,
+    products: u64,
+    prod_top: i64,
+    product_lsb: i64,
+    c_min_grid: i64,
+) -> Result<LimbPlan, String> {
+    let plain = n.terms.iter().all(|t| {
+        matches!(t.source, TermSource::Products(_) | TermSource::C)
+            && t.keep.is_none()
+            && t.drop_below.is_none()
+    });
+    if !plain || f.grouping.is_some() {
+        return Err(format!(
+            "an exact sum needs a {}-bit accumulator; the JIT's multi-limb accumulator takes \
+             only exact products and c",
+            n.width_bits
+        ));
+    }
+    if f.normalize.iter().any(|s| s.fraction_bits > 62) {
+        return Err("a normalisation keeps more than 62 fraction bits of a multi-limb sum".into());
+    }
+    let c = float(&inst.c, "c")?;
+    let d = float(&inst.d, "d")?;
+    // c is c's format in the first chained step and d's in the others
+    let c_top = c.max_exponent().max(d.max_exponent()) as i64 + 1;
+    let lsb = product_lsb.min(c_min_grid);
+    let top = prod_top.max(c_top);
+    // the value's bits, a sign, growth by the number of terms, and three digits that a
+    // term at the top can touch
+    let bits = (top - lsb).max(0) + clog2(products + 1) as i64 + 2;
+    let digits = (bits / 32) as usize + 1 + 3;
+    if digits > MAX_LIMBS {
+        return Err(format!(
+            "an exact sum needs {} bits; the JIT's multi-limb accumulator holds up to {}",
+            bits,
+            MAX_LIMBS * 32 - 128
+        ));
+    }
+    Ok(LimbPlan { lsb, digits })
 }
 
 fn float<'a>(f: &'a Format, role: &str) -> Result<&'a FloatFormat, String> {
@@ -128,6 +192,7 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused) -> Result<Plan, String> {
         };
     let mut node_grid: Vec<Option<i64>> = vec![];
     let mut wide = false;
+    let mut limbs: Option<LimbPlan> = None;
     // value bounds of the narrow sources: lowest grid and an exclusive top exponent
     let max_exp = |x: &FloatFormat| x.max_exponent() as i64;
     let mut prod_top = max_exp(&a) + max_exp(&b) + 2;
@@ -213,13 +278,21 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused) -> Result<Plan, String> {
             };
             let narrow = (top - lsb).max(0) + clog2(narrow_count.max(1)) as i64 + 3;
             if narrow > 118 {
-                return Err(format!(
-                    "an exact sum needs a {}-bit accumulator and its products alone {narrow} bits; \
-                     the JIT computes up to 128",
-                    n.width_bits
-                ));
+                // too wide for an i128 as well: a multi-limb accumulator, if the sum is
+                // one of plain products and c
+                limbs = Some(limb_plan(
+                    inst,
+                    f,
+                    n,
+                    narrow_count,
+                    prod_top,
+                    lsb,
+                    c_min_grid,
+                )?);
+                node_grid[ni] = Some(limbs.as_ref().map_or(lsb, |l| l.lsb));
+            } else {
+                wide = true;
             }
-            wide = true;
             need = need.max(128);
         } else {
             need = need.max((n.width_bits + HEADROOM) as u64);
@@ -243,6 +316,7 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused) -> Result<Plan, String> {
     Ok(Plan {
         w,
         wide,
+        limbs,
         pack_ok,
         a,
         b,
@@ -327,8 +401,16 @@ pub(crate) fn emit(
 ) -> Value {
     let mut c = c;
     let mut c_format = &inst.c;
+    // one accumulator for every chained step
+    let slot = p.limbs.as_ref().map(|l| {
+        em.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            ((l.digits + 2) * 8) as u32,
+            3,
+        ))
+    });
     for start in (0..inst.k()).step_by(f.chain as usize) {
-        c = emit_step(em, inst, f, p, c_format, c, ptrs, start);
+        c = emit_step(em, inst, f, p, c_format, c, ptrs, start, slot);
         c_format = &inst.d;
     }
     c
@@ -386,9 +468,21 @@ fn emit_step(
     c_raw: Value,
     ptrs: &Ptrs,
     start: usize,
+    slot: Option<StackSlot>,
 ) -> Value {
     let mut special: Option<Value> = None;
-    let r = finite_step(em, inst, f, p, c_format, c_raw, ptrs, start, &mut special);
+    let r = finite_step(
+        em,
+        inst,
+        f,
+        p,
+        c_format,
+        c_raw,
+        ptrs,
+        start,
+        slot,
+        &mut special,
+    );
     let Some(any) = special else {
         return r;
     };
@@ -623,6 +717,131 @@ fn window_sum(em: &mut Em, p: Value, gp: Value, c: Value, gc: Value) -> (Value, 
     let sc = em.b.ins().isub(g, gc);
     let c2 = jam_shift(em, c, sc);
     (em.b.ins().iadd(p2, c2), g)
+}
+
+/// The exact sum of the base terms `items` (products and c, each `sig * 2^grid`) in the
+/// multi-limb accumulator `slot`, returned as `s * 2^g` (an i128 `s` and an i64 `g`) exact
+/// as far as any rounding keeping at most 62 fraction bits can tell.
+///
+/// Each term is shifted by its grid's offset within a 32-bit digit and added, signed, to
+/// the two or three digits it covers (limbs are i64, so no addition carries: every limb
+/// takes at most 4097 values below 2^32 in magnitude). Then one pass propagates the carries
+/// (leaving 32-bit digits and the sign), a second negates a negative sum into its
+/// magnitude, and a third finds the leading nonzero digit. The result is that digit and
+/// the two below it (at least 65 significant bits) with every lower bit ORed into the
+/// window's lowest bit: below any rounding point a normalisation can choose, it keeps the
+/// sum inside the same interval between rounding points, and exact sums exact.
+///
+/// Terms of special inputs have meaningless grids; their digit index is clamped into the
+/// accumulator, so they never address outside it (the special path discards the sum).
+fn limb_sum(
+    em: &mut Em,
+    items: &[(TermV, &AlignTerm)],
+    lp: &LimbPlan,
+    slot: StackSlot,
+) -> (Value, Value) {
+    let n = lp.digits;
+    let flags = MemFlagsData::trusted();
+    let base = em.b.ins().stack_addr(types::I64, slot, 0);
+    let zero = em.i64c(0);
+    for j in 0..n + 2 {
+        em.b.ins().store(flags, zero, base, (j * 8) as i32);
+    }
+    let add = |em: &mut Em, at: Value, off: i32, v: Value| {
+        let old = em.b.ins().load(types::I64, flags, at, off);
+        let new = em.b.ins().iadd(old, v);
+        em.b.ins().store(flags, new, at, off);
+    };
+    let max_j = em.i64c(n as i64 - 3);
+    for (t, _) in items {
+        let sig = t
+            .sig
+            .expect("planned: the terms of a multi-limb sum are products and c");
+        let grid = t.grid(em);
+        let pos = em.b.ins().iadd_imm_s(grid, -lp.lsb);
+        let j = em.b.ins().ushr_imm_s(pos, 5);
+        let j = em.b.ins().umin(j, max_j);
+        let o = em.b.ins().band_imm_s(pos, 31);
+        let off = em.b.ins().ishl_imm_s(j, 3);
+        let at = em.b.ins().iadd(base, off);
+        if t.sig_bits <= 32 {
+            // sig < 2^32: the shifted magnitude is below 2^63
+            let v = em.b.ins().ishl(sig, o);
+            let nv = em.b.ins().ineg(v);
+            let v = em.sel(t.neg, nv, v);
+            let lo = em.b.ins().band_imm_s(v, 0xffff_ffff);
+            let hi = em.b.ins().sshr_imm_s(v, 32);
+            add(em, at, 0, lo);
+            add(em, at, 8, hi);
+        } else {
+            let w = em.b.ins().uextend(types::I128, sig);
+            let v = em.b.ins().ishl(w, o);
+            let nv = em.b.ins().ineg(v);
+            let v = em.sel(t.neg, nv, v);
+            let (lo, hi) = em.b.ins().isplit(v);
+            let d0 = em.b.ins().band_imm_s(lo, 0xffff_ffff);
+            let d1 = em.b.ins().ushr_imm_s(lo, 32);
+            add(em, at, 0, d0);
+            add(em, at, 8, d1);
+            add(em, at, 16, hi);
+        }
+    }
+    // carries: 32-bit digits and the sign
+    let mut carry = zero;
+    let mut digits = Vec::with_capacity(n);
+    for j in 0..n {
+        let l = em.b.ins().load(types::I64, flags, base, (j * 8) as i32);
+        let t = em.b.ins().iadd(l, carry);
+        digits.push(em.b.ins().band_imm_s(t, 0xffff_ffff));
+        carry = em.b.ins().sshr_imm_s(t, 32);
+    }
+    let neg = em.icmp_imm(IntCC::SignedLessThan, carry, 0);
+    // the magnitude: complement and add one where negative; stored two digits up, above
+    // two zero digits, for the window's loads
+    let ones = em.i64c(0xffff_ffff);
+    let flip = em.sel(neg, ones, zero);
+    let mut c = em.b.ins().uextend(types::I64, neg);
+    let mut mag = Vec::with_capacity(n);
+    for (j, &dj) in digits.iter().enumerate() {
+        let x = em.b.ins().bxor(dj, flip);
+        let t = em.b.ins().iadd(x, c);
+        let m = em.b.ins().band_imm_s(t, 0xffff_ffff);
+        c = em.b.ins().ushr_imm_s(t, 32);
+        em.b.ins().store(flags, m, base, ((j + 2) * 8) as i32);
+        mag.push(m);
+    }
+    em.b.ins().store(flags, zero, base, 0);
+    em.b.ins().store(flags, zero, base, 8);
+    // the leading digit, and the OR of every digit more than two below it
+    let mut hi = zero;
+    let mut sticky = zero;
+    let mut below = vec![zero];
+    for (j, &m) in mag.iter().enumerate() {
+        let prev = *below.last().expect("non-empty");
+        below.push(em.b.ins().bor(prev, m));
+        let nz = em.icmp_imm(IntCC::NotEqual, m, 0);
+        let jc = em.i64c(j as i64);
+        hi = em.sel(nz, jc, hi);
+        let s = below[j.saturating_sub(2)];
+        sticky = em.sel(nz, s, sticky);
+    }
+    let off = em.b.ins().ishl_imm_s(hi, 3);
+    let at = em.b.ins().iadd(base, off);
+    let w0 = em.b.ins().load(types::I64, flags, at, 0);
+    let w1 = em.b.ins().load(types::I64, flags, at, 8);
+    let w2 = em.b.ins().load(types::I64, flags, at, 16);
+    let w1 = em.b.ins().ishl_imm_s(w1, 32);
+    let low = em.b.ins().bor(w1, w0);
+    let st = em.icmp_imm(IntCC::NotEqual, sticky, 0);
+    let st = em.b.ins().uextend(types::I64, st);
+    let low = em.b.ins().bor(low, st);
+    let win = em.b.ins().iconcat(low, w2);
+    let nwin = em.b.ins().ineg(win);
+    let s = em.sel(neg, nwin, win);
+    // the window's lowest digit is digit hi - 2
+    let g = em.b.ins().ishl_imm_s(hi, 5);
+    let g = em.b.ins().iadd_imm_s(g, lp.lsb - 64);
+    (s, g)
 }
 
 /// `x * 2^-s`: an exact left shift for `s <= 0`, else a right shift of the magnitude with
@@ -941,6 +1160,7 @@ fn finite_step(
     c_raw: Value,
     ptrs: &Ptrs,
     start: usize,
+    slot: Option<StackSlot>,
     special: &mut Option<Value>,
 ) -> Value {
     let cond = f.conditioning;
@@ -1226,6 +1446,27 @@ fn finite_step(
         }
         for (t, _) in &items {
             or_flag(em, special, t.special);
+        }
+        if let (Some(lp), Some(slot)) = (&p.limbs, slot)
+            && ni + 1 == f.nodes.len()
+        {
+            let (sum, g) = limb_sum(em, &items, lp, slot);
+            let zero = em.icmp_imm(IntCC::Equal, sum, 0);
+            node_terms.push(TermV {
+                neg: f0,
+                sig: None,
+                x: Some(sum),
+                d: 0,
+                exp: g,
+                natural_exp: g,
+                present: None,
+                zero,
+                node: true,
+                sig_bits: 0,
+                special: None,
+                sign40: None,
+            });
+            continue;
         }
         // reference exponent
         let (r, any) = match node.reference {
