@@ -422,6 +422,78 @@ fn bf16_exact_sums_over_the_whole_exponent_range() {
     assert!(names.len() >= 2, "bf16 exact sums compiled: {names:?}");
 }
 
+/// T-FDPA kernels that align in f64x2 lanes (Hopper f16, bf16, tf32): zero products that
+/// take e_zero under a tiny c, products of subnormals, negative terms truncated toward
+/// zero, c far above the products, and one NaN or infinity in each lane position.
+#[test]
+fn simd_t_fdpa_edges() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/hopper.mma");
+    let spec = load(&path).expect("hopper spec");
+    let compiled = jit::compile(&spec).expect("compiles");
+    for name in [
+        "mma.m16n8k16.f32.f16.f16.f32",
+        "mma.m16n8k16.f32.bf16.bf16.f32",
+        "mma.m16n8k8.f32.tf32.tf32.f32",
+    ] {
+        let inst = spec.instruction(name).expect("instruction");
+        let kernel = compiled.kernel(name).expect("kernel");
+        let fa = inst.a.as_float().expect("float");
+        let (m, e, ign) = (fa.mantissa_bits, fa.exponent_bits, fa.ignored_low_bits);
+        let sign = 1u64 << (m + e + ign);
+        let emask = (1u64 << e) - 1;
+        let code = |ef: u64, man: u64| ((ef << m) | man) << ign;
+        let k = inst.k();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for case in 0..6000u32 {
+            let el = |r: u64| {
+                let man = r & ((1 << m) - 1);
+                let s = if r >> 63 == 1 { sign } else { 0 };
+                s | match case % 6 {
+                    // zeros: every product zero, c decides
+                    0 => 0,
+                    // subnormals and the smallest normals
+                    1 => code((r >> 32) % 2, man),
+                    // anywhere
+                    _ => code((r >> 32) % emask, man),
+                }
+            };
+            let mut a: Vec<u64> = (0..k).map(|_| el(next())).collect();
+            let b: Vec<u64> = (0..k).map(|_| el(next())).collect();
+            if case % 6 == 5 {
+                // a NaN or an infinity in one lane position
+                let i = (next() % k as u64) as usize;
+                a[i] = code(emask, next() % 2) | ((next() & 1) * sign);
+            }
+            let c = match case % 4 {
+                // tiny: subnormal or near the smallest normal f32
+                0 => (next() % (3 << 23)) | (next() & 0x8000_0000),
+                // far above the products
+                1 => (((next() % 40) + 200) << 23) | (next() & 0x807f_ffff),
+                _ => next() & 0xffff_ffff,
+            };
+            let ops = Operands {
+                c,
+                a: &a,
+                b: &b,
+                sa: &[],
+                sb: &[],
+            };
+            let want = interp::run(inst, &ops).unwrap();
+            let got = kernel.dot(&ops).unwrap();
+            assert!(
+                same(inst, want, got),
+                "{name}: c={c:x} a={a:x?} b={b:x?}: interp {want:x}, jit {got:x}"
+            );
+        }
+    }
+}
+
 /// What the JIT cannot compute exactly is refused with a reason, not miscompiled.
 #[test]
 fn wide_products_are_refused() {

@@ -44,6 +44,8 @@ pub(crate) struct Plan {
     pack_ok: bool,
     /// The lowest grid of an (unscaled-group) product sum.
     product_min_grid: i64,
+    /// T-FDPA lowered four products per SIMD instruction ([`simd_node`]), keeping this F.
+    simd: Option<i64>,
 }
 
 /// A multi-limb fixed-point accumulator for the last alignment: `digits` limbs of 32-bit
@@ -313,7 +315,9 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused) -> Result<Plan, String> {
     };
     let zx = f.zero_exponent;
     let pack_ok = small(zx.products) && small(zx.c) && small(zx.groups);
+    let simd = simd_plan(inst, f, &a, &b, c, d);
     Ok(Plan {
+        simd,
         w,
         wide,
         limbs,
@@ -1040,6 +1044,323 @@ fn packed_node(
     Some((term, flag))
 }
 
+/// Does the fused pipeline have the form [`simd_node`] computes? Then its F.
+///
+/// One alignment of all products and c to their largest exponent, each truncated to F
+/// fraction bits; IEEE-style inputs whose codes fit 32 bits and whose exact products fit
+/// 31 bits (f16, bf16, tf32, e5m2); and every power of two the kernel forms, and every
+/// scaled term, a normal f64, with the sum of the truncated terms exact in f64.
+fn simd_plan(
+    inst: &Instruction,
+    f: &Fused,
+    a: &FloatFormat,
+    b: &FloatFormat,
+    c: &FloatFormat,
+    d: &FloatFormat,
+) -> Option<i64> {
+    let cond = f.conditioning;
+    if f.nodes.len() != 1
+        || f.scaled_products
+        || f.grouping.is_some()
+        || f.product_overflow.is_some()
+        || cond.flush_a
+        || cond.flush_b
+        || !f.chain.is_multiple_of(4)
+        || inst.scale.is_some()
+    {
+        return None;
+    }
+    let n = &f.nodes[0];
+    if n.reference != Reference::MaxExponent || n.terms.len() != 2 {
+        return None;
+    }
+    let mut keep = None;
+    let (mut products, mut has_c) = (false, false);
+    for t in &n.terms {
+        match (t.keep, t.drop_below) {
+            (Some((fb, Rounding::TowardZero)), None) if keep.is_none_or(|k| k == fb) => {
+                keep = Some(fb)
+            }
+            _ => return None,
+        }
+        match t.source {
+            TermSource::Products(ProductsPart::All) => products = true,
+            TermSource::C => has_c = true,
+            _ => return None,
+        }
+    }
+    let big_f = keep? as i64;
+    let ok = |x: &FloatFormat| {
+        x.specials == Specials::Ieee
+            && x.subnormals
+            && x.signed
+            && x.storage_bits <= 32
+            && x.ignored_low_bits + x.code_bits() <= 32
+    };
+    if !(products && has_c && ok(a) && ok(b)) || a.mantissa_bits + b.mantissa_bits + 2 > 31 {
+        return None;
+    }
+    // c's significand converts to f64 exactly; the sum stays below 2^52
+    if c.mantissa_bits.max(d.mantissa_bits) > 52
+        || big_f + 2 + clog2(f.chain as u64 + 1) as i64 > 52
+    {
+        return None;
+    }
+    let ez_p = match f.zero_exponent.products {
+        ZeroExponent::Natural => None,
+        ZeroExponent::Fixed(e) => Some(e as i64),
+        ZeroExponent::Never => return None,
+    };
+    let fr = (a.mantissa_bits + b.mantissa_bits) as i64;
+    let e_lo = (a.min_exponent() + b.min_exponent()) as i64;
+    // special codes decode one above the largest exponent
+    let e_hi = (a.max_exponent() + b.max_exponent()) as i64 + 2;
+    let c_lo = c.min_exponent().min(d.min_exponent()) as i64;
+    let c_hi = c.max_exponent().max(d.max_exponent()) as i64 + 1;
+    let r_lo = e_lo.min(ez_p.unwrap_or(e_lo));
+    let r_hi = e_hi.max(c_hi).max(match f.zero_exponent.c {
+        ZeroExponent::Fixed(e) => e as i64,
+        _ => c_hi,
+    });
+    let (mc_lo, mc_hi) = (
+        c.mantissa_bits.min(d.mantissa_bits) as i64,
+        c.mantissa_bits.max(d.mantissa_bits) as i64,
+    );
+    let powers = [
+        e_lo - fr + big_f - r_hi,
+        e_hi - fr + big_f - r_lo,
+        c_lo - mc_hi + big_f - r_hi,
+        c_hi - mc_lo + big_f - r_lo,
+    ];
+    powers
+        .iter()
+        .all(|q| (-1000..=1000).contains(q))
+        .then_some(big_f)
+}
+
+/// A 16-byte shuffle immediate.
+fn shuffle_mask(em: &mut Em, bytes: [u8; 16]) -> cranelift_codegen::ir::Immediate {
+    em.b.func
+        .dfg
+        .immediates
+        .push(cranelift_codegen::ir::ConstantData::from(bytes.to_vec()))
+}
+
+fn splat32(em: &mut Em, v: i64) -> Value {
+    let x = em.b.ins().iconst(types::I32, v);
+    em.b.ins().splat(types::I32X4, x)
+}
+
+/// Lanes 2 and 3 of an i32x4 moved to lanes 0 and 1.
+fn high_half(em: &mut Em, x: Value, mask: cranelift_codegen::ir::Immediate) -> Value {
+    let le = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
+    let x8 = em.b.ins().bitcast(types::I8X16, le, x);
+    let s = em.b.ins().shuffle(x8, x8, mask);
+    em.b.ins().bitcast(types::I32X4, le, s)
+}
+
+/// The T-FDPA node of [`simd_plan`], four products per SIMD instruction: each i32 lane
+/// decodes one element of a and b (significand, exponent with subnormals, NaN/Inf
+/// flag), multiplies the significands exactly and adds the exponents; the largest
+/// exponent r (zero products taking e_zero) comes from a lane-wise max. Each term's kept
+/// value `trunc(sig * 2^(e - fr + F - r))` is then one f64 multiply by a power of two
+/// built from the exponent's bits (exact: both are normal f64 and sig has at most 31
+/// bits) and one truncation, and the sum of the truncated terms, integers below 2^52, is
+/// exact in f64. This is the integer alignment of [`packed_node`], computed in f64x2.
+#[allow(clippy::too_many_arguments)]
+fn simd_node(
+    em: &mut Em,
+    f: &Fused,
+    p: &Plan,
+    big_f: i64,
+    c_term: &TermV,
+    ptrs: &Ptrs,
+    start: usize,
+    special: &mut Option<Value>,
+) -> TermV {
+    let l = f.chain as usize;
+    let (fa, fb) = (&p.a, &p.b);
+    let le = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
+    let vload = MemFlagsData::new()
+        .with_notrap()
+        .with_readonly()
+        .with_can_move();
+    let low32 = shuffle_mask(
+        em,
+        [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27],
+    );
+    let hi_mask = shuffle_mask(
+        em,
+        [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
+    );
+    // the low 32 bits of elements k..k+4
+    let load4 = |em: &mut Em, ptr: Value, k: usize| {
+        let x = em.b.ins().load(types::I64X2, vload, ptr, (k * 8) as i32);
+        let y =
+            em.b.ins()
+                .load(types::I64X2, vload, ptr, (k * 8 + 16) as i32);
+        let x8 = em.b.ins().bitcast(types::I8X16, le, x);
+        let y8 = em.b.ins().bitcast(types::I8X16, le, y);
+        let s = em.b.ins().shuffle(x8, y8, low32);
+        em.b.ins().bitcast(types::I32X4, le, s)
+    };
+    // (significand, biased exponent max(field, 1), NaN/Inf mask)
+    let decode = |em: &mut Em, x: &FloatFormat, raw: Value| {
+        let (m, e) = (x.mantissa_bits as i64, x.exponent_bits as i64);
+        let code = if x.ignored_low_bits > 0 {
+            em.b.ins().ushr_imm_s(raw, x.ignored_low_bits as i64)
+        } else {
+            raw
+        };
+        let mm = splat32(em, (1i64 << m) - 1);
+        let man = em.b.ins().band(code, mm);
+        let ef = em.b.ins().ushr_imm_s(code, m);
+        let emask = splat32(em, (1i64 << e) - 1);
+        let ef = em.b.ins().band(ef, emask);
+        let zero = splat32(em, 0);
+        let sub = em.b.ins().icmp(IntCC::Equal, ef, zero);
+        let ex = em.b.ins().isub(ef, sub);
+        let one = splat32(em, 1i64 << m);
+        let implicit = em.b.ins().band_not(one, sub);
+        let sig = em.b.ins().bor(man, implicit);
+        let sp = em.b.ins().icmp(IntCC::Equal, ef, emask);
+        (sig, ex, sp)
+    };
+    let sign_mask = |em: &mut Em, x: Value, pos: i64| {
+        let y = em.b.ins().ishl_imm_s(x, 31 - pos);
+        em.b.ins().sshr_imm_s(y, 31)
+    };
+    let pos = |x: &FloatFormat| (x.ignored_low_bits + x.exponent_bits + x.mantissa_bits) as i64;
+    let bias = (fa.bias + fb.bias) as i64;
+    let ez = match f.zero_exponent.products {
+        ZeroExponent::Fixed(e) => Some(splat32(em, e as i64 + bias)),
+        _ => None,
+    };
+    let mut groups = Vec::with_capacity(l / 4);
+    let mut maxv: Option<Value> = None;
+    let mut spec: Option<Value> = None;
+    for g in 0..l / 4 {
+        let ra = load4(em, ptrs.a, start + 4 * g);
+        let rb = load4(em, ptrs.b, start + 4 * g);
+        let (sa, ea, pa) = decode(em, fa, ra);
+        let (sb, eb, pb) = decode(em, fb, rb);
+        let sig = em.b.ins().imul(sa, sb);
+        let e = em.b.ins().iadd(ea, eb);
+        let e_max = match ez {
+            Some(z) => {
+                let zero = splat32(em, 0);
+                let is0 = em.b.ins().icmp(IntCC::Equal, sig, zero);
+                em.b.ins().bitselect(is0, z, e)
+            }
+            None => e,
+        };
+        maxv = Some(match maxv {
+            None => e_max,
+            Some(m) => em.b.ins().smax(m, e_max),
+        });
+        let sp = em.b.ins().bor(pa, pb);
+        spec = Some(match spec {
+            None => sp,
+            Some(s) => em.b.ins().bor(s, sp),
+        });
+        let neg = if pos(fa) == pos(fb) {
+            let x = em.b.ins().bxor(ra, rb);
+            sign_mask(em, x, pos(fa))
+        } else {
+            let na = sign_mask(em, ra, pos(fa));
+            let nb = sign_mask(em, rb, pos(fb));
+            em.b.ins().bxor(na, nb)
+        };
+        let x = em.b.ins().bxor(sig, neg);
+        let signed = em.b.ins().isub(x, neg);
+        groups.push((signed, e));
+    }
+    let spec = spec.expect("planned: at least four products");
+    let any = em.b.ins().vany_true(spec);
+    or_flag(em, special, Some(any));
+    or_flag(em, special, c_term.special);
+    // the largest exponent
+    let maxv = maxv.expect("planned: at least four products");
+    let mut r32: Option<Value> = None;
+    for lane in 0..4u8 {
+        let x = em.b.ins().extractlane(maxv, lane);
+        r32 = Some(match r32 {
+            None => x,
+            Some(r) => em.b.ins().smax(r, x),
+        });
+    }
+    let r = em.b.ins().sextend(types::I64, r32.expect("four lanes"));
+    let r = em.b.ins().iadd_imm_s(r, -bias);
+    let ce = match c_term.present {
+        None => c_term.exp,
+        Some(pr) => {
+            let floor = em.i64c(i64::MIN / 4);
+            em.sel(pr, c_term.exp, floor)
+        }
+    };
+    let r = em.b.ins().smax(r, ce);
+    // terms: trunc(sig * 2^(e - bias - fr + F - r)), the power's f64 exponent field
+    // e + (F - fr - bias + 1023) - r
+    let fr = (fa.mantissa_bits + fb.mantissa_bits) as i64;
+    let k = em.i64c(big_f - fr - bias + 1023);
+    let kr = em.b.ins().isub(k, r);
+    let kr = em.b.ins().ireduce(types::I32, kr);
+    let krv = em.b.ins().splat(types::I32X4, kr);
+    let mut terms = Vec::with_capacity(l / 2);
+    for (signed, e) in groups {
+        let pw = em.b.ins().iadd(e, krv);
+        let pw_hi = high_half(em, pw, hi_mask);
+        let s_hi = high_half(em, signed, hi_mask);
+        for (pw, s) in [(pw, signed), (pw_hi, s_hi)] {
+            let w = em.b.ins().swiden_low(pw);
+            let w = em.b.ins().ishl_imm_s(w, 52);
+            let scale = em.b.ins().bitcast(types::F64X2, le, w);
+            let sw = em.b.ins().swiden_low(s);
+            let v = em.b.ins().fcvt_from_sint(types::F64X2, sw);
+            let v = em.b.ins().fmul(v, scale);
+            terms.push(em.b.ins().trunc(v));
+        }
+    }
+    let acc = tree(em, terms, |em, x, y| em.b.ins().fadd(x, y));
+    let s0 = em.b.ins().extractlane(acc, 0u8);
+    let s1 = em.b.ins().extractlane(acc, 1u8);
+    let sum = em.b.ins().fadd(s0, s1);
+    // c, the same way in scalar
+    let csig = c_term.sig.expect("c is a base term");
+    let cneg = em.b.ins().ineg(csig);
+    let cs = em.sel(c_term.neg, cneg, csig);
+    let cv = em.b.ins().fcvt_from_sint(types::F64, cs);
+    let q =
+        em.b.ins()
+            .iadd_imm_s(c_term.natural_exp, big_f - c_term.d + 1023);
+    let q = em.b.ins().isub(q, r);
+    let q = em.b.ins().ishl_imm_s(q, 52);
+    let cscale = em.b.ins().bitcast(types::F64, MemFlagsData::new(), q);
+    let cv = em.b.ins().fmul(cv, cscale);
+    let cv = em.b.ins().trunc(cv);
+    let sum = em.b.ins().fadd(sum, cv);
+    // an integer below 2^52 for finite inputs; special inputs leave any value, and the
+    // saturating conversion never traps
+    let sum = em.b.ins().fcvt_to_sint_sat(types::I64, sum);
+    let sum = em.widen(sum);
+    let zero = em.icmp_imm(IntCC::Equal, sum, 0);
+    let no_sign = em.boolc(false);
+    TermV {
+        neg: no_sign,
+        sig: None,
+        x: Some(sum),
+        d: big_f,
+        exp: r,
+        natural_exp: r,
+        present: None,
+        zero,
+        node: true,
+        sig_bits: 0,
+        special: None,
+        sign40: None,
+    }
+}
+
 /// Combine values pairwise (a balanced tree: short dependency chains). `items` is
 /// non-empty.
 fn tree(em: &mut Em, mut items: Vec<Value>, op: impl Fn(&mut Em, Value, Value) -> Value) -> Value {
@@ -1233,7 +1554,8 @@ fn finite_step(
 
     // products
     let mut product_terms: Vec<TermV> = Vec::with_capacity(l);
-    for k in 0..if value_tabs.is_some() { 0 } else { l } {
+    let scalar_products = value_tabs.is_none() && p.simd.is_none();
+    for k in 0..if scalar_products { l } else { 0 } {
         let mut flag = None;
         let ra = em.load(ptrs.a, start + k);
         let rb = em.load(ptrs.b, start + k);
@@ -1412,7 +1734,11 @@ fn finite_step(
 
     // alignment nodes
     let mut node_terms: Vec<TermV> = vec![];
-    for (ni, node) in f.nodes.iter().enumerate() {
+    if let Some(fk) = p.simd {
+        let t = simd_node(em, f, p, fk, &c_term, ptrs, start, special);
+        node_terms.push(t);
+    }
+    for (ni, node) in f.nodes.iter().enumerate().skip(node_terms.len()) {
         let mut items: Vec<(TermV, &AlignTerm)> = vec![];
         for at in &node.terms {
             match at.source {
