@@ -422,19 +422,22 @@ fn bf16_exact_sums_over_the_whole_exponent_range() {
     assert!(names.len() >= 2, "bf16 exact sums compiled: {names:?}");
 }
 
-/// T-FDPA kernels that align in f64x2 lanes (Hopper f16, bf16, tf32): zero products that
+/// T-FDPA kernels that align in f64x2 lanes (Hopper f16, bf16, tf32, Ada e4m3 and e5m2):
+/// zero products that
 /// take e_zero under a tiny c, products of subnormals, negative terms truncated toward
 /// zero, c far above the products, and one NaN or infinity in each lane position.
 #[test]
 fn simd_t_fdpa_edges() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/hopper.mma");
-    let spec = load(&path).expect("hopper spec");
-    let compiled = jit::compile(&spec).expect("compiles");
-    for name in [
-        "mma.m16n8k16.f32.f16.f16.f32",
-        "mma.m16n8k16.f32.bf16.bf16.f32",
-        "mma.m16n8k8.f32.tf32.tf32.f32",
+    for (file, name) in [
+        ("hopper", "mma.m16n8k16.f32.f16.f16.f32"),
+        ("hopper", "mma.m16n8k16.f32.bf16.bf16.f32"),
+        ("hopper", "mma.m16n8k8.f32.tf32.tf32.f32"),
+        ("ada", "mma.m16n8k32.f32.e4m3.e4m3.f32"),
+        ("ada", "mma.m16n8k32.f32.e5m2.e5m2.f32"),
     ] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../specs/{file}.mma"));
+        let spec = load(&path).expect("spec");
+        let compiled = jit::compile(&spec).expect("compiles");
         let inst = spec.instruction(name).expect("instruction");
         let kernel = compiled.kernel(name).expect("kernel");
         let fa = inst.a.as_float().expect("float");
@@ -466,9 +469,11 @@ fn simd_t_fdpa_edges() {
             let mut a: Vec<u64> = (0..k).map(|_| el(next())).collect();
             let b: Vec<u64> = (0..k).map(|_| el(next())).collect();
             if case % 6 == 5 {
-                // a NaN or an infinity in one lane position
+                // a NaN (every format's all-ones code) or an infinity (IEEE formats) in
+                // one lane position
                 let i = (next() % k as u64) as usize;
-                a[i] = code(emask, next() % 2) | ((next() & 1) * sign);
+                let man = if next() % 2 == 0 { (1 << m) - 1 } else { 0 };
+                a[i] = code(emask, man) | ((next() & 1) * sign);
             }
             let c = match case % 4 {
                 // tiny: subnormal or near the smallest normal f32

@@ -1047,9 +1047,10 @@ fn packed_node(
 /// Does the fused pipeline have the form [`simd_node`] computes? Then its F.
 ///
 /// One alignment of all products and c to their largest exponent, each truncated to F
-/// fraction bits; IEEE-style inputs whose codes fit 32 bits and whose exact products fit
-/// 31 bits (f16, bf16, tf32, e5m2); and every power of two the kernel forms, and every
-/// scaled term, a normal f64, with the sum of the truncated terms exact in f64.
+/// fraction bits; signed inputs with subnormals whose codes fit 32 bits and whose exact
+/// products fit 31 bits (f16, bf16, tf32, FP8, FP6, FP4); and every power of two the
+/// kernel forms, and every scaled term, a normal f64, with the sum of the truncated terms
+/// exact in f64.
 fn simd_plan(
     inst: &Instruction,
     f: &Fused,
@@ -1091,11 +1092,7 @@ fn simd_plan(
     }
     let big_f = keep? as i64;
     let ok = |x: &FloatFormat| {
-        x.specials == Specials::Ieee
-            && x.subnormals
-            && x.signed
-            && x.storage_bits <= 32
-            && x.ignored_low_bits + x.code_bits() <= 32
+        x.subnormals && x.signed && x.storage_bits <= 32 && x.ignored_low_bits + x.code_bits() <= 32
     };
     if !(products && has_c && ok(a) && ok(b)) || a.mantissa_bits + b.mantissa_bits + 2 > 31 {
         return None;
@@ -1205,7 +1202,7 @@ fn simd_node(
         em.b.ins().bitcast(types::I32X4, le, s)
     };
     // (significand, biased exponent max(field, 1), NaN/Inf mask)
-    let decode = |em: &mut Em, x: &FloatFormat, raw: Value| {
+    let decode = |em: &mut Em, x: &FloatFormat, raw: Value| -> (Value, Value, Option<Value>) {
         let (m, e) = (x.mantissa_bits as i64, x.exponent_bits as i64);
         let code = if x.ignored_low_bits > 0 {
             em.b.ins().ushr_imm_s(raw, x.ignored_low_bits as i64)
@@ -1223,7 +1220,22 @@ fn simd_node(
         let one = splat32(em, 1i64 << m);
         let implicit = em.b.ins().band_not(one, sub);
         let sig = em.b.ins().bor(man, implicit);
-        let sp = em.b.ins().icmp(IntCC::Equal, ef, emask);
+        // the lane masks of `special_code`
+        let sp = match x.specials {
+            Specials::Ieee => Some(em.b.ins().icmp(IntCC::Equal, ef, emask)),
+            Specials::Fn => {
+                let all = splat32(em, (1i64 << (e + m)) - 1);
+                let v = em.b.ins().band(code, all);
+                Some(em.b.ins().icmp(IntCC::Equal, v, all))
+            }
+            Specials::Fnuz => {
+                let all = splat32(em, (1i64 << (e + m + 1)) - 1);
+                let v = em.b.ins().band(code, all);
+                let want = splat32(em, 1i64 << (e + m));
+                Some(em.b.ins().icmp(IntCC::Equal, v, want))
+            }
+            Specials::None => None,
+        };
         (sig, ex, sp)
     };
     let sign_mask = |em: &mut Em, x: Value, pos: i64| {
@@ -1258,11 +1270,12 @@ fn simd_node(
             None => e_max,
             Some(m) => em.b.ins().smax(m, e_max),
         });
-        let sp = em.b.ins().bor(pa, pb);
-        spec = Some(match spec {
-            None => sp,
-            Some(s) => em.b.ins().bor(s, sp),
-        });
+        for sp in [pa, pb].into_iter().flatten() {
+            spec = Some(match spec {
+                None => sp,
+                Some(s) => em.b.ins().bor(s, sp),
+            });
+        }
         let neg = if pos(fa) == pos(fb) {
             let x = em.b.ins().bxor(ra, rb);
             sign_mask(em, x, pos(fa))
@@ -1275,9 +1288,10 @@ fn simd_node(
         let signed = em.b.ins().isub(x, neg);
         groups.push((signed, e));
     }
-    let spec = spec.expect("planned: at least four products");
-    let any = em.b.ins().vany_true(spec);
-    or_flag(em, special, Some(any));
+    if let Some(spec) = spec {
+        let any = em.b.ins().vany_true(spec);
+        or_flag(em, special, Some(any));
+    }
     or_flag(em, special, c_term.special);
     // the largest exponent
     let maxv = maxv.expect("planned: at least four products");
