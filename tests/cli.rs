@@ -190,3 +190,21 @@ fn probe_prints_the_battery() {
     let bad = mmac(&["probe", "specs/volta.mma", "--instr", "nope"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn show_prints_a_resolved_spec_that_checks() {
+    let o = mmac(&[
+        "show",
+        "specs/hopper.mma",
+        "--instr",
+        "wgmma.m64n8k32.f32.e4m3.e4m3",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("align products keep 13 bits round toward_zero, c keep 13 bits round toward_zero to max exponent"), "{out}");
+    assert!(
+        out.contains("normalize to out precision 13 round toward_zero overflow inf"),
+        "{out}"
+    );
+    assert!(mmac_compiler::compile("shown.mma", &out).is_ok());
+}

@@ -2,7 +2,8 @@
 //!
 //! The pipeline, whole: source text -> [`parse::parse`] (pest, `grammar/mma.pest`) ->
 //! [`ast::File`] -> [`check::check`] -> [`ir::Spec`] -> [`interp::run`]. Formats and
-//! exact arithmetic live in [`format`] and [`exact`]; diagnostics in [`diagnostic`].
+//! exact arithmetic live in [`format`] and [`exact`]; diagnostics in [`diagnostic`]; the IR
+//! printer (checked IR back to `.mma` text) in [`printer`].
 
 pub mod ast;
 pub mod check;
@@ -13,6 +14,7 @@ pub mod interp;
 pub mod ir;
 pub mod jit;
 pub mod parse;
+pub mod printer;
 
 use diagnostic::Diagnostics;
 use std::sync::OnceLock;

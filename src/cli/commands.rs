@@ -51,6 +51,7 @@ pub fn dispatch(cmd: Command, color: bool) -> i32 {
             json,
         } => super::jit::bench(&file, &instr, engine, json, color),
         Command::Probe { file, instr } => probe(&file, instr.as_deref(), color),
+        Command::Show { file, instr } => show(&file, &instr, color),
         Command::Mma { args, c } => super::matrix::run(&args, Some(&c), None, true, color),
         Command::Gemm { args, c, threads } => {
             super::matrix::run(&args, c.as_deref(), threads, false, color)
@@ -115,6 +116,23 @@ fn list(file: &Path, markdown: bool, color: bool) -> i32 {
         }
     }
     EXIT_OK
+}
+
+fn show(file: &Path, name: &str, color: bool) -> i32 {
+    let s = match load(file, color) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    match instruction(&s, name) {
+        Ok(inst) => {
+            print!(
+                "{}",
+                mmac_compiler::printer::print_instruction(&s.spec.arch, inst)
+            );
+            EXIT_OK
+        }
+        Err(code) => code,
+    }
 }
 
 fn probe(file: &Path, instr: Option<&str>, color: bool) -> i32 {

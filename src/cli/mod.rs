@@ -114,6 +114,14 @@ pub enum Command {
         #[arg(long)]
         instr: Option<String>,
     },
+    /// Print one instruction as a standalone spec with its pipeline fully resolved: every
+    /// parameter a number, every stage spelled out.
+    Show {
+        file: PathBuf,
+        /// Instruction name, as in `mmac list`.
+        #[arg(long)]
+        instr: String,
+    },
     /// Run one whole instruction on .npy matrices: A (M x K), B (K x N), C (M x N).
     Mma {
         #[command(flatten)]
