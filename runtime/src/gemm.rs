@@ -14,9 +14,39 @@ use mmac_compiler::interp::{self, EvalError, Operands};
 use mmac_compiler::ir::Instruction;
 use rayon::prelude::*;
 
-/// Something that computes one dot-product-add of an instruction.
+/// An operand of a batch: the elements and the stride, in elements, between records
+/// (0 repeats one slice for every record).
+pub type Strided<'a> = (&'a [u64], usize);
+
+/// Something that computes dot-product-adds of an instruction.
 pub trait DotEngine: Sync {
     fn dot(&self, ops: &Operands) -> Result<u64, EvalError>;
+
+    /// `d[r] = dot(c[r], a[r*a_stride..][..k], b[r*b_stride..][..k], sa.., sb..)` for
+    /// every record r (`k` elements of a and b, `s` scale factors per record).
+    #[allow(clippy::too_many_arguments)]
+    fn batch(
+        &self,
+        k: usize,
+        s: usize,
+        c: &[u64],
+        a: Strided,
+        b: Strided,
+        sa: Strided,
+        sb: Strided,
+        d: &mut [u64],
+    ) -> Result<(), EvalError> {
+        for (r, d) in d.iter_mut().enumerate() {
+            *d = self.dot(&Operands {
+                c: c[r],
+                a: &a.0[r * a.1..r * a.1 + k],
+                b: &b.0[r * b.1..r * b.1 + k],
+                sa: &sa.0[r * sa.1..r * sa.1 + s],
+                sb: &sb.0[r * sb.1..r * sb.1 + s],
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// The reference interpreter as an engine.
@@ -29,9 +59,23 @@ impl DotEngine for Interpreter<'_> {
 }
 
 impl DotEngine for mmac_compiler::jit::Kernel<'_> {
-    #[inline]
     fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {
         mmac_compiler::jit::Kernel::dot(self, ops)
+    }
+
+    /// The kernel's own batch entry: one call for all records, strides in native code.
+    fn batch(
+        &self,
+        _k: usize,
+        _s: usize,
+        c: &[u64],
+        a: Strided,
+        b: Strided,
+        sa: Strided,
+        sb: Strided,
+        d: &mut [u64],
+    ) -> Result<(), EvalError> {
+        self.batch_strided(c, a, b, sa, sb, d)
     }
 }
 
@@ -130,11 +174,14 @@ pub fn check_shapes(
     Ok((m, n, k))
 }
 
+/// Columns of D one parallel task covers (a run of adjacent tiles).
+const TASK_COLUMNS: usize = 64;
+
 /// Compute D for a checked problem (see the module doc for the order). `progress` is
 /// called with the number of output tiles finished since the last call.
-pub fn gemm(
+pub fn gemm<E: DotEngine + ?Sized>(
     inst: &Instruction,
-    engine: &dyn DotEngine,
+    engine: &E,
     p: &Problem,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Matrix, EvalError> {
@@ -144,66 +191,104 @@ pub fn gemm(
         inst.shape.n as usize,
         inst.shape.k as usize,
     );
-    let bt = p.b.transposed(); // columns of B, contiguous
+    let steps = kk / tk;
     let blocks = inst.scale_count(); // scale factors per k-step
-    let per_k = kk / tk * blocks; // scale factors per row of A / column of B
-    let sa = p.sa.as_ref().map(|x| x.data.as_slice()).unwrap_or(&[]);
-    let sbt =
-        p.sb.as_ref()
-            .map(|x| x.transposed().data)
+    // Step-major copies: for each k-step, the step's slice of every row of A (and of SA)
+    // and of every column of B (and of SB), contiguous, so that a tile walks them with
+    // iterators instead of strided indexing.
+    let a_steps = step_major(&p.a, tk, steps);
+    let b_steps = step_major(&p.b.transposed(), tk, steps);
+    let sa_steps =
+        p.sa.as_ref()
+            .map(|x| step_major(x, blocks, steps))
             .unwrap_or_default();
-    let tiles: Vec<(usize, usize)> = (0..m / tm)
-        .flat_map(|ti| (0..n / tn).map(move |tj| (ti, tj)))
+    let sb_steps =
+        p.sb.as_ref()
+            .map(|x| step_major(&x.transposed(), blocks, steps))
+            .unwrap_or_default();
+    // A task is a run of up to TASK_COLUMNS / n adjacent tiles of one tile row, so that
+    // each batch call covers many dot products; tasks run in parallel.
+    let per_task = (TASK_COLUMNS / tn).max(1);
+    let tasks: Vec<(usize, usize, usize)> = (0..m / tm)
+        .flat_map(|ti| {
+            (0..n / tn)
+                .step_by(per_task)
+                .map(move |tj| (ti, tj, per_task.min(n / tn - tj)))
+        })
         .collect();
-    let results: Vec<Result<Vec<u64>, EvalError>> = tiles
+    let results: Vec<Result<Vec<u64>, EvalError>> = tasks
         .par_iter()
-        .map(|&(ti, tj)| {
-            // D starts as C; each k-step updates the whole tile (the step's A and B
+        .map(|&(ti, tj, count)| {
+            let (j0, w) = (tj * tn, count * tn);
+            // D starts as C; each k-step updates the whole block (the step's A and B
             // slices stay in L1), and every element sees its steps in increasing k
-            let mut tile = vec![0u64; tm * tn];
-            for di in 0..tm {
-                let row = (ti * tm + di) * n + tj * tn;
-                tile[di * tn..(di + 1) * tn].copy_from_slice(&p.c.data[row..row + tn]);
+            let mut block = vec![0u64; tm * w];
+            for (di, row) in block.chunks_exact_mut(w).enumerate() {
+                let at = (ti * tm + di) * n + j0;
+                row.copy_from_slice(&p.c.data[at..at + w]);
             }
-            for s in 0..kk / tk {
-                for di in 0..tm {
-                    let i = ti * tm + di;
-                    let a = &p.a.data[i * kk + s * tk..i * kk + (s + 1) * tk];
-                    let sa_i: &[u64] = if blocks > 0 {
-                        &sa[i * per_k + s * blocks..i * per_k + (s + 1) * blocks]
+            // one batch per block row and k-step: the row's slice of A (and SA) is shared
+            // by every column (stride 0), whose slices of B (and SB) are contiguous
+            let mut d_row = vec![0u64; w];
+            for s in 0..steps {
+                let a_rows = &a_steps[(s * m + ti * tm) * tk..(s * m + ti * tm + tm) * tk];
+                let b_cols = &b_steps[(s * n + j0) * tk..(s * n + j0 + w) * tk];
+                let (sa_rows, sb_cols): (&[u64], &[u64]) = if blocks > 0 {
+                    (
+                        &sa_steps[(s * m + ti * tm) * blocks..(s * m + ti * tm + tm) * blocks],
+                        &sb_steps[(s * n + j0) * blocks..(s * n + j0 + w) * blocks],
+                    )
+                } else {
+                    (&[], &[])
+                };
+                for (di, (row, a)) in block
+                    .chunks_exact_mut(w)
+                    .zip(a_rows.chunks_exact(tk))
+                    .enumerate()
+                {
+                    let sa = if blocks > 0 {
+                        &sa_rows[di * blocks..(di + 1) * blocks]
                     } else {
                         &[]
                     };
-                    for dj in 0..tn {
-                        let j = tj * tn + dj;
-                        let ops = Operands {
-                            c: tile[di * tn + dj],
-                            a,
-                            b: &bt.data[j * kk + s * tk..j * kk + (s + 1) * tk],
-                            sa: sa_i,
-                            sb: if blocks > 0 {
-                                &sbt[j * per_k + s * blocks..j * per_k + (s + 1) * blocks]
-                            } else {
-                                &[]
-                            },
-                        };
-                        tile[di * tn + dj] = engine.dot(&ops)?;
-                    }
+                    engine.batch(
+                        tk,
+                        blocks,
+                        row,
+                        (a, 0),
+                        (b_cols, tk),
+                        (sa, 0),
+                        (sb_cols, blocks),
+                        &mut d_row,
+                    )?;
+                    row.copy_from_slice(&d_row);
                 }
             }
-            progress(1);
-            Ok(tile)
+            progress(count);
+            Ok(block)
         })
         .collect();
     let mut out = Matrix::filled(m, n, 0);
-    for ((ti, tj), r) in tiles.into_iter().zip(results) {
-        let tile = r?;
+    for ((ti, tj, count), r) in tasks.into_iter().zip(results) {
+        let block = r?;
+        let w = count * tn;
         for di in 0..tm {
             let row = (ti * tm + di) * n + tj * tn;
-            out.data[row..row + tn].copy_from_slice(&tile[di * tn..(di + 1) * tn]);
+            out.data[row..row + w].copy_from_slice(&block[di * w..(di + 1) * w]);
         }
     }
     Ok(out)
+}
+
+/// `steps` x rows x `width`: for each step s, row r's elements `s*width .. (s+1)*width`.
+fn step_major(x: &Matrix, width: usize, steps: usize) -> Vec<u64> {
+    let mut out = Vec::with_capacity(x.data.len());
+    for s in 0..steps {
+        for r in 0..x.rows {
+            out.extend_from_slice(&x.data[r * x.cols + s * width..r * x.cols + (s + 1) * width]);
+        }
+    }
+    out
 }
 
 /// The encoding of +0 in a format (the default C of a GEMM).

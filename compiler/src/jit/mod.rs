@@ -63,8 +63,18 @@ pub struct Options {
 }
 
 type DotFn = unsafe extern "C" fn(u64, *const u64, *const u64, *const u64, *const u64) -> u64;
-type BatchFn =
-    unsafe extern "C" fn(u64, *const u64, *const u64, *const u64, *const u64, *const u64, *mut u64);
+/// `batch(n, c, a, b, sa, sb, d, strides)`: `strides` points at four record strides, in
+/// elements, of a, b, sa and sb (0 repeats one slice for every record).
+type BatchFn = unsafe extern "C" fn(
+    u64,
+    *const u64,
+    *const u64,
+    *const u64,
+    *const u64,
+    *const u64,
+    *mut u64,
+    *const u64,
+);
 
 #[derive(Clone, Copy)]
 struct Entry {
@@ -225,19 +235,44 @@ impl Kernel<'_> {
         sb: &[u64],
         d: &mut [u64],
     ) -> Result<(), EvalError> {
+        let (k, s) = (self.k, self.scales);
+        self.batch_strided(c, (a, k), (b, k), (sa, s), (sb, s), d)
+    }
+
+    /// Like [`Kernel::batch`], with each operand's record stride (in elements) given: record
+    /// i reads `a[i*stride..][..k]`. A stride of 0 repeats one slice for every record (a
+    /// row of A against many columns of B, with no copies).
+    pub fn batch_strided(
+        &self,
+        c: &[u64],
+        (a, a_stride): (&[u64], usize),
+        (b, b_stride): (&[u64], usize),
+        (sa, sa_stride): (&[u64], usize),
+        (sb, sb_stride): (&[u64], usize),
+        d: &mut [u64],
+    ) -> Result<(), EvalError> {
         let n = c.len();
+        // the last record must lie inside each operand
+        let need = |stride: usize, len: usize| if n == 0 { 0 } else { (n - 1) * stride + len };
         for (operand, got, want) in [
-            ("a", a.len(), n * self.k),
-            ("b", b.len(), n * self.k),
-            ("sa", sa.len(), n * self.scales),
-            ("sb", sb.len(), n * self.scales),
+            ("a", a.len(), need(a_stride, self.k)),
+            ("b", b.len(), need(b_stride, self.k)),
+            ("sa", sa.len(), need(sa_stride, self.scales)),
+            ("sb", sb.len(), need(sb_stride, self.scales)),
             ("d", d.len(), n),
         ] {
-            if got != want {
+            if got < want || (operand == "d" && got != want) {
                 return Err(self.count_error(operand, got, want));
             }
         }
-        // SAFETY: lengths checked above; the batch entry reads n records and writes n.
+        let strides = [
+            a_stride as u64,
+            b_stride as u64,
+            sa_stride as u64,
+            sb_stride as u64,
+        ];
+        // SAFETY: every record read lies inside its slice (checked above); the batch entry
+        // reads n records and writes n results.
         unsafe {
             (self.entry.batch)(
                 n as u64,
@@ -247,6 +282,7 @@ impl Kernel<'_> {
                 sa.as_ptr(),
                 sb.as_ptr(),
                 d.as_mut_ptr(),
+                strides.as_ptr(),
             )
         };
         Ok(())
@@ -568,6 +604,7 @@ unsafe extern "C" fn unreachable_batch(
     _: *const u64,
     _: *const u64,
     _: *mut u64,
+    _: *const u64,
 ) {
 }
 
@@ -640,8 +677,6 @@ fn build_kernel(
 ) -> Result<Pending, String> {
     let mut ctx = module.make_context();
     let ptr = module.target_config().pointer_type();
-    let k = inst.k() as i64;
-    let s = inst.scale_count() as i64;
 
     // dot(c, a, b, sa, sb) -> d
     let mut sig = module.make_signature();
@@ -673,10 +708,10 @@ fn build_kernel(
         b.finalize(module.target_config());
     }
     let dot_fn = std::mem::replace(&mut ctx.func, cranelift_codegen::ir::Function::new());
-    // batch(n, c, a, b, sa, sb, d)
+    // batch(n, c, a, b, sa, sb, d, strides)
     let mut sig = module.make_signature();
     sig.params.push(AbiParam::new(types::I64));
-    for _ in 0..6 {
+    for _ in 0..7 {
         sig.params.push(AbiParam::new(ptr));
     }
     let batch_id = module
@@ -695,6 +730,22 @@ fn build_kernel(
         b.switch_to_block(entry);
         let p = b.block_params(entry).to_vec();
         let (n, cp, ap, bp, sap, sbp, dp) = (p[0], p[1], p[2], p[3], p[4], p[5], p[6]);
+        // record strides in bytes, loaded once
+        let stride = |b: &mut FunctionBuilder, slot: i32| {
+            let e = b.ins().load(
+                types::I64,
+                MemFlagsData::trusted().with_readonly(),
+                p[7],
+                slot * 8,
+            );
+            b.ins().imul_imm_s(e, 8)
+        };
+        let (a_step, b_step, sa_step, sb_step) = (
+            stride(&mut b, 0),
+            stride(&mut b, 1),
+            stride(&mut b, 2),
+            stride(&mut b, 3),
+        );
         let zero = b.ins().iconst(types::I64, 0);
         b.ins().jump(head, &[BlockArg::Value(zero)]);
 
@@ -712,12 +763,16 @@ fn build_kernel(
         let c = b
             .ins()
             .load(types::I64, MemFlagsData::trusted().with_readonly(), c_at, 0);
+        let at = |b: &mut FunctionBuilder, base, step| {
+            let o = b.ins().imul(i, step);
+            b.ins().iadd(base, o)
+        };
         let args = [
             c,
-            off(&mut b, ap, k),
-            off(&mut b, bp, k),
-            off(&mut b, sap, s),
-            off(&mut b, sbp, s),
+            at(&mut b, ap, a_step),
+            at(&mut b, bp, b_step),
+            at(&mut b, sap, sa_step),
+            at(&mut b, sbp, sb_step),
         ];
         // one copy of the kernel body: the batch loop calls the dot entry
         let callee = module.declare_func_in_func(dot_id, b.func);
