@@ -8,6 +8,7 @@ use mmac_compiler::format::{Decoded, Format};
 use mmac_compiler::interp::{self, Operands};
 use mmac_compiler::ir::{Instruction, Spec};
 use mmac_compiler::jit;
+use mmac_compiler::records::{Records, Rng};
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;
@@ -31,51 +32,6 @@ fn load(arch: &str) -> Option<Spec> {
     mmac_compiler::compile(&path.display().to_string(), &text).ok()
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn finite(&mut self, f: &Format) -> u64 {
-        for _ in 0..64 {
-            let x = self.next() & f.storage_mask();
-            if matches!(f.decode(x), Decoded::Finite(_)) {
-                return x;
-            }
-        }
-        0
-    }
-}
-
-struct Records {
-    c: Vec<u64>,
-    a: Vec<u64>,
-    b: Vec<u64>,
-    sa: Vec<u64>,
-    sb: Vec<u64>,
-}
-
-fn records(inst: &Instruction, n: usize) -> Records {
-    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
-    let (k, s) = (inst.k(), inst.scale_count());
-    let scale = inst.scale.as_ref().map(|x| x.format.clone());
-    let mut v = |f: Option<&Format>, len: usize| -> Vec<u64> {
-        (0..len)
-            .map(|_| f.map(|f| r.finite(f)).unwrap_or(0))
-            .collect()
-    };
-    Records {
-        c: v(Some(&inst.c), n),
-        a: v(Some(&inst.a), n * k),
-        b: v(Some(&inst.b), n * k),
-        sa: v(scale.as_ref(), n * s),
-        sb: v(scale.as_ref(), n * s),
-    }
-}
-
 fn bench(c: &mut Criterion) {
     const N: usize = 1024;
     for (arch, name) in TRACKED {
@@ -88,7 +44,7 @@ fn bench(c: &mut Criterion) {
             continue;
         };
         let (k, s) = (inst.k(), inst.scale_count());
-        let rec = records(inst, N);
+        let rec = Records::random(inst, N);
         let mut group = c.benchmark_group(format!("{arch}/{name}"));
         group.throughput(Throughput::Elements(N as u64));
         group.warm_up_time(Duration::from_millis(500));

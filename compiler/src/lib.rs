@@ -15,6 +15,7 @@ pub mod ir;
 pub mod jit;
 pub mod parse;
 pub mod printer;
+pub mod records;
 
 use diagnostic::Diagnostics;
 use std::sync::OnceLock;

@@ -5,10 +5,10 @@
 use super::Engine;
 use super::commands::{EXIT_FAILED, EXIT_OK, load};
 use clap::ValueEnum;
-use mmac_compiler::format::{Decoded, Format};
 use mmac_compiler::interp::{self, EvalError, Operands};
 use mmac_compiler::ir::{Instruction, Spec};
 use mmac_compiler::jit;
+use mmac_compiler::records::{Records, Rng};
 use std::hint::black_box;
 use std::io::Write as _;
 use std::path::Path;
@@ -80,58 +80,6 @@ pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> i32 {
     EXIT_OK
 }
 
-/// A small deterministic generator (xorshift64*), so runs are comparable.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// A random finite encoding of `f`.
-    fn finite(&mut self, f: &Format) -> u64 {
-        for _ in 0..64 {
-            let x = self.next() & f.storage_mask();
-            if matches!(f.decode(x), Decoded::Finite(_)) {
-                return x;
-            }
-        }
-        0
-    }
-}
-
-/// Random finite operands for `n` dot products, laid out as the batch entry takes them.
-struct Records {
-    n: usize,
-    c: Vec<u64>,
-    a: Vec<u64>,
-    b: Vec<u64>,
-    sa: Vec<u64>,
-    sb: Vec<u64>,
-}
-
-fn records(inst: &Instruction, n: usize) -> Records {
-    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
-    let k = inst.k();
-    let s = inst.scale_count();
-    let scale = inst.scale.as_ref().map(|x| x.format.clone());
-    let mut gen_vec = |f: Option<&Format>, len: usize| -> Vec<u64> {
-        (0..len)
-            .map(|_| f.map(|f| r.finite(f)).unwrap_or(0))
-            .collect()
-    };
-    Records {
-        n,
-        c: gen_vec(Some(&inst.c), n),
-        a: gen_vec(Some(&inst.a), n * k),
-        b: gen_vec(Some(&inst.b), n * k),
-        sa: gen_vec(scale.as_ref(), n * s),
-        sb: gen_vec(scale.as_ref(), n * s),
-    }
-}
-
 /// The best (smallest) ns per dot over `rounds` rounds of at least `min` each, where one
 /// call of `f` computes `per_call` dot products.
 fn time_per_dot(rounds: usize, min: Duration, per_call: usize, mut f: impl FnMut()) -> f64 {
@@ -197,7 +145,7 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
                     return EXIT_FAILED;
                 }
             };
-            let rec = records(inst, 1024);
+            let rec = Records::random(inst, 1024);
             let mut d = vec![0u64; rec.n];
             let ns = time_per_dot(5, Duration::from_millis(200), rec.n, || {
                 kernel
@@ -208,7 +156,7 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
             ("jit", ns)
         }
         Engine::Interp => {
-            let rec = records(inst, 256);
+            let rec = Records::random(inst, 256);
             let ns = time_per_dot(3, Duration::from_millis(300), rec.n, || {
                 for i in 0..rec.n {
                     let ops = Operands {

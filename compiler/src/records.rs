@@ -1,0 +1,61 @@
+//! Random finite operands for measurements: a small deterministic generator and records
+//! laid out as a kernel's batch entry takes them. `mmac bench` and `cargo bench` share it,
+//! so both time the same inputs.
+
+use crate::format::{Decoded, Format};
+use crate::ir::Instruction;
+
+/// A small deterministic generator (xorshift64*), so runs are comparable.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A random finite encoding of `f` (0 if 64 draws found none).
+    pub fn finite(&mut self, f: &Format) -> u64 {
+        for _ in 0..64 {
+            let x = self.next() & f.storage_mask();
+            if matches!(f.decode(x), Decoded::Finite(_)) {
+                return x;
+            }
+        }
+        0
+    }
+}
+
+/// Random finite operands for `n` dot products: record i is `c[i]`, `a[i*k..]`,
+/// `b[i*k..]`, `sa[i*s..]`, `sb[i*s..]`.
+pub struct Records {
+    pub n: usize,
+    pub c: Vec<u64>,
+    pub a: Vec<u64>,
+    pub b: Vec<u64>,
+    pub sa: Vec<u64>,
+    pub sb: Vec<u64>,
+}
+
+impl Records {
+    pub fn random(inst: &Instruction, n: usize) -> Records {
+        let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+        let (k, s) = (inst.k(), inst.scale_count());
+        let scale = inst.scale.as_ref().map(|x| x.format.clone());
+        let mut draw = |f: Option<&Format>, len: usize| -> Vec<u64> {
+            (0..len)
+                .map(|_| f.map(|f| r.finite(f)).unwrap_or(0))
+                .collect()
+        };
+        Records {
+            n,
+            c: draw(Some(&inst.c), n),
+            a: draw(Some(&inst.a), n * k),
+            b: draw(Some(&inst.b), n * k),
+            sa: draw(scale.as_ref(), n * s),
+            sb: draw(scale.as_ref(), n * s),
+        }
+    }
+}
