@@ -4,9 +4,8 @@
 //! spec is absent is skipped with a note.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use mmac_compiler::format::{Decoded, Format};
 use mmac_compiler::interp::{self, Operands};
-use mmac_compiler::ir::{Instruction, Spec};
+use mmac_compiler::ir::Spec;
 use mmac_compiler::jit;
 use mmac_compiler::records::{Records, Rng};
 use std::hint::black_box;
@@ -83,7 +82,7 @@ fn bench(c: &mut Criterion) {
 
         // the floor: a plain native f32 dot product of the same k
         let mut r = Rng(7);
-        let mut unit = || (r.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+        let mut unit = || (r.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
         let fa: Vec<f32> = (0..N * k).map(|_| unit()).collect();
         let fb: Vec<f32> = (0..N * k).map(|_| unit()).collect();
         let fc: Vec<f32> = (0..N).map(|_| unit()).collect();

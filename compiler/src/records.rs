@@ -9,7 +9,7 @@ use crate::ir::Instruction;
 pub struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -19,7 +19,7 @@ impl Rng {
     /// A random finite encoding of `f` (0 if 64 draws found none).
     pub fn finite(&mut self, f: &Format) -> u64 {
         for _ in 0..64 {
-            let x = self.next() & f.storage_mask();
+            let x = self.next_u64() & f.storage_mask();
             if matches!(f.decode(x), Decoded::Finite(_)) {
                 return x;
             }

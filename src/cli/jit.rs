@@ -100,7 +100,7 @@ fn time_per_dot(rounds: usize, min: Duration, per_call: usize, mut f: impl FnMut
 /// A plain native f32 dot-product-add of length k over `n` records: the floor.
 fn baseline_ns_per_dot(k: usize, n: usize) -> f64 {
     let mut r = Rng(0x2545_f491_4f6c_dd1d);
-    let mut unit = || (r.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+    let mut unit = || (r.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
     let a: Vec<f32> = (0..n * k).map(|_| unit()).collect();
     let b: Vec<f32> = (0..n * k).map(|_| unit()).collect();
     let c: Vec<f32> = (0..n).map(|_| unit()).collect();
