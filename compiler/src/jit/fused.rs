@@ -850,6 +850,20 @@ fn limb_sum(
 
 /// `x * 2^-s`: an exact left shift for `s <= 0`, else a right shift of the magnitude with
 /// the dropped bits ORed into the lowest kept bit.
+/// `drop below n`: the aligned term `x` becomes 0 when the term is present and its
+/// exponent lies below `reference - n`.
+fn drop_below(em: &mut Em, n: Option<u32>, reference: Value, t: &TermV, x: Value) -> Value {
+    let Some(n) = n else { return x };
+    let lim = em.b.ins().iadd_imm_s(reference, -(n as i64));
+    let below = em.icmp(IntCC::SignedLessThan, t.exp, lim);
+    let dropped = match t.present {
+        Some(pr) => em.and(pr, below),
+        None => below,
+    };
+    let z = em.wc(0);
+    em.sel(dropped, z, x)
+}
+
 fn jam_shift(em: &mut Em, x: Value, s: Value) -> Value {
     let ns = em.b.ins().ineg(s);
     let l = em.clamp_shift(ns);
@@ -1872,19 +1886,7 @@ fn finite_step(
                     }
                     None => (x, g),
                 };
-                let x = match at.drop_below {
-                    Some(n) => {
-                        let lim = em.b.ins().iadd_imm_s(r, -(n as i64));
-                        let below = em.icmp(IntCC::SignedLessThan, t.exp, lim);
-                        let dropped = match t.present {
-                            Some(pr) => em.and(pr, below),
-                            None => below,
-                        };
-                        let z = em.wc(0);
-                        em.sel(dropped, z, x)
-                    }
-                    None => x,
-                };
+                let x = drop_below(em, at.drop_below, r, t, x);
                 wide_c = Some((x, g));
                 continue;
             }
@@ -1949,19 +1951,7 @@ fn finite_step(
                 }
                 _ => unreachable!("planned: a node is exact or rounded"),
             };
-            let kept = match at.drop_below {
-                Some(n) => {
-                    let lim = em.b.ins().iadd_imm_s(r, -(n as i64));
-                    let below = em.icmp(IntCC::SignedLessThan, t.exp, lim);
-                    let dropped = match t.present {
-                        Some(pr) => em.and(pr, below),
-                        None => below,
-                    };
-                    let z = em.wc(0);
-                    em.sel(dropped, z, kept)
-                }
-                None => kept,
-            };
+            let kept = drop_below(em, at.drop_below, r, t, kept);
             terms_kept.push(kept);
         }
         if !terms_kept.is_empty() {
