@@ -42,7 +42,7 @@ fn documented_specs_check() {
                     for i in &s.instructions {
                         let z = vec![0u64; i.k()];
                         let sc = vec![0u64; i.scale_count()];
-                        let ops = mmac_compiler::interp::Operands {
+                        let ops = mmac_compiler::engine::Operands {
                             c: 0,
                             a: &z,
                             b: &z,

@@ -2,7 +2,8 @@
 //! and the documented GEMM order, errors name what was expected, and the error report is
 //! computed against the exact result.
 
-use mmac_compiler::interp::{self, Operands};
+use mmac_compiler::engine::Operands;
+use mmac_compiler::interp;
 use mmac_compiler::ir::{Instruction, Spec};
 use mmac_runtime::gemm::{self, Problem};
 use mmac_runtime::matrix::{self, Matrix};

@@ -212,7 +212,7 @@ fn mutated_specs_never_panic() {
                     for inst in spec.instructions.iter().take(3) {
                         let z = vec![0u64; inst.k()];
                         let s = vec![0u64; inst.scale_count()];
-                        let ops = mmac_compiler::interp::Operands {
+                        let ops = mmac_compiler::engine::Operands {
                             c: 0,
                             a: &z,
                             b: &z,

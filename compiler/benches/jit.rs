@@ -4,7 +4,8 @@
 //! spec is absent is skipped with a note.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use mmac_compiler::interp::{self, Operands};
+use mmac_compiler::engine::Operands;
+use mmac_compiler::interp;
 use mmac_compiler::ir::Spec;
 use mmac_compiler::jit;
 use mmac_compiler::records::{Records, Rng};

@@ -6,7 +6,7 @@
 #![allow(clippy::result_large_err)]
 
 use crate::ast::{self, BinOp, Expr, ExprKind, Ident, Item, NamePart, StageKind};
-use crate::diagnostic::{Diag, Span};
+use crate::diagnostic::{Diag, Span, closest};
 use crate::exact::Rounding;
 use crate::format::{self, Format, FormatKind, Specials};
 use crate::ir::{self, *};
@@ -180,31 +180,6 @@ fn unknown_name(id: &Ident, scope: &Scope) -> Diag {
         Some(c) => d.help(format!("did you mean `{c}`?")),
         None => d.help("names are parameters, `for` bindings, formats (f32, e4m3, ...) or rounding modes (toward_zero, down, up, nearest_even, nearest_away)"),
     }
-}
-
-/// The candidate nearest to `name` by edit distance, if it is near enough.
-fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<String> {
-    fn dist(a: &str, b: &str) -> usize {
-        let b: Vec<char> = b.chars().collect();
-        let mut prev: Vec<usize> = (0..=b.len()).collect();
-        for (i, ca) in a.chars().enumerate() {
-            let mut cur = vec![i + 1];
-            for (j, cb) in b.iter().enumerate() {
-                cur.push(
-                    (prev[j] + (ca != *cb) as usize)
-                        .min(prev[j + 1] + 1)
-                        .min(cur[j] + 1),
-                );
-            }
-            prev = cur;
-        }
-        prev[b.len()]
-    }
-    candidates
-        .map(|c| (dist(name, c), c))
-        .filter(|(d, c)| *d <= 2.max(name.len() / 3) && *d < c.len().max(name.len()))
-        .min()
-        .map(|(_, c)| c.to_string())
 }
 
 const FORMAT_PROPERTIES: &str = "mantissa, exponent, bias, emin, emax, bits, bytes";
@@ -1817,7 +1792,7 @@ fn build_fused(p: &ast::PipelineDecl, scope: &Scope, ctx: &Ctx) -> Result<Pipeli
                                         format!("no term source named `{}`", id.name),
                                     )
                                     .label("not defined before this stage");
-                                    return Err(match closest(&id.name, cands.into_iter()) {
+                                    return Err(match closest(&id.name, cands) {
                                         Some(c) => d.help(format!("did you mean `{c}`? sources are products, products.even, products.odd, c, a group, or an earlier `align ... as NAME`")),
                                         None => d.help("sources are products, products.even, products.odd, c, a group, or an earlier `align ... as NAME`"),
                                     });

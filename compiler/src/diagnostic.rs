@@ -182,6 +182,21 @@ impl Diagnostics {
     }
 }
 
+/// The candidate nearest to `name` by edit distance (optimal string alignment), if it is
+/// near enough to be a likely misspelling: at most 2 edits, or a third of the name's
+/// length for long names, and fewer edits than either word has characters.
+pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::osa_distance(name, c), c))
+        .filter(|(d, c)| {
+            *d <= 2.max(name.chars().count() / 3)
+                && *d < c.chars().count().max(name.chars().count())
+        })
+        .min()
+        .map(|(_, c)| c.to_string())
+}
+
 /// 1-based line and column of a byte offset.
 pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());

@@ -3,35 +3,12 @@
 //! records a trace of every stage (decoded inputs, exponents, the reference exponent of
 //! each alignment, what each rounding dropped, the sum and the result).
 
+use crate::engine::{EvalError, Operands};
 use crate::exact::{Dyadic, Rounding};
 use crate::format::{Decoded, Finite, Format};
 use crate::ir::*;
 use num_bigint::BigInt;
 use num_traits::ToPrimitive;
-
-/// The inputs of one dot product, as raw encodings.
-#[derive(Clone, Copy, Debug)]
-pub struct Operands<'a> {
-    pub c: u64,
-    pub a: &'a [u64],
-    pub b: &'a [u64],
-    /// Scale factors of row i of A, one per block of k (empty without scales).
-    pub sa: &'a [u64],
-    /// Scale factors of column j of B.
-    pub sb: &'a [u64],
-}
-
-/// Why an evaluation could not run.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EvalError {
-    #[error("{operand} has {got} elements, but `{instruction}` takes {want}")]
-    OperandCount {
-        instruction: String,
-        operand: &'static str,
-        got: usize,
-        want: usize,
-    },
-}
 
 /// Compute `d` for one dot product.
 pub fn run(inst: &Instruction, ops: &Operands) -> Result<u64, EvalError> {

@@ -8,6 +8,7 @@
 pub mod ast;
 pub mod check;
 pub mod diagnostic;
+pub mod engine;
 pub mod exact;
 pub mod format;
 pub mod interp;

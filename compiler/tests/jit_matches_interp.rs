@@ -7,8 +7,9 @@
 //! codes, codes clustered around one binade (cancellation, alignment shifts), zeros and
 //! the extreme codes (Inf/NaN, largest finite, smallest subnormal).
 
+use mmac_compiler::engine::Operands;
 use mmac_compiler::format::{Format, FormatKind};
-use mmac_compiler::interp::{self, Operands};
+use mmac_compiler::interp;
 use mmac_compiler::ir::{Instruction, NanPolicy, Pipeline, Spec};
 use mmac_compiler::jit;
 use proptest::prelude::*;

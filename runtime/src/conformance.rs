@@ -3,8 +3,9 @@
 
 use crate::specs::LoadedSpec;
 use crate::vectors;
+use mmac_compiler::engine::Operands;
 use mmac_compiler::format::Format;
-use mmac_compiler::interp::{self, Operands};
+use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
 use mmac_compiler::jit;
 use std::collections::HashMap;

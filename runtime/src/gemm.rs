@@ -8,9 +8,10 @@
 //! starting from `d = C[i, j]`. Tiles are independent and run in parallel (rayon).
 
 use crate::matrix::Matrix;
+use mmac_compiler::engine::{EvalError, Operands};
 use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::{Decoded, Format};
-use mmac_compiler::interp::{self, EvalError, Operands};
+use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
 use rayon::prelude::*;
 

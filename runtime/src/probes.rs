@@ -3,9 +3,10 @@
 //! NaN and Inf, subnormals, signed zero, the exponent of zero), built from the operand
 //! formats alone so that every instruction of every spec gets the same questions.
 
+use mmac_compiler::engine::Operands;
 use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::{Format, FormatKind, low_mask};
-use mmac_compiler::interp::{self, Operands};
+use mmac_compiler::interp;
 use mmac_compiler::ir::{Instruction, Pipeline};
 
 /// One probe: a name and the raw inputs of one dot product.

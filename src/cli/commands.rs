@@ -2,7 +2,8 @@
 //! stdout and diagnostics to stderr, and returns the exit code.
 
 use super::{Command, Engine};
-use mmac_compiler::interp::{self, Operands};
+use mmac_compiler::engine::Operands;
+use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
 use mmac_runtime::listing;
 use mmac_runtime::specs::{self, LoadedSpec};

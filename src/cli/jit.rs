@@ -5,7 +5,8 @@
 use super::Engine;
 use super::commands::{EXIT_FAILED, EXIT_OK, load};
 use clap::ValueEnum;
-use mmac_compiler::interp::{self, EvalError, Operands};
+use mmac_compiler::engine::{EvalError, Operands};
+use mmac_compiler::interp;
 use mmac_compiler::ir::{Instruction, Spec};
 use mmac_compiler::jit;
 use mmac_compiler::records::{Records, Rng};

@@ -17,7 +17,7 @@ mod integer;
 mod sequential;
 mod tables;
 
-use crate::interp::{EvalError, Operands};
+use crate::engine::{EvalError, Operands};
 use crate::ir::{Instruction, Pipeline, Shape, Spec};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{AbiParam, BlockArg, InstBuilder, MemFlagsData, UserFuncName, types};
