@@ -1,0 +1,315 @@
+//! Values and expressions: what a spec expression evaluates to ([`Value`]), the names in
+//! scope ([`Scope`]: bindings, formats, rounding and overflow keywords) and the typed
+//! accessors the passes use (`expect_int`, `expect_format`, ...), each failing with a
+//! located diagnostic.
+
+// Diagnostics are plain values passed up by `?`; their size does not matter here.
+#![allow(clippy::result_large_err)]
+
+use crate::ast::{BinOp, Expr, ExprKind, Ident};
+use crate::diagnostic::{Diag, closest};
+use crate::exact::Rounding;
+use crate::format::{self, Format, FormatKind};
+use crate::ir::Overflow;
+use std::collections::HashMap;
+
+/// A value an expression evaluates to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Int(i64),
+    /// What happens on overflow: `inf`, `saturate`, `wrap`.
+    Overflow(Overflow),
+    Format(Format),
+    Rounding(Rounding),
+    Str(String),
+    Tuple(Vec<Value>),
+}
+
+impl Value {
+    pub(super) fn kind(&self) -> &'static str {
+        match self {
+            Value::Int(_) => "a number",
+            Value::Overflow(_) => "an overflow rule",
+            Value::Format(_) => "a format",
+            Value::Rounding(_) => "a rounding mode",
+            Value::Str(_) => "a string",
+            Value::Tuple(_) => "a tuple",
+        }
+    }
+    /// How the value reads in an instruction name or a listing.
+    pub fn show(&self) -> String {
+        match self {
+            Value::Int(i) => i.to_string(),
+            Value::Overflow(o) => overflow_keyword(*o).to_string(),
+            Value::Format(f) => f.name.clone(),
+            Value::Rounding(r) => r.keyword().to_string(),
+            Value::Str(s) => s.clone(),
+            Value::Tuple(v) => format!(
+                "({})",
+                v.iter().map(|x| x.show()).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    }
+}
+
+/// The names an expression can see: bindings (parameters, `for` variables, the
+/// instruction's operand formats) first, then user-defined formats, built-in formats,
+/// rounding modes and overflow rules.
+pub(super) struct Scope<'a> {
+    pub(super) vars: HashMap<String, Value>,
+    pub(super) formats: &'a HashMap<String, Format>,
+}
+
+impl Scope<'_> {
+    pub(super) fn lookup(&self, name: &str) -> Option<Value> {
+        if let Some(v) = self.vars.get(name) {
+            return Some(v.clone());
+        }
+        if let Some(f) = self.formats.get(name) {
+            return Some(Value::Format(f.clone()));
+        }
+        if let Some(f) = format::builtin(name) {
+            return Some(Value::Format(f));
+        }
+        if let Some(r) = Rounding::from_keyword(name) {
+            return Some(Value::Rounding(r));
+        }
+        [Overflow::Inf, Overflow::Saturate, Overflow::Wrap]
+            .into_iter()
+            .find(|o| overflow_keyword(*o) == name)
+            .map(Value::Overflow)
+    }
+}
+
+pub(super) fn eval(e: &Expr, scope: &Scope) -> Result<Value, Diag> {
+    match &e.kind {
+        ExprKind::Int(i) => {
+            if *i == i64::MIN {
+                Err(Diag::new("number-range", e.span, "number too large")
+                    .label("does not fit in 64 bits"))
+            } else {
+                Ok(Value::Int(*i))
+            }
+        }
+        ExprKind::Str(s) => Ok(Value::Str(s.clone())),
+        ExprKind::Tuple(items) => Ok(Value::Tuple(
+            items
+                .iter()
+                .map(|x| eval(x, scope))
+                .collect::<Result<_, _>>()?,
+        )),
+        ExprKind::Path(head, prop) => {
+            let v = scope
+                .lookup(&head.name)
+                .ok_or_else(|| unknown_name(head, scope))?;
+            match prop {
+                None => Ok(v),
+                Some(p) => property(&v, head, p),
+            }
+        }
+        ExprKind::Neg(x) => {
+            let v = expect_int(x, scope)?;
+            Ok(Value::Int(-v))
+        }
+        ExprKind::Binary(op, l, r) => {
+            let a = expect_int(l, scope)?;
+            let b = expect_int(r, scope)?;
+            let v = match op {
+                BinOp::Add => a.checked_add(b),
+                BinOp::Sub => a.checked_sub(b),
+                BinOp::Mul => a.checked_mul(b),
+                BinOp::Div => {
+                    if b == 0 || a % b != 0 {
+                        return Err(Diag::new(
+                            "number-range",
+                            e.span,
+                            format!("{a} / {b} is not a whole number"),
+                        )
+                        .label("inexact division")
+                        .help("division in a spec must be exact"));
+                    }
+                    Some(a / b)
+                }
+                BinOp::Pow => u32::try_from(b).ok().and_then(|b| a.checked_pow(b)),
+            };
+            v.map(Value::Int).ok_or_else(|| {
+                Diag::new("number-range", e.span, "arithmetic overflow")
+                    .label("this value does not fit in 64 bits")
+                    .help("exponents and widths in a spec are small integers; powers must have a non-negative exponent")
+            })
+        }
+        ExprKind::Match(scrut, arms) => {
+            let v = eval(scrut, scope)?;
+            for (pat, val) in arms {
+                match pat {
+                    None => return eval(val, scope),
+                    Some(p) => {
+                        if eval(p, scope)? == v {
+                            return eval(val, scope);
+                        }
+                    }
+                }
+            }
+            Err(Diag::new(
+                "no-match",
+                e.span,
+                format!("no arm of this match covers `{}`", v.show()),
+            )
+            .label(format!("`{}` is not matched", v.show()))
+            .help("add an arm for it, or a catch-all `_ => ...`"))
+        }
+    }
+}
+
+pub(super) fn unknown_name(id: &Ident, scope: &Scope) -> Diag {
+    let mut candidates: Vec<String> = scope.vars.keys().cloned().collect();
+    candidates.extend(scope.formats.keys().cloned());
+    candidates.extend(format::BUILTIN_NAMES.iter().map(|s| s.to_string()));
+    candidates.extend(Rounding::ALL.iter().map(|r| r.keyword().to_string()));
+    let d = Diag::new(
+        "unknown-name",
+        id.span,
+        format!("unknown name `{}`", id.name),
+    )
+    .label("not defined");
+    match closest(&id.name, candidates.iter().map(|s| s.as_str())) {
+        Some(c) => d.help(format!("did you mean `{c}`?")),
+        None => d.help("names are parameters, `for` bindings, formats (f32, e4m3, ...) or rounding modes (toward_zero, down, up, nearest_even, nearest_away)"),
+    }
+}
+
+pub(super) const FORMAT_PROPERTIES: &str = "mantissa, exponent, bias, emin, emax, bits, bytes";
+
+pub(super) fn property(v: &Value, head: &Ident, p: &Ident) -> Result<Value, Diag> {
+    let Value::Format(f) = v else {
+        return Err(Diag::new(
+            "type",
+            head.span,
+            format!("`{}` is {}, which has no properties", head.name, v.kind()),
+        )
+        .label("not a format")
+        .help(format!("properties belong to formats: {FORMAT_PROPERTIES}")));
+    };
+    let bad = || {
+        Diag::new(
+            "unknown-property",
+            p.span,
+            format!("format `{}` has no property `{}`", f.name, p.name),
+        )
+        .label("unknown property")
+        .help(format!("format properties: {FORMAT_PROPERTIES}"))
+    };
+    let bits = f.storage_bits() as i64;
+    let v = match (p.name.as_str(), &f.kind) {
+        ("bits", _) => bits,
+        ("bytes", _) => {
+            if bits % 8 != 0 {
+                return Err(Diag::new(
+                    "type",
+                    p.span,
+                    format!("`{}` is {} bits, not a whole number of bytes", f.name, bits),
+                )
+                .label("not whole bytes")
+                .help("give lengths of sub-byte formats in elements"));
+            }
+            bits / 8
+        }
+        ("mantissa", FormatKind::Float(x)) => x.mantissa_bits as i64,
+        ("exponent", FormatKind::Float(x)) => x.exponent_bits as i64,
+        ("bias", FormatKind::Float(x)) => x.bias as i64,
+        ("emin", FormatKind::Float(x)) => x.min_exponent() as i64,
+        ("emax", FormatKind::Float(x)) => x.max_exponent() as i64,
+        _ => return Err(bad()),
+    };
+    Ok(Value::Int(v))
+}
+
+pub(super) fn expect_int(e: &Expr, scope: &Scope) -> Result<i64, Diag> {
+    match eval(e, scope)? {
+        Value::Int(i) => Ok(i),
+        v => Err(type_error(e, "a number", &v)),
+    }
+}
+
+pub(super) fn expect_format(e: &Expr, scope: &Scope) -> Result<Format, Diag> {
+    match eval(e, scope)? {
+        Value::Format(f) => Ok(f),
+        v => Err(type_error(e, "a format", &v)),
+    }
+}
+
+pub(super) fn overflow_keyword(o: Overflow) -> &'static str {
+    match o {
+        Overflow::Inf => "inf",
+        Overflow::Saturate => "saturate",
+        Overflow::Wrap => "wrap",
+    }
+}
+
+pub(super) fn expect_overflow(e: &Expr, scope: &Scope) -> Result<Overflow, Diag> {
+    match eval(e, scope)? {
+        Value::Overflow(o) => Ok(o),
+        v => Err(type_error(e, "an overflow rule", &v).help("overflow rules: inf, saturate, wrap")),
+    }
+}
+
+pub(super) fn expect_rounding(e: &Expr, scope: &Scope) -> Result<Rounding, Diag> {
+    match eval(e, scope)? {
+        Value::Rounding(r) => Ok(r),
+        v => Err(type_error(e, "a rounding mode", &v)
+            .help("rounding modes: toward_zero, down, up, nearest_even, nearest_away")),
+    }
+}
+
+pub(super) fn type_error(e: &Expr, want: &str, got: &Value) -> Diag {
+    Diag::new(
+        "type",
+        e.span,
+        format!("expected {want}, found {} `{}`", got.kind(), got.show()),
+    )
+    .label(format!("expected {want}"))
+    .help(match want {
+        "a number" => "numbers are integer literals, arithmetic on them, or format properties such as `f16.bytes`",
+        "a format" => "formats are built-in names (f32, f16, e4m3, ue8m0, s8, ...) or ones defined with `format`",
+        _ => "see docs/language.md, section Expressions",
+    })
+}
+
+/// The exponent of a power of two written `2^N` (N may be large or negative) or as a number.
+pub(super) fn power_of_two(e: &Expr, scope: &Scope) -> Result<i32, Diag> {
+    if let ExprKind::Binary(BinOp::Pow, base, exp) = &e.kind
+        && base.kind == ExprKind::Int(2)
+    {
+        return Ok(in_range(
+            exp,
+            expect_int(exp, scope)?,
+            -100_000,
+            100_000,
+            "an exponent",
+        )? as i32);
+    }
+    let v = expect_int(e, scope)?;
+    if v <= 0 || v.count_ones() != 1 {
+        return Err(
+            Diag::new("out-of-range", e.span, format!("{v} is not a power of two"))
+                .label("expected 2^N")
+                .help("write the threshold as a power of two, e.g. `overflow at 2^128`"),
+        );
+    }
+    Ok(v.trailing_zeros() as i32)
+}
+
+/// Check that an integer lies in a range.
+pub(super) fn in_range(e: &Expr, v: i64, lo: i64, hi: i64, what: &str) -> Result<i64, Diag> {
+    if v < lo || v > hi {
+        Err(Diag::new(
+            "out-of-range",
+            e.span,
+            format!("{what} {v} is out of range"),
+        )
+        .label(format!("must be between {lo} and {hi}"))
+        .help(format!("{what} must lie in {lo}..={hi}")))
+    } else {
+        Ok(v)
+    }
+}

@@ -1,0 +1,501 @@
+//! Instruction families: every combination of an instruction's `for` bindings becomes one
+//! instruction, whose pipeline is instantiated with its arguments (defaults evaluated in
+//! the instruction's context) and built by [`super::stages`].
+
+// Diagnostics are plain values passed up by `?`; their size does not matter here.
+#![allow(clippy::result_large_err)]
+
+use super::eval::{Scope, Value, eval, expect_format, expect_int, in_range};
+use super::stages::build_pipeline;
+use super::{Origin, PipelineEntry};
+use crate::ast::{self, NamePart};
+use crate::diagnostic::{Diag, Span, closest};
+use crate::format::Format;
+use crate::ir::*;
+use std::collections::{BTreeMap, HashMap};
+
+/// The most instructions one family may expand to.
+pub(super) const MAX_FAMILY: usize = 100_000;
+
+pub(super) fn expand_family(
+    decl: &ast::InstructionDecl,
+    formats: &HashMap<String, Format>,
+    pipelines: &BTreeMap<String, PipelineEntry>,
+) -> Result<Vec<Instruction>, Vec<Diag>> {
+    let mut diags = vec![];
+    // every combination of the `for` bindings
+    let mut combos: Vec<HashMap<String, Value>> = vec![HashMap::new()];
+    let scope0 = Scope {
+        vars: HashMap::new(),
+        formats,
+    };
+    for b in &decl.bindings {
+        let values: Vec<(Value, Span)> = match &b.values {
+            ast::BindingValues::List(items) => {
+                let mut out = vec![];
+                for it in items {
+                    match eval(it, &scope0) {
+                        Ok(v) => out.push((v, it.span)),
+                        Err(d) => diags.push(d),
+                    }
+                }
+                out
+            }
+            ast::BindingValues::Range { from, to, step } => {
+                let r = (|| -> Result<Vec<(Value, Span)>, Diag> {
+                    let f = expect_int(from, &scope0)?;
+                    let t = expect_int(to, &scope0)?;
+                    let s = match step {
+                        Some(s) => {
+                            in_range(s, expect_int(s, &scope0)?, 1, i64::MAX, "a range step")?
+                        }
+                        None => 1,
+                    };
+                    if t < f || (t - f) / s > 4096 {
+                        return Err(Diag::new(
+                            "out-of-range",
+                            b.span,
+                            "this range is empty or too long",
+                        )
+                        .label(format!("{f}..{t} step {s}"))
+                        .help("ranges are inclusive, increasing and at most 4096 values long"));
+                    }
+                    Ok((0..=(t - f) / s)
+                        .map(|i| (Value::Int(f + i * s), b.span))
+                        .collect())
+                })();
+                match r {
+                    Ok(v) => v,
+                    Err(d) => {
+                        diags.push(d);
+                        vec![]
+                    }
+                }
+            }
+        };
+        let mut next = vec![];
+        for combo in &combos {
+            for (v, vspan) in &values {
+                let mut c = combo.clone();
+                if b.names.len() == 1 {
+                    c.insert(b.names[0].name.clone(), v.clone());
+                } else {
+                    match v {
+                        Value::Tuple(items) if items.len() == b.names.len() => {
+                            for (n, x) in b.names.iter().zip(items) {
+                                c.insert(n.name.clone(), x.clone());
+                            }
+                        }
+                        _ => {
+                            diags.push(
+                                Diag::new(
+                                    "type",
+                                    *vspan,
+                                    format!("expected a tuple of {} values", b.names.len()),
+                                )
+                                .label(format!("found {} `{}`", v.kind(), v.show()))
+                                .help(format!(
+                                    "each item binds ({})",
+                                    b.names
+                                        .iter()
+                                        .map(|n| n.name.as_str())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                )),
+                            );
+                            continue;
+                        }
+                    }
+                }
+                next.push(c);
+            }
+        }
+        combos = next;
+        if combos.len() > MAX_FAMILY {
+            diags.push(
+                Diag::new(
+                    "out-of-range",
+                    b.span,
+                    format!("this family expands to more than {MAX_FAMILY} instructions"),
+                )
+                .label("too many combinations")
+                .help("split the family, or narrow its `for` lists"),
+            );
+            return Err(diags);
+        }
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    // placeholders must be bound
+    for part in &decl.name {
+        if let NamePart::Placeholder(id) = part
+            && !decl
+                .bindings
+                .iter()
+                .any(|b| b.names.iter().any(|n| n.name == id.name))
+        {
+            diags.push(
+                Diag::new(
+                    "unknown-name",
+                    id.span,
+                    format!("placeholder `{{{}}}` is not bound", id.name),
+                )
+                .label("no `for` binds this")
+                .help(format!("add `for {} in [...]` to the instruction", id.name)),
+            );
+        }
+    }
+    let Some(uses) = &decl.uses else {
+        diags.push(
+            Diag::new(
+                "missing-uses",
+                decl.name_span,
+                "instruction has no pipeline",
+            )
+            .label("what does it compute?")
+            .help("add `uses PIPELINE(ARGS)`, e.g. `uses t_fdpa(F = 25, L = 16, e_zero = -133)`"),
+        );
+        return Err(diags);
+    };
+    let Some(entry) = pipelines.get(&uses.pipeline.name) else {
+        let d = Diag::new(
+            "unknown-name",
+            uses.pipeline.span,
+            format!("unknown pipeline `{}`", uses.pipeline.name),
+        )
+        .label("not defined");
+        let d = match closest(&uses.pipeline.name, pipelines.keys().map(|s| s.as_str())) {
+            Some(c) => d.help(format!("did you mean `{c}`?")),
+            None if pipelines.is_empty() => d.help("define it with `pipeline NAME(...) { ... }`, or `import std` for the MMA-Sim pipelines"),
+            None => d.help(format!("known pipelines: {}", pipelines.keys().cloned().collect::<Vec<_>>().join(", "))),
+        };
+        diags.push(d);
+        return Err(diags);
+    };
+    let mut out = vec![];
+    for combo in combos {
+        match instantiate(decl, uses, entry, combo, formats) {
+            Ok(i) => out.push(i),
+            Err(mut d) => diags.append(&mut d),
+        }
+    }
+    if diags.is_empty() {
+        Ok(out)
+    } else {
+        Err(diags)
+    }
+}
+
+pub(super) fn instantiate(
+    decl: &ast::InstructionDecl,
+    uses: &ast::Uses,
+    entry: &PipelineEntry,
+    vars: HashMap<String, Value>,
+    formats: &HashMap<String, Format>,
+) -> Result<Instruction, Vec<Diag>> {
+    let scope = Scope { vars, formats };
+    let mut diags = vec![];
+    let name: String = decl
+        .name
+        .iter()
+        .map(|p| match p {
+            NamePart::Text(t) => t.clone(),
+            NamePart::Placeholder(id) => {
+                scope.lookup(&id.name).map(|v| v.show()).unwrap_or_default()
+            }
+        })
+        .collect();
+
+    // shape
+    let shape = match &decl.shape {
+        None => {
+            diags.push(
+                Diag::new(
+                    "missing-shape",
+                    decl.name_span,
+                    format!("instruction `{name}` has no shape"),
+                )
+                .label("M x N x K unknown")
+                .help("add `shape M x N x K`, e.g. `shape 16 x 8 x 16`"),
+            );
+            None
+        }
+        Some((dims, _)) => {
+            let mut v = [0u32; 3];
+            let mut ok = true;
+            for (i, e) in dims.iter().enumerate() {
+                match expect_int(e, &scope).and_then(|x| in_range(e, x, 1, 65536, "a dimension")) {
+                    Ok(x) => v[i] = x as u32,
+                    Err(d) => {
+                        diags.push(d);
+                        ok = false;
+                    }
+                }
+            }
+            ok.then_some(Shape {
+                m: v[0],
+                n: v[1],
+                k: v[2],
+            })
+        }
+    };
+
+    // operand types
+    let mut types: HashMap<char, Format> = HashMap::new();
+    for (op, e, sp) in &decl.types {
+        match expect_format(e, &scope) {
+            Ok(f) => {
+                if types.insert(*op, f).is_some() {
+                    diags.push(
+                        Diag::new(
+                            "duplicate-name",
+                            *sp,
+                            format!("type of `{op}` is given twice"),
+                        )
+                        .label("again here")
+                        .help("give each operand type once"),
+                    );
+                }
+            }
+            Err(d) => diags.push(d),
+        }
+    }
+    for op in ['a', 'b', 'c', 'd'] {
+        if !types.contains_key(&op) && !decl.types.iter().any(|(o, _, _)| *o == op) {
+            diags.push(
+                Diag::new(
+                    "missing-type",
+                    decl.name_span,
+                    format!("instruction `{name}` does not give the type of `{op}`"),
+                )
+                .label(format!("`{op}` has no type"))
+                .help("add `types a = ..., b = ..., c = ..., d = ...`"),
+            );
+        }
+    }
+
+    // scale factors
+    let scale = match &decl.scale {
+        None => None,
+        Some((fe, be, _)) => match (
+            expect_format(fe, &scope),
+            expect_int(be, &scope).and_then(|b| in_range(be, b, 1, 65536, "a block size")),
+        ) {
+            (Ok(f), Ok(b)) => {
+                if f.as_float().is_none() {
+                    diags.push(
+                        Diag::new(
+                            "type",
+                            fe.span,
+                            format!("scale format `{}` is not a float format", f.name),
+                        )
+                        .label("expected ue8m0, ue4m3 or another float format"),
+                    );
+                }
+                Some(ScaleSpec {
+                    format: f,
+                    block: b as u32,
+                })
+            }
+            (a, b) => {
+                diags.extend(a.err());
+                diags.extend(b.err());
+                None
+            }
+        },
+    };
+    if let (Some(s), Some(sh)) = (&scale, shape)
+        && sh.k % s.block != 0
+    {
+        let (_, be, _) = decl.scale.as_ref().unwrap();
+        diags.push(
+            Diag::new(
+                "divisibility",
+                be.span,
+                format!(
+                    "K = {} is not a multiple of the scale block {}",
+                    sh.k, s.block
+                ),
+            )
+            .label("block size does not divide K")
+            .help("each block of k shares one scale factor; K must be a whole number of blocks"),
+        );
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    let shape = shape.unwrap();
+    let ctx = Ctx {
+        k: shape.k,
+        a: types[&'a'].clone(),
+        b: types[&'b'].clone(),
+        c: types[&'c'].clone(),
+        d: types[&'d'].clone(),
+        scale: scale.clone(),
+        uses_span: uses.span,
+        origin: entry.origin,
+        pipeline: entry.decl.name.name.clone(),
+        instruction: name.clone(),
+    };
+
+    // bind the pipeline's parameters
+    let p = entry.decl;
+    let mut pscope = Scope {
+        vars: HashMap::new(),
+        formats,
+    };
+    for (n, f) in [("a", &ctx.a), ("b", &ctx.b), ("c", &ctx.c), ("out", &ctx.d)] {
+        pscope.vars.insert(n.to_string(), Value::Format(f.clone()));
+    }
+    pscope
+        .vars
+        .insert("K".to_string(), Value::Int(shape.k as i64));
+    let mut given: HashMap<String, (Value, Span)> = HashMap::new();
+    for (i, arg) in uses.args.iter().enumerate() {
+        let pname = match &arg.name {
+            Some(n) => {
+                if !p.params.iter().any(|q| q.name.name == n.name) {
+                    let d = Diag::new(
+                        "unknown-parameter",
+                        n.span,
+                        format!("pipeline `{}` has no parameter `{}`", p.name.name, n.name),
+                    )
+                    .label("unknown parameter");
+                    let list = p
+                        .params
+                        .iter()
+                        .map(|q| q.name.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    diags.push(
+                        match closest(&n.name, p.params.iter().map(|q| q.name.name.as_str())) {
+                            Some(c) => {
+                                d.help(format!("did you mean `{c}`? its parameters: {list}"))
+                            }
+                            None => d.help(format!("its parameters: {list}")),
+                        },
+                    );
+                    continue;
+                }
+                n.name.clone()
+            }
+            None => match p.params.get(i) {
+                Some(q) => q.name.name.clone(),
+                None => {
+                    diags.push(
+                        Diag::new(
+                            "wrong-arguments",
+                            arg.value.span,
+                            format!(
+                                "pipeline `{}` takes {} parameters",
+                                p.name.name,
+                                p.params.len()
+                            ),
+                        )
+                        .label("one argument too many")
+                        .help("remove it, or name the parameter it is for"),
+                    );
+                    continue;
+                }
+            },
+        };
+        match eval(&arg.value, &scope) {
+            Ok(v) => {
+                if given.insert(pname.clone(), (v, arg.value.span)).is_some() {
+                    diags.push(
+                        Diag::new(
+                            "duplicate-name",
+                            arg.value.span,
+                            format!("parameter `{pname}` is given twice"),
+                        )
+                        .label("again here")
+                        .help("give each argument once"),
+                    );
+                }
+            }
+            Err(d) => diags.push(d),
+        }
+    }
+    let mut arguments = vec![];
+    for q in &p.params {
+        let v = match given.remove(&q.name.name) {
+            Some((v, _)) => v,
+            None => match &q.default {
+                Some(def) => match eval(def, &pscope) {
+                    Ok(v) => v,
+                    Err(d) => {
+                        diags.push(ctx.relocate(d));
+                        continue;
+                    }
+                },
+                None => {
+                    diags.push(
+                        Diag::new(
+                            "missing-argument",
+                            uses.span,
+                            format!("`{}` needs an argument for `{}`", p.name.name, q.name.name),
+                        )
+                        .label(format!("`{}` is not given", q.name.name))
+                        .help(format!("add `{} = ...` to the arguments", q.name.name)),
+                    );
+                    continue;
+                }
+            },
+        };
+        arguments.push((q.name.name.clone(), v.show()));
+        pscope.vars.insert(q.name.name.clone(), v);
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    let pipeline = build_pipeline(p, &pscope, &ctx)
+        .map_err(|ds| ds.into_iter().map(|d| ctx.relocate(d)).collect::<Vec<_>>())?;
+    Ok(Instruction {
+        name,
+        shape,
+        a: ctx.a,
+        b: ctx.b,
+        c: ctx.c,
+        d: ctx.d,
+        scale,
+        pipeline_name: p.name.name.clone(),
+        arguments,
+        pipeline,
+        span: decl.span,
+    })
+}
+
+/// What a pipeline is instantiated for.
+pub(super) struct Ctx {
+    pub(super) k: u32,
+    pub(super) a: Format,
+    pub(super) b: Format,
+    pub(super) c: Format,
+    pub(super) d: Format,
+    pub(super) scale: Option<ScaleSpec>,
+    pub(super) uses_span: Span,
+    pub(super) origin: Origin,
+    pub(super) pipeline: String,
+    pub(super) instruction: String,
+}
+
+impl Ctx {
+    /// Errors inside a std pipeline point at the `uses` line of the user's file.
+    pub(super) fn relocate(&self, mut d: Diag) -> Diag {
+        match self.origin {
+            Origin::Local => {
+                d.secondary
+                    .push((self.uses_span, format!("for `{}`", self.instruction)));
+                d
+            }
+            Origin::Std => {
+                d.message = format!("{} (in std pipeline `{}`)", d.message, self.pipeline);
+                d.label = format!("{} (first for `{}`)", d.label, self.instruction);
+                d.span = self.uses_span;
+                d.secondary.clear();
+                d
+            }
+        }
+    }
+}

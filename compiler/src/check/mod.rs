@@ -1,0 +1,245 @@
+//! The checker: resolves names, expands instruction families, instantiates pipelines with
+//! their arguments, validates every stage and computes the width each sum needs. It is the
+//! only producer of [`ir::Spec`]; it collects every error it can before giving up.
+//!
+//! The passes, one file each: [`eval`] (expressions and names), [`formats`] (user-defined
+//! formats), [`family`] (instruction families and pipeline instantiation) and [`stages`]
+//! (the stages of each pipeline kind). The bit widths of the sums are the validator's
+//! ([`crate::valid`]).
+
+// Diagnostics are plain values passed up by `?`; their size does not matter here.
+#![allow(clippy::result_large_err)]
+
+mod eval;
+mod family;
+mod formats;
+mod stages;
+
+pub use eval::Value;
+
+use crate::ast::{self, Item};
+use crate::diagnostic::{Diag, Span};
+use crate::format::{self, Format};
+use crate::ir::{self, Instruction};
+use family::expand_family;
+use formats::define_format;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Where a pipeline was declared: in the file being checked, or in the standard prelude
+/// (whose spans mean nothing in the user's file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Local,
+    Std,
+}
+
+struct PipelineEntry<'a> {
+    decl: &'a ast::PipelineDecl,
+    origin: Origin,
+}
+
+/// Check a parsed file. `std` is the parsed standard prelude, used when the file says
+/// `import std`.
+pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
+    let mut diags: Vec<Diag> = vec![];
+    let mut arch: Option<(String, Option<String>, Span)> = None;
+    let mut formats: HashMap<String, Format> = HashMap::new();
+    let mut format_spans: HashMap<String, Span> = HashMap::new();
+    let mut pipelines: BTreeMap<String, PipelineEntry> = BTreeMap::new();
+
+    for item in &std.items {
+        if let Item::Pipeline(p) = item {
+            pipelines.insert(
+                p.name.name.clone(),
+                PipelineEntry {
+                    decl: p,
+                    origin: Origin::Std,
+                },
+            );
+        }
+    }
+    let imports_std = file
+        .items
+        .iter()
+        .any(|i| matches!(i, Item::Import { name, .. } if name.name == "std"));
+    if !imports_std {
+        pipelines.clear();
+    }
+
+    for item in &file.items {
+        match item {
+            Item::Arch { name, title, span } => {
+                if let Some((_, _, first)) = &arch {
+                    diags.push(
+                        Diag::new(
+                            "duplicate-arch",
+                            *span,
+                            "a spec file declares one architecture",
+                        )
+                        .label("second `arch`")
+                        .also(*first, "first declared here")
+                        .help("split the instructions of each architecture into its own file"),
+                    );
+                } else {
+                    arch = Some((name.name.clone(), title.clone(), *span));
+                }
+            }
+            Item::Import { name, .. } => {
+                if name.name != "std" {
+                    diags.push(
+                        Diag::new(
+                            "unknown-import",
+                            name.span,
+                            format!("unknown library `{}`", name.name),
+                        )
+                        .label("no such library")
+                        .help(
+                            "the only library is `std`, the standard prelude of MMA-Sim pipelines",
+                        ),
+                    );
+                }
+            }
+            Item::Format(fd) => {
+                if let Some(prev) = format_spans.get(&fd.name.name) {
+                    diags.push(
+                        Diag::new(
+                            "duplicate-name",
+                            fd.name.span,
+                            format!("format `{}` is defined twice", fd.name.name),
+                        )
+                        .label("redefined here")
+                        .also(*prev, "first defined here")
+                        .help("rename one of them"),
+                    );
+                    continue;
+                }
+                if format::builtin(&fd.name.name).is_some() {
+                    diags.push(
+                        Diag::new(
+                            "duplicate-name",
+                            fd.name.span,
+                            format!("`{}` is a built-in format", fd.name.name),
+                        )
+                        .label("shadows a built-in format")
+                        .help("choose another name; built-in formats cannot be redefined"),
+                    );
+                    continue;
+                }
+                match define_format(fd, &formats) {
+                    Ok(f) => {
+                        format_spans.insert(fd.name.name.clone(), fd.name.span);
+                        formats.insert(fd.name.name.clone(), f);
+                    }
+                    Err(mut d) => diags.append(&mut d),
+                }
+            }
+            Item::Pipeline(p) => {
+                if let Some(prev) = pipelines.get(&p.name.name)
+                    && prev.origin == Origin::Local
+                {
+                    diags.push(
+                        Diag::new(
+                            "duplicate-name",
+                            p.name.span,
+                            format!("pipeline `{}` is defined twice", p.name.name),
+                        )
+                        .label("redefined here")
+                        .also(prev.decl.name.span, "first defined here")
+                        .help("rename one of them"),
+                    );
+                    continue;
+                }
+                let mut seen: HashMap<&str, Span> = HashMap::new();
+                for param in &p.params {
+                    if let Some(prev) = seen.insert(&param.name.name, param.name.span) {
+                        diags.push(
+                            Diag::new(
+                                "duplicate-name",
+                                param.name.span,
+                                format!("parameter `{}` is declared twice", param.name.name),
+                            )
+                            .label("again here")
+                            .also(prev, "first here")
+                            .help("each parameter needs its own name"),
+                        );
+                    }
+                }
+                pipelines.insert(
+                    p.name.name.clone(),
+                    PipelineEntry {
+                        decl: p,
+                        origin: Origin::Local,
+                    },
+                );
+            }
+            Item::Instruction(_) => {}
+        }
+    }
+
+    // a file without instructions is a library of formats and pipelines and needs no arch
+    let has_instructions = file.items.iter().any(|i| matches!(i, Item::Instruction(_)));
+    if arch.is_none() && has_instructions {
+        diags.push(
+            Diag::new(
+                "missing-arch",
+                Span::new(0, 0),
+                "the spec file does not name its architecture",
+            )
+            .label("expected `arch NAME` here")
+            .help("start the file with e.g. `arch hopper \"NVIDIA Hopper (sm_90a)\"`"),
+        );
+    }
+
+    let mut instructions: Vec<Instruction> = vec![];
+    let mut names: HashMap<String, Span> = HashMap::new();
+    // instructions are checked once the formats they may name are sound
+    let formats_ok = diags.iter().all(|d| {
+        !matches!(
+            d.code,
+            "unknown-field" | "missing-field" | "out-of-range" | "type" | "unknown-name"
+        )
+    });
+    for item in &file.items {
+        if let Item::Instruction(decl) = item
+            && formats_ok
+        {
+            match expand_family(decl, &formats, &pipelines) {
+                Ok(list) => {
+                    for inst in list {
+                        if let Some(prev) = names.get(&inst.name) {
+                            diags.push(
+                                Diag::new(
+                                    "duplicate-instruction",
+                                    decl.name_span,
+                                    format!("instruction `{}` is declared twice", inst.name),
+                                )
+                                .label("declares it again")
+                                .also(*prev, "already declared here")
+                                .help("remove one declaration, or narrow a family's `for` lists"),
+                            );
+                            continue;
+                        }
+                        names.insert(inst.name.clone(), decl.name_span);
+                        instructions.push(inst);
+                    }
+                }
+                Err(mut d) => diags.append(&mut d),
+            }
+        }
+    }
+
+    // the same mistake inside a family is reported once, not once per expansion
+    let mut seen = HashSet::new();
+    diags.retain(|d| seen.insert((d.code, d.span, d.message.clone())));
+    if diags.is_empty() {
+        let (arch, title) = arch.map(|(a, t, _)| (a, t)).unwrap_or_default();
+        Ok(ir::Spec {
+            arch,
+            title,
+            instructions,
+        })
+    } else {
+        diags.sort_by_key(|d| d.span.start);
+        Err(diags)
+    }
+}
