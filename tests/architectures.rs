@@ -3,7 +3,7 @@
 //! change to a spec's meaning shows up as a reviewed snapshot diff. docs/architectures.md
 //! is generated from the specs and must be current.
 
-use mmac_compiler::ir::{Instruction, Spec};
+use mmac_runtime::specs::LoadedSpec;
 use mmac_runtime::{listing, probes, specs};
 use std::path::{Path, PathBuf};
 
@@ -22,25 +22,15 @@ fn spec_files() -> Vec<PathBuf> {
     files
 }
 
-fn load(p: &Path) -> Spec {
-    specs::load_file(p)
-        .unwrap_or_else(|e| panic!("{}", e.render(false)))
-        .spec
-}
-
-/// Instructions with the same arithmetic (pipeline, operand formats, k, scales) answer
-/// every probe alike; probe the first of each such group.
-fn arithmetic_key(i: &Instruction) -> String {
-    format!(
-        "{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}",
-        i.pipeline, i.a, i.b, i.c, i.d, i.shape.k, i.scale
-    )
+fn load(p: &Path) -> LoadedSpec {
+    specs::load_file(p).unwrap_or_else(|e| panic!("{}", e.render(false)))
 }
 
 #[test]
 fn listings_and_probes_are_pinned() {
     for p in spec_files() {
-        let spec = load(&p);
+        let loaded = load(&p);
+        let spec = &loaded.spec;
         let listing: String = spec
             .instructions
             .iter()
@@ -48,22 +38,16 @@ fn listings_and_probes_are_pinned() {
             .collect();
         insta::assert_snapshot!(format!("list_{}", spec.arch), listing);
 
-        let mut groups: Vec<(String, &Instruction, usize)> = vec![];
-        for i in &spec.instructions {
-            let key = arithmetic_key(i);
-            match groups.iter_mut().find(|g| g.0 == key) {
-                Some(g) => g.2 += 1,
-                None => groups.push((key, i, 1)),
-            }
-        }
+        // instructions with the same arithmetic answer every probe alike: probe the
+        // first of each such group
         let mut out = String::new();
-        for (_, i, n) in groups {
+        for (i, info, n) in loaded.distinct() {
             let more = if n > 1 {
                 format!(" (and {} more with the same arithmetic)", n - 1)
             } else {
                 String::new()
             };
-            out.push_str(&format!("{}{more}\n{}\n", i.name, probes::report(i)));
+            out.push_str(&format!("{}{more}\n{}\n", i.name, probes::report(i, info)));
         }
         insta::assert_snapshot!(format!("probes_{}", spec.arch), out);
     }
@@ -78,7 +62,7 @@ fn architectures_markdown() -> String {
          instructions that differ only in their m/n shape are collapsed into one row.\n\n",
     );
     for p in spec_files() {
-        out.push_str(&listing::markdown(&load(&p)));
+        out.push_str(&listing::markdown(&load(&p).spec));
         out.push('\n');
     }
     out
@@ -106,10 +90,11 @@ fn probes_tell_architectures_apart() {
     let h = load(&root.join("specs/hopper.mma"));
     let a = load(&root.join("specs/ampere.mma"));
     let name = "mma.m16n8k16.f32.f16.f16.f32";
-    let (rh, ra) = (
-        probes::report(h.instruction(name).unwrap()),
-        probes::report(a.instruction(name).unwrap()),
-    );
+    let report = |s: &LoadedSpec| {
+        let (i, info) = s.instruction(name).unwrap();
+        probes::report(i, info)
+    };
+    let (rh, ra) = (report(&h), report(&a));
     let pick = |r: &str| {
         r.lines()
             .find(|l| l.contains("1 + 2^-25 (alignment F"))

@@ -1,32 +1,69 @@
-//! The checker's diagnostics, pinned: every file in tests/checker/fail/ must be rejected
-//! and its rendered diagnostics match a snapshot (the source is the snapshot's
-//! description); every file in tests/checker/pass/ and specs/ must be accepted.
+//! The checker's diagnostics, pinned. Every file in tests/checker/fail/ must be rejected
+//! with the diagnostic codes its first line names (`// codes: type, unknown-name`), and
+//! its rendered diagnostics must match a snapshot (the source is the snapshot's
+//! description). Every file in tests/checker/pass/ (edge cases that must be accepted) and
+//! in specs/ must be accepted, and every instruction of a pass/ file runs on both engines
+//! with equal bits.
 
-use std::path::Path;
+use mmac_compiler::diagnostic::Code;
+use mmac_compiler::engine::Operands;
+use mmac_compiler::records::Rng;
+use mmac_compiler::{interp, jit};
+use std::path::{Path, PathBuf};
 
-fn render(path: &Path) -> (String, Result<mmac_compiler::ir::Spec, String>) {
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn compile(
+    path: &Path,
+) -> (
+    String,
+    Result<mmac_compiler::Validated, mmac_compiler::diagnostic::Diagnostics>,
+) {
     let text = std::fs::read_to_string(path).unwrap();
     let name = format!(
-        "tests/checker/fail/{}",
+        "tests/checker/{}/{}",
+        path.parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy(),
         path.file_name().unwrap().to_string_lossy()
     );
-    let r = mmac_compiler::compile(&name, &text).map_err(|d| d.render_plain(100));
+    let r = mmac_compiler::compile(&name, &text);
     (text, r)
+}
+
+/// The codes a fail/ file expects, from its first line `// codes: a, b`.
+fn expected_codes(path: &Path, text: &str) -> Vec<String> {
+    let first = text.lines().next().unwrap_or("");
+    let Some(list) = first.strip_prefix("// codes:") else {
+        panic!("{} must start with `// codes: ...`", path.display());
+    };
+    list.split(',').map(|c| c.trim().to_string()).collect()
 }
 
 #[test]
 fn rejected_specs_have_pinned_diagnostics() {
     insta::glob!("checker/fail/*.mma", |path| {
-        let (text, result) = render(path);
-        let rendered = match result {
+        let (text, result) = compile(path);
+        let diags = match result {
             Ok(_) => panic!("{} was accepted but must be rejected", path.display()),
-            Err(r) => r,
+            Err(d) => d,
         };
-        // every diagnostic says what to do about it
-        let codes = rendered.matches("mmac::").count();
-        let helps = rendered.matches("help:").count();
+        let codes: Vec<&str> = diags.codes().iter().map(|c| c.as_str()).collect();
         assert_eq!(
             codes,
+            expected_codes(path, &text),
+            "the diagnostic codes of {}",
+            path.display()
+        );
+        let rendered = diags.render_plain(100);
+        // every diagnostic says what to do about it
+        let helps = rendered.matches("help:").count();
+        assert_eq!(
+            codes.len(),
             helps,
             "a diagnostic without a help line in {}:\n{rendered}",
             path.display()
@@ -37,23 +74,25 @@ fn rejected_specs_have_pinned_diagnostics() {
     });
 }
 
+fn mma_files(dir: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "mma"))
+        .collect();
+    files.sort();
+    files
+}
+
 #[test]
 fn accepted_specs_check() {
     let mut files = vec![];
     for dir in ["tests/checker/pass", "specs", "specs/examples", "specs/std"] {
-        let Ok(rd) = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)) else {
-            continue;
-        };
-        for e in rd {
-            let p = e.unwrap().path();
-            if p.extension().is_some_and(|x| x == "mma") {
-                files.push(p);
-            }
-        }
+        files.extend(mma_files(dir));
     }
     assert!(
-        files.len() >= 11,
-        "expected the spec library, found {files:?}"
+        mma_files("tests/checker/pass").len() >= 5,
+        "tests/checker/pass holds the accepted edge cases"
     );
     for p in files {
         let text = std::fs::read_to_string(&p).unwrap();
@@ -63,10 +102,81 @@ fn accepted_specs_check() {
     }
 }
 
+/// The accepted edge cases run: every instruction on random encodings through the
+/// interpreter and the JIT (which compiles each of them), with equal bits.
+#[test]
+fn accepted_edge_cases_run_on_both_engines() {
+    let mut rng = Rng::new(0x5eed);
+    for p in mma_files("tests/checker/pass") {
+        let (_, r) = compile(&p);
+        let v = r.unwrap_or_else(|d| panic!("{}", d.render_plain(100)));
+        let compiled = jit::compile(&v.spec, &v.info).expect("the backend starts");
+        for (index, inst) in v.spec.instructions.iter().enumerate() {
+            let info = v.info.instruction(index);
+            let kernel = compiled
+                .kernel(&inst.name)
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let ar = &inst.arithmetic;
+            let scale = ar.scale.as_ref().map(|s| &s.format);
+            for _ in 0..200 {
+                let draw = |rng: &mut Rng, f: &mmac_compiler::format::Format| {
+                    rng.next_u64() & f.storage_mask()
+                };
+                let a: Vec<u64> = (0..inst.k()).map(|_| draw(&mut rng, &ar.a)).collect();
+                let b: Vec<u64> = (0..inst.k()).map(|_| draw(&mut rng, &ar.b)).collect();
+                let sa: Vec<u64> = (0..inst.scale_count())
+                    .map(|_| draw(&mut rng, scale.unwrap()))
+                    .collect();
+                let sb: Vec<u64> = (0..inst.scale_count())
+                    .map(|_| draw(&mut rng, scale.unwrap()))
+                    .collect();
+                let c = draw(&mut rng, &ar.c);
+                let ops = Operands {
+                    c,
+                    a: &a,
+                    b: &b,
+                    sa: &sa,
+                    sb: &sb,
+                };
+                let want = interp::run(inst, info, &ops).unwrap();
+                let got = kernel.dot(&ops).unwrap();
+                let nan = |x: u64| ar.d.decode(x).is_nan();
+                assert!(
+                    want == got || (nan(want) && nan(got)),
+                    "{} {}: c={c:x} a={a:x?} b={b:x?}: interp {want:x}, jit {got:x}",
+                    p.display(),
+                    inst.name
+                );
+            }
+        }
+    }
+}
+
 /// Several independent mistakes are reported together, not one at a time.
 #[test]
 fn errors_are_collected() {
-    let (_, r) = render(Path::new("tests/checker/fail/several_errors.mma"));
-    let r = r.unwrap_err();
-    assert!(r.contains("3 errors"), "{r}");
+    let (_, r) = compile(&root().join("tests/checker/fail/several_errors.mma"));
+    let d = r.unwrap_err();
+    assert_eq!(d.diags.len(), 3);
+    assert!(d.render_plain(100).contains("3 errors"));
+}
+
+/// Every diagnostic code but the validator's internal ones is exercised by a fail/ file.
+#[test]
+fn every_code_has_a_failing_example() {
+    let mut seen = std::collections::HashSet::new();
+    for p in mma_files("tests/checker/fail") {
+        let text = std::fs::read_to_string(&p).unwrap();
+        seen.extend(expected_codes(&p, &text));
+    }
+    let missing: Vec<&str> = Code::ALL
+        .iter()
+        .filter(|c| !matches!(c, Code::InvalidIr | Code::Internal))
+        .map(|c| c.as_str())
+        .filter(|c| !seen.contains(*c))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no tests/checker/fail file for {missing:?}"
+    );
 }

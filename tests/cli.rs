@@ -31,7 +31,7 @@ fn check_exit_codes() {
     assert_eq!(bad.status.code(), Some(1));
     let err = stderr(&bad);
     assert!(
-        err.contains("unknown name `f61`") && err.contains("unknown_name.mma:5:"),
+        err.contains("unknown name `f61`") && err.contains("unknown_name.mma:6:"),
         "{err}"
     );
     let missing = mmac(&["check", "no/such/file.mma"]);

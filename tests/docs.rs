@@ -37,9 +37,9 @@ fn documented_specs_check() {
         for (line, spec) in blocks(&text, "mma") {
             let name = format!("{}:{line}", f.display());
             match mmac_compiler::compile(&name, &spec) {
-                Ok(s) => {
+                Ok(v) => {
                     // and every instruction runs on zeros
-                    for i in &s.instructions {
+                    for (index, i) in v.spec.instructions.iter().enumerate() {
                         let z = vec![0u64; i.k()];
                         let sc = vec![0u64; i.scale_count()];
                         let ops = mmac_compiler::engine::Operands {
@@ -49,7 +49,7 @@ fn documented_specs_check() {
                             sa: &sc,
                             sb: &sc,
                         };
-                        mmac_compiler::interp::run(i, &ops).unwrap();
+                        mmac_compiler::interp::run(i, v.info.instruction(index), &ops).unwrap();
                     }
                 }
                 Err(d) => panic!("example at {name} does not check:\n{}", d.render_plain(100)),

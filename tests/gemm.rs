@@ -4,9 +4,11 @@
 
 use mmac_compiler::engine::Operands;
 use mmac_compiler::interp;
-use mmac_compiler::ir::{Instruction, Spec};
+use mmac_compiler::ir::Instruction;
+use mmac_compiler::valid::ArithmeticInfo;
 use mmac_runtime::gemm::{self, Problem};
 use mmac_runtime::matrix::{self, Matrix};
+use mmac_runtime::specs::LoadedSpec;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -14,10 +16,8 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn spec(name: &str) -> Spec {
-    mmac_runtime::specs::load_file(&root().join(name))
-        .unwrap()
-        .spec
+fn spec(name: &str) -> LoadedSpec {
+    mmac_runtime::specs::load_file(&root().join(name)).unwrap()
 }
 
 fn tmpdir(tag: &str) -> PathBuf {
@@ -59,13 +59,13 @@ fn write_problem(
     k: usize,
     seed: u64,
 ) -> Problem {
-    let a = random(&inst.a, m, k, seed);
-    let b = random(&inst.b, k, n, seed + 1);
-    let c = random(&inst.c, m, n, seed + 2);
-    matrix::write(&dir.join("a.npy"), &inst.a, &a).unwrap();
-    matrix::write(&dir.join("b.npy"), &inst.b, &b).unwrap();
-    matrix::write(&dir.join("c.npy"), &inst.c, &c).unwrap();
-    let (sa, sb) = match &inst.scale {
+    let a = random(&inst.arithmetic.a, m, k, seed);
+    let b = random(&inst.arithmetic.b, k, n, seed + 1);
+    let c = random(&inst.arithmetic.c, m, n, seed + 2);
+    matrix::write(&dir.join("a.npy"), &inst.arithmetic.a, &a).unwrap();
+    matrix::write(&dir.join("b.npy"), &inst.arithmetic.b, &b).unwrap();
+    matrix::write(&dir.join("c.npy"), &inst.arithmetic.c, &c).unwrap();
+    let (sa, sb) = match &inst.arithmetic.scale {
         Some(s) => {
             let blocks = k / s.block as usize;
             // scales near 1 keep the products finite
@@ -94,6 +94,7 @@ fn write_problem(
 /// One whole instruction through the interpreter: D = C + A*B element by element.
 fn mma_by_elements(
     inst: &Instruction,
+    info: &ArithmeticInfo,
     a: &Matrix,
     b: &Matrix,
     c: &Matrix,
@@ -117,7 +118,7 @@ fn mma_by_elements(
                     .map(|x| &x.data[j * s..(j + 1) * s])
                     .unwrap_or(&[]),
             };
-            d.data[i * n + j] = interp::run(inst, &ops).unwrap();
+            d.data[i * n + j] = interp::run(inst, info, &ops).unwrap();
         }
     }
     d
@@ -143,9 +144,9 @@ fn mma_equals_the_per_element_dot_products() {
         ("specs/ampere.mma", "mma.m16n8k32.satfinite.s32.s8.u8.s32"),
     ] {
         let s = spec(file);
-        let inst = s.instruction(name).unwrap();
+        let (inst, info) = s.instruction(name).unwrap();
         let dir = tmpdir(&format!("mma{}", inst.k()));
-        let (m, n, k) = (inst.shape.m as usize, inst.shape.n as usize, inst.k());
+        let (m, n, k) = (inst.m as usize, inst.n as usize, inst.k());
         let p = write_problem(&dir, inst, m, n, k, 7);
         let mut args = vec![
             "mma", file, "--instr", name, "--a", "a.npy", "--b", "b.npy", "--c", "c.npy", "-o",
@@ -158,7 +159,7 @@ fn mma_equals_the_per_element_dot_products() {
             let pos = args.iter().position(|y| y == x).unwrap();
             args[pos] = dir.join(x).display().to_string();
         }
-        if inst.scale.is_some() {
+        if inst.arithmetic.scale.is_some() {
             args.extend([
                 "--sa".into(),
                 dir.join("sa.npy").display().to_string(),
@@ -173,10 +174,10 @@ fn mma_equals_the_per_element_dot_products() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let d = matrix::read(&dir.join("d.npy"), &inst.d, "D").unwrap();
+        let d = matrix::read(&dir.join("d.npy"), &inst.arithmetic.d, "D").unwrap();
         assert_eq!(
             d,
-            mma_by_elements(inst, &p.a, &p.b, &p.c, p.sa.as_ref(), p.sb.as_ref()),
+            mma_by_elements(inst, info, &p.a, &p.b, &p.c, p.sa.as_ref(), p.sb.as_ref()),
             "{name}"
         );
         std::fs::remove_dir_all(&dir).ok();
@@ -186,7 +187,7 @@ fn mma_equals_the_per_element_dot_products() {
 #[test]
 fn gemm_equals_a_loop_of_mma_calls_in_order() {
     let s = spec("specs/hopper.mma");
-    let inst = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let (inst, info) = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
     let dir = tmpdir("gemm");
     let (m, n, k) = (32, 24, 48);
     let p = write_problem(&dir, inst, m, n, k, 11);
@@ -199,6 +200,7 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
             for s in 0..k / tk {
                 d = mma_by_elements(
                     inst,
+                    info,
                     &sub(&p.a, ti * tm, tm, s * tk, tk),
                     &sub(&p.b, s * tk, tk, tj * tn, tn),
                     &d,
@@ -238,13 +240,13 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert_eq!(
-            matrix::read(&d_path, &inst.d, "D").unwrap(),
+            matrix::read(&d_path, &inst.arithmetic.d, "D").unwrap(),
             want,
             "threads = {threads}"
         );
     }
     // and the library with the interpreter engine agrees
-    let lib = gemm::gemm(inst, &gemm::Interpreter(inst), &p, &|_| {}).unwrap();
+    let lib = gemm::gemm(inst, &gemm::Interpreter(inst, info), &p, &|_| {}).unwrap();
     assert_eq!(lib, want);
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -252,7 +254,7 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
 #[test]
 fn errors_name_what_was_expected() {
     let s = spec("specs/hopper.mma");
-    let inst = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let (inst, _) = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
     let dir = tmpdir("errors");
     write_problem(&dir, inst, 16, 8, 16, 3);
     let f32 = mmac_compiler::format::builtin("f32").unwrap();
@@ -308,7 +310,7 @@ fn errors_name_what_was_expected() {
     // a block-scaled instruction without scales
     let rb = "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3";
     let s2 = spec("specs/rtx_blackwell.mma");
-    let i2 = s2.instruction(rb).unwrap();
+    let (i2, _) = s2.instruction(rb).unwrap();
     write_problem(&dir, i2, 16, 8, 64, 5);
     let out = mmac(&[
         "mma",
@@ -337,15 +339,15 @@ fn error_report_is_exact() {
     // An exactly rounded design (the Kulisch example): every element is within half an
     // f32 ulp of the exact result, and an integer instruction has no error at all.
     let s = spec("specs/examples/kulisch.mma");
-    let inst = s.instruction("kulisch.m16n8k16.f32.f16.f16.f32").unwrap();
+    let (inst, info) = s.instruction("kulisch.m16n8k16.f32.f16.f16.f32").unwrap();
     let p = Problem {
-        a: random(&inst.a, 32, 16, 1),
-        b: random(&inst.b, 16, 16, 2),
-        c: random(&inst.c, 32, 16, 3),
+        a: random(&inst.arithmetic.a, 32, 16, 1),
+        b: random(&inst.arithmetic.b, 16, 16, 2),
+        c: random(&inst.arithmetic.c, 32, 16, 3),
         sa: None,
         sb: None,
     };
-    let d = gemm::gemm(inst, &gemm::Interpreter(inst), &p, &|_| {}).unwrap();
+    let d = gemm::gemm(inst, &gemm::Interpreter(inst, info), &p, &|_| {}).unwrap();
     let r = gemm::error_report(inst, &p, &d);
     assert_eq!(r.compared, 512, "{r:?}");
     // one instruction, one rounding to nearest: at most half an ulp, 2^-24 relative
@@ -353,25 +355,25 @@ fn error_report_is_exact() {
     assert!(r.max_rel > 0.0, "some results must be inexact: {r:?}");
 
     let s = spec("specs/ampere.mma");
-    let inst = s.instruction("mma.m16n8k32.s32.s8.s8.s32").unwrap();
-    let mut c = random(&inst.c, 16, 8, 9);
+    let (inst, info) = s.instruction("mma.m16n8k32.s32.s8.s8.s32").unwrap();
+    let mut c = random(&inst.arithmetic.c, 16, 8, 9);
     for v in &mut c.data {
         *v &= 0xffff; // small accumulators: no wrap-around
     }
     let p = Problem {
-        a: random(&inst.a, 16, 32, 4),
-        b: random(&inst.b, 32, 8, 5),
+        a: random(&inst.arithmetic.a, 16, 32, 4),
+        b: random(&inst.arithmetic.b, 32, 8, 5),
         c,
         sa: None,
         sb: None,
     };
-    let d = gemm::gemm(inst, &gemm::Interpreter(inst), &p, &|_| {}).unwrap();
+    let d = gemm::gemm(inst, &gemm::Interpreter(inst, info), &p, &|_| {}).unwrap();
     let r = gemm::error_report(inst, &p, &d);
     assert_eq!((r.compared, r.max_abs, r.mean_signed), (128, 0.0, 0.0));
 
     // Hopper's truncation shows as a bias toward zero on positive data
     let s = spec("specs/hopper.mma");
-    let inst = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let (inst, info) = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
     let pos = |f: &mmac_compiler::format::Format, r, c, seed| {
         let mut m = random(f, r, c, seed);
         for v in &mut m.data {
@@ -380,13 +382,13 @@ fn error_report_is_exact() {
         m
     };
     let p = Problem {
-        a: pos(&inst.a, 16, 64, 6),
-        b: pos(&inst.b, 64, 8, 7),
-        c: pos(&inst.c, 16, 8, 8),
+        a: pos(&inst.arithmetic.a, 16, 64, 6),
+        b: pos(&inst.arithmetic.b, 64, 8, 7),
+        c: pos(&inst.arithmetic.c, 16, 8, 8),
         sa: None,
         sb: None,
     };
-    let d = gemm::gemm(inst, &gemm::Interpreter(inst), &p, &|_| {}).unwrap();
+    let d = gemm::gemm(inst, &gemm::Interpreter(inst, info), &p, &|_| {}).unwrap();
     let r = gemm::error_report(inst, &p, &d);
     assert!(r.mean_signed < 0.0 && r.max_abs > 0.0, "{r:?}");
 }

@@ -207,9 +207,9 @@ fn mutated_specs_never_panic() {
         }
         let r = catch_unwind(AssertUnwindSafe(|| {
             match mmac_compiler::compile(name, &text) {
-                Ok(spec) => {
+                Ok(v) => {
                     // whatever checks must also run: one dot product per instruction, zeros in
-                    for inst in spec.instructions.iter().take(3) {
+                    for (index, inst) in v.spec.instructions.iter().enumerate().take(3) {
                         let z = vec![0u64; inst.k()];
                         let s = vec![0u64; inst.scale_count()];
                         let ops = mmac_compiler::engine::Operands {
@@ -219,7 +219,7 @@ fn mutated_specs_never_panic() {
                             sa: &s,
                             sb: &s,
                         };
-                        mmac_compiler::interp::run(inst, &ops).unwrap();
+                        mmac_compiler::interp::run(inst, v.info.instruction(index), &ops).unwrap();
                     }
                     false
                 }

@@ -6,7 +6,6 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mmac_compiler::engine::Operands;
 use mmac_compiler::interp;
-use mmac_compiler::ir::Spec;
 use mmac_compiler::jit;
 use mmac_compiler::records::{Records, Rng};
 use std::hint::black_box;
@@ -26,7 +25,7 @@ const TRACKED: &[(&str, &str)] = &[
     ("ampere", "mma.m8n8k4.f64.f64.f64.f64"),
 ];
 
-fn load(arch: &str) -> Option<Spec> {
+fn load(arch: &str) -> Option<mmac_compiler::Validated> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../specs/{arch}.mma"));
     let text = std::fs::read_to_string(&path).ok()?;
     mmac_compiler::compile(&path.display().to_string(), &text).ok()
@@ -35,14 +34,15 @@ fn load(arch: &str) -> Option<Spec> {
 fn bench(c: &mut Criterion) {
     const N: usize = 1024;
     for (arch, name) in TRACKED {
-        let Some(spec) = load(arch) else {
+        let Some(v) = load(arch) else {
             eprintln!("note: specs/{arch}.mma is missing; skipping {name}");
             continue;
         };
-        let Some(inst) = spec.instruction(name) else {
+        let Some(index) = v.spec.position(name) else {
             eprintln!("note: {arch} has no {name}; skipping");
             continue;
         };
+        let (inst, info) = (&v.spec.instructions[index], v.info.instruction(index));
         let (k, s) = (inst.k(), inst.scale_count());
         let rec = Records::random(inst, N);
         let mut group = c.benchmark_group(format!("{arch}/{name}"));
@@ -51,7 +51,8 @@ fn bench(c: &mut Criterion) {
         group.measurement_time(Duration::from_secs(2));
         group.sample_size(20);
 
-        let compiled = jit::compile_instruction(inst).expect("the tracked instructions compile");
+        let compiled =
+            jit::compile_instruction(inst, info).expect("the tracked instructions compile");
         let kernel = compiled.kernel(name).expect("kernel");
         let mut d = vec![0u64; N];
         group.bench_function(BenchmarkId::new("jit", N), |bch| {
@@ -76,7 +77,7 @@ fn bench(c: &mut Criterion) {
                         sa: &rec.sa[i * s..(i + 1) * s],
                         sb: &rec.sb[i * s..(i + 1) * s],
                     };
-                    black_box(interp::run(inst, &ops).unwrap());
+                    black_box(interp::run(inst, info, &ops).unwrap());
                 }
             })
         });

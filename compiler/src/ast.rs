@@ -129,6 +129,7 @@ pub enum Reference {
     Fixed(Expr),
 }
 
+#[allow(clippy::large_enum_variant)] // built once per stage; boxing buys nothing
 #[derive(Clone, Debug, PartialEq)]
 pub enum MultiplyKind {
     Exact,

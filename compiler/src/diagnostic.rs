@@ -10,30 +10,193 @@ use miette::{
 use std::fmt;
 use std::sync::Arc;
 
+/// Which source file a span is in: the file being checked, or the standard prelude that
+/// it imports (an error inside a std pipeline points into the prelude).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FileId {
+    /// The file being checked.
+    #[default]
+    Main,
+    /// `specs/std/prelude.mma`, compiled into mmac (`import std`).
+    Std,
+}
+
 /// A byte range in a source file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Span {
+    pub file: FileId,
     pub start: usize,
     pub end: usize,
 }
 
 impl Span {
+    /// A span in the file being checked.
     pub fn new(start: usize, end: usize) -> Span {
-        Span { start, end }
+        Span {
+            file: FileId::Main,
+            start,
+            end,
+        }
+    }
+    /// The same range in another file.
+    pub fn in_file(self, file: FileId) -> Span {
+        Span { file, ..self }
     }
     pub fn join(self, other: Span) -> Span {
         Span {
+            file: self.file,
             start: self.start.min(other.start),
             end: self.end.max(other.end),
         }
     }
 }
 
+/// What kind of mistake a diagnostic reports: a stable kebab-case code, shown as
+/// `mmac::CODE`, that tests and tools can match on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Code {
+    /// The text does not follow the grammar.
+    Syntax,
+    /// A name that nothing defines.
+    UnknownName,
+    UnknownImport,
+    UnknownField,
+    UnknownParameter,
+    UnknownProperty,
+    /// A value of the wrong kind (a format where a number is expected, ...).
+    Type,
+    /// A number outside what the construct allows.
+    OutOfRange,
+    /// Arithmetic in a spec expression that overflows or is inexact.
+    NumberRange,
+    NoMatch,
+    DuplicateName,
+    DuplicateArch,
+    DuplicateInstruction,
+    MissingArch,
+    MissingArgument,
+    MissingField,
+    MissingKeep,
+    MissingNormalize,
+    MissingPrecision,
+    MissingRounding,
+    MissingShape,
+    MissingStage,
+    MissingType,
+    MissingUses,
+    WrongArguments,
+    /// A length that does not divide k (chain, group, block).
+    Divisibility,
+    MisplacedStage,
+    StageOrder,
+    BadOverflow,
+    RoundingNotAllowed,
+    ScaleMissing,
+    ScaleUnused,
+    /// A product, c, group or intermediate sum not consumed exactly once.
+    UnbalancedTerms,
+    /// An accumulator wider than the engines compute exactly.
+    TooWide,
+    /// IR that breaks an invariant the engines rely on (the validator's last line of
+    /// defence; the checker should have reported the mistake).
+    InvalidIr,
+    /// A failure of mmac itself, not of the spec (e.g. the built-in prelude).
+    Internal,
+}
+
+impl Code {
+    pub const ALL: [Code; 36] = [
+        Code::Syntax,
+        Code::UnknownName,
+        Code::UnknownImport,
+        Code::UnknownField,
+        Code::UnknownParameter,
+        Code::UnknownProperty,
+        Code::Type,
+        Code::OutOfRange,
+        Code::NumberRange,
+        Code::NoMatch,
+        Code::DuplicateName,
+        Code::DuplicateArch,
+        Code::DuplicateInstruction,
+        Code::MissingArch,
+        Code::MissingArgument,
+        Code::MissingField,
+        Code::MissingKeep,
+        Code::MissingNormalize,
+        Code::MissingPrecision,
+        Code::MissingRounding,
+        Code::MissingShape,
+        Code::MissingStage,
+        Code::MissingType,
+        Code::MissingUses,
+        Code::WrongArguments,
+        Code::Divisibility,
+        Code::MisplacedStage,
+        Code::StageOrder,
+        Code::BadOverflow,
+        Code::RoundingNotAllowed,
+        Code::ScaleMissing,
+        Code::ScaleUnused,
+        Code::UnbalancedTerms,
+        Code::TooWide,
+        Code::InvalidIr,
+        Code::Internal,
+    ];
+
+    /// The kebab-case name shown as `mmac::NAME`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::Syntax => "syntax",
+            Code::UnknownName => "unknown-name",
+            Code::UnknownImport => "unknown-import",
+            Code::UnknownField => "unknown-field",
+            Code::UnknownParameter => "unknown-parameter",
+            Code::UnknownProperty => "unknown-property",
+            Code::Type => "type",
+            Code::OutOfRange => "out-of-range",
+            Code::NumberRange => "number-range",
+            Code::NoMatch => "no-match",
+            Code::DuplicateName => "duplicate-name",
+            Code::DuplicateArch => "duplicate-arch",
+            Code::DuplicateInstruction => "duplicate-instruction",
+            Code::MissingArch => "missing-arch",
+            Code::MissingArgument => "missing-argument",
+            Code::MissingField => "missing-field",
+            Code::MissingKeep => "missing-keep",
+            Code::MissingNormalize => "missing-normalize",
+            Code::MissingPrecision => "missing-precision",
+            Code::MissingRounding => "missing-rounding",
+            Code::MissingShape => "missing-shape",
+            Code::MissingStage => "missing-stage",
+            Code::MissingType => "missing-type",
+            Code::MissingUses => "missing-uses",
+            Code::WrongArguments => "wrong-arguments",
+            Code::Divisibility => "divisibility",
+            Code::MisplacedStage => "misplaced-stage",
+            Code::StageOrder => "stage-order",
+            Code::BadOverflow => "bad-overflow",
+            Code::RoundingNotAllowed => "rounding-not-allowed",
+            Code::ScaleMissing => "scale-missing",
+            Code::ScaleUnused => "scale-unused",
+            Code::UnbalancedTerms => "unbalanced-terms",
+            Code::TooWide => "too-wide",
+            Code::InvalidIr => "invalid-ir",
+            Code::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One diagnostic: what is wrong, where, and what to do about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diag {
-    /// A stable kebab-case code, shown as `mmac::CODE`.
-    pub code: &'static str,
+    pub code: Code,
     pub message: String,
     pub span: Span,
     pub label: String,
@@ -42,7 +205,7 @@ pub struct Diag {
 }
 
 impl Diag {
-    pub fn new(code: &'static str, span: Span, message: impl Into<String>) -> Diag {
+    pub fn new(code: Code, span: Span, message: impl Into<String>) -> Diag {
         Diag {
             code,
             message: message.into(),
@@ -66,17 +229,58 @@ impl Diag {
     }
 }
 
-/// A `Diag` bound to the file it is about, as miette wants it.
+/// A `Diag` bound to the file its primary span is in, as miette wants it. Secondary
+/// labels in another file (a `uses` line for an error inside a prelude pipeline) become
+/// related notes bound to that file.
 #[derive(Debug)]
 struct Located {
-    diag: Diag,
-    code: String,
+    message: String,
+    code: Option<String>,
+    help: Option<String>,
+    labels: Vec<(Span, Option<String>, bool)>,
     source: Arc<NamedSource<String>>,
+    related: Vec<Located>,
+}
+
+impl Located {
+    fn new(diag: &Diag, sources: &Sources) -> Located {
+        let file = diag.span.file;
+        let mut labels = vec![(
+            diag.span,
+            (!diag.label.is_empty()).then(|| diag.label.clone()),
+            true,
+        )];
+        let mut related: Vec<Located> = vec![];
+        for (span, label) in &diag.secondary {
+            if span.file == file {
+                labels.push((*span, Some(label.clone()), false));
+            } else if let Some(r) = related.iter_mut().find(|r| r.labels[0].0.file == span.file) {
+                r.labels.push((*span, Some(label.clone()), false));
+            } else {
+                related.push(Located {
+                    message: format!("instantiated in {}", sources.name(span.file)),
+                    code: None,
+                    help: None,
+                    labels: vec![(*span, Some(label.clone()), true)],
+                    source: sources.get(span.file),
+                    related: vec![],
+                });
+            }
+        }
+        Located {
+            message: diag.message.clone(),
+            code: Some(format!("mmac::{}", diag.code)),
+            help: diag.help.clone(),
+            labels,
+            source: sources.get(file),
+            related,
+        }
+    }
 }
 
 impl fmt::Display for Located {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.diag.message)
+        f.write_str(&self.message)
     }
 }
 
@@ -84,11 +288,19 @@ impl std::error::Error for Located {}
 
 impl Diagnostic for Located {
     fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        Some(Box::new(&self.code))
+        self.code
+            .as_ref()
+            .map(|c| Box::new(c) as Box<dyn fmt::Display>)
+    }
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(if self.code.is_some() {
+            miette::Severity::Error
+        } else {
+            miette::Severity::Advice
+        })
     }
     fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        self.diag
-            .help
+        self.help
             .as_ref()
             .map(|h| Box::new(h) as Box<dyn fmt::Display>)
     }
@@ -96,21 +308,65 @@ impl Diagnostic for Located {
         Some(self.source.as_ref())
     }
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        let primary = LabeledSpan::new_primary_with_span(
-            if self.diag.label.is_empty() {
-                None
-            } else {
-                Some(self.diag.label.clone())
+        // a span past the end of the text (an error at end of file) is clamped to it
+        let len = self.source.inner().len();
+        Some(Box::new(self.labels.iter().map(
+            move |(s, label, primary)| {
+                let start = s.start.min(len);
+                let at = (start, s.end.min(len).saturating_sub(start));
+                if *primary {
+                    LabeledSpan::new_primary_with_span(label.clone(), at)
+                } else {
+                    LabeledSpan::new_with_span(label.clone(), at)
+                }
             },
-            (
-                self.diag.span.start,
-                self.diag.span.end.saturating_sub(self.diag.span.start),
-            ),
-        );
-        let rest = self.diag.secondary.iter().map(|(s, l)| {
-            LabeledSpan::new_with_span(Some(l.clone()), (s.start, s.end.saturating_sub(s.start)))
-        });
-        Some(Box::new(std::iter::once(primary).chain(rest)))
+        )))
+    }
+    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn Diagnostic> + 'a>> {
+        if self.related.is_empty() {
+            None
+        } else {
+            Some(Box::new(self.related.iter().map(|r| r as &dyn Diagnostic)))
+        }
+    }
+}
+
+/// The source files a set of diagnostics can point into.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    main: Arc<NamedSource<String>>,
+    std: Arc<NamedSource<String>>,
+}
+
+impl Sources {
+    pub fn new(file: &str, text: &str) -> Sources {
+        Sources {
+            main: Arc::new(NamedSource::new(file, text.to_string())),
+            std: Arc::new(NamedSource::new(
+                crate::STD_PRELUDE_NAME,
+                crate::STD_PRELUDE.to_string(),
+            )),
+        }
+    }
+    fn get(&self, file: FileId) -> Arc<NamedSource<String>> {
+        match file {
+            FileId::Main => self.main.clone(),
+            FileId::Std => self.std.clone(),
+        }
+    }
+    /// The name a file is shown with.
+    pub fn name(&self, file: FileId) -> &str {
+        self.get_ref(file).name()
+    }
+    /// The text of a file.
+    pub fn text(&self, file: FileId) -> &str {
+        self.get_ref(file).inner()
+    }
+    fn get_ref(&self, file: FileId) -> &NamedSource<String> {
+        match file {
+            FileId::Main => &self.main,
+            FileId::Std => &self.std,
+        }
     }
 }
 
@@ -118,7 +374,7 @@ impl Diagnostic for Located {
 #[derive(Debug)]
 pub struct Diagnostics {
     pub file: String,
-    pub source: Arc<NamedSource<String>>,
+    pub sources: Sources,
     pub diags: Vec<Diag>,
 }
 
@@ -126,9 +382,14 @@ impl Diagnostics {
     pub fn new(file: &str, text: &str, diags: Vec<Diag>) -> Diagnostics {
         Diagnostics {
             file: file.to_string(),
-            source: Arc::new(NamedSource::new(file, text.to_string())),
+            sources: Sources::new(file, text),
             diags,
         }
+    }
+
+    /// The codes of the diagnostics, in order.
+    pub fn codes(&self) -> Vec<Code> {
+        self.diags.iter().map(|d| d.code).collect()
     }
 
     /// Render every diagnostic, without colour, at a fixed width (stable for snapshots).
@@ -152,11 +413,7 @@ impl Diagnostics {
     fn render_with(&self, handler: &GraphicalReportHandler) -> String {
         let mut out = String::new();
         for d in &self.diags {
-            let located = Located {
-                diag: d.clone(),
-                code: format!("mmac::{}", d.code),
-                source: self.source.clone(),
-            };
+            let located = Located::new(d, &self.sources);
             let _ = handler.render_report(&mut out, &located);
         }
         if self.diags.len() > 1 {
@@ -171,12 +428,17 @@ impl Diagnostics {
 
     /// `file:line:col: message` lines, one per diagnostic (for tools and quick greps).
     pub fn short(&self) -> String {
-        let text = self.source.inner();
         self.diags
             .iter()
             .map(|d| {
-                let (line, col) = line_col(text, d.span.start);
-                format!("{}:{}:{}: {}\n", self.file, line, col, d.message)
+                let (line, col) = line_col(self.sources.text(d.span.file), d.span.start);
+                format!(
+                    "{}:{}:{}: {}\n",
+                    self.sources.name(d.span.file),
+                    line,
+                    col,
+                    d.message
+                )
             })
             .collect()
     }

@@ -24,4 +24,19 @@ pub enum EvalError {
         got: usize,
         want: usize,
     },
+    #[error(
+        "{operand}: {records} records {stride} elements apart do not fit in memory, for `{instruction}`"
+    )]
+    Stride {
+        instruction: String,
+        operand: &'static str,
+        records: usize,
+        stride: usize,
+    },
+    /// An engine could not compute the result exactly (a broken invariant: a bug).
+    #[error("internal error computing `{instruction}`: {message}")]
+    Internal {
+        instruction: String,
+        message: String,
+    },
 }

@@ -1,27 +1,36 @@
-//! The reference interpreter: computes one dot-product-add of a checked instruction
+//! The reference interpreter: computes one dot-product-add of a validated instruction
 //! exactly, with [`Dyadic`] arithmetic, rounding only where the IR says so. Optionally
 //! records a trace of every stage (decoded inputs, exponents, the reference exponent of
 //! each alignment, what each rounding dropped, the sum and the result).
+//!
+//! In debug and test builds it asserts that every alignment sum fits the grid and width
+//! the validator computed ([`crate::valid::NodeInfo::holds`]): the JIT sizes its
+//! accumulators by that analysis, so every test that runs the interpreter also tests it.
 
 use crate::engine::{EvalError, Operands};
 use crate::exact::{Dyadic, Rounding};
 use crate::format::{Decoded, Finite, Format};
 use crate::ir::*;
+use crate::valid::{ArithmeticInfo, FusedInfo};
 use num_bigint::BigInt;
-use num_traits::ToPrimitive;
 
-/// Compute `d` for one dot product.
-pub fn run(inst: &Instruction, ops: &Operands) -> Result<u64, EvalError> {
+/// Compute `d` for one dot product. `info` is what the validator established about the
+/// instruction's arithmetic ([`crate::valid::SpecInfo::instruction`]).
+pub fn run(inst: &Instruction, info: &ArithmeticInfo, ops: &Operands) -> Result<u64, EvalError> {
     let mut t = Trace { lines: None };
-    evaluate(inst, ops, &mut t)
+    evaluate(inst, info, ops, &mut t)
 }
 
 /// Compute `d` and return the trace of every stage.
-pub fn run_traced(inst: &Instruction, ops: &Operands) -> Result<(u64, Vec<String>), EvalError> {
+pub fn run_traced(
+    inst: &Instruction,
+    info: &ArithmeticInfo,
+    ops: &Operands,
+) -> Result<(u64, Vec<String>), EvalError> {
     let mut t = Trace {
         lines: Some(vec![]),
     };
-    let d = evaluate(inst, ops, &mut t)?;
+    let d = evaluate(inst, info, ops, &mut t)?;
     Ok((d, t.lines.unwrap_or_default()))
 }
 
@@ -61,14 +70,22 @@ fn check_counts(inst: &Instruction, ops: &Operands) -> Result<(), EvalError> {
     Ok(())
 }
 
-fn evaluate(inst: &Instruction, ops: &Operands, t: &mut Trace) -> Result<u64, EvalError> {
+fn evaluate(
+    inst: &Instruction,
+    info: &ArithmeticInfo,
+    ops: &Operands,
+    t: &mut Trace,
+) -> Result<u64, EvalError> {
     check_counts(inst, ops)?;
-    let d = match &inst.pipeline {
-        Pipeline::Fused(f) => fused(inst, f, ops, t),
-        Pipeline::Sequential(s) => sequential(inst, s, ops, t),
-        Pipeline::Integer(i) => integer(inst, i, ops, t),
-    };
-    Ok(d)
+    match (&inst.arithmetic.pipeline, &info.fused) {
+        (Pipeline::Fused(f), Some(fi)) => fused(inst, f, fi, ops, t),
+        (Pipeline::Sequential(s), None) => sequential(inst, s, ops, t),
+        (Pipeline::Integer(i), None) => integer(inst, i, ops, t),
+        _ => Err(EvalError::Internal {
+            instruction: inst.name.clone(),
+            message: "the validation info does not belong to this instruction".into(),
+        }),
+    }
 }
 
 /// A value with IEEE special cases and a signed zero.
@@ -186,23 +203,36 @@ fn product(a: &Decoded, b: &Decoded) -> (Num, i64) {
 }
 
 /// Encode a result in d's format. A NaN is the format's canonical quiet NaN under either
-/// NaN policy (`nan ieee` only means the payload is not pinned). The checker guarantees
-/// that every finite result was rounded into the format, so encoding cannot fail.
-fn encode(d: &Format, n: &Num) -> u64 {
-    let nan = || d.encode_nan().unwrap_or(0);
+/// NaN policy (`nan ieee` only means the payload is not pinned). The validator guarantees
+/// that every result is rounded into the format; a value that still does not encode is
+/// an error, never a silent NaN.
+fn encode(inst: &Instruction, n: &Num) -> Result<u64, EvalError> {
+    let d = &inst.arithmetic.d;
     let bits = match n {
         Num::Nan => d.encode_nan(),
         Num::Inf(neg) => d.encode_inf(*neg),
         Num::Fin(neg, v) => d.encode_finite(*neg, v),
     };
-    debug_assert!(bits.is_some(), "{n:?} is not representable in {}", d.name);
-    bits.unwrap_or_else(nan)
+    bits.ok_or_else(|| EvalError::Internal {
+        instruction: inst.name.clone(),
+        message: format!(
+            "the result {} is not representable in `{}`",
+            show_num(n),
+            d.name
+        ),
+    })
 }
 
-fn fused(inst: &Instruction, f: &Fused, ops: &Operands, t: &mut Trace) -> u64 {
+fn fused(
+    inst: &Instruction,
+    f: &Fused,
+    info: &FusedInfo,
+    ops: &Operands,
+    t: &mut Trace,
+) -> Result<u64, EvalError> {
     let l = f.chain as usize;
     let mut c = ops.c;
-    let mut c_format = &inst.c;
+    let mut c_format = &inst.arithmetic.c;
     for (step, start) in (0..inst.k()).step_by(l).enumerate() {
         if inst.k() > l {
             t.line(|| {
@@ -214,7 +244,7 @@ fn fused(inst: &Instruction, f: &Fused, ops: &Operands, t: &mut Trace) -> u64 {
                 )
             });
         }
-        let (sa, sb) = match &inst.scale {
+        let (sa, sb) = match &inst.arithmetic.scale {
             Some(s) => {
                 let (b0, b1) = (
                     start / s.block as usize,
@@ -227,6 +257,7 @@ fn fused(inst: &Instruction, f: &Fused, ops: &Operands, t: &mut Trace) -> u64 {
         c = fused_step(
             inst,
             f,
+            info,
             c_format,
             c,
             &ops.a[start..start + l],
@@ -235,19 +266,30 @@ fn fused(inst: &Instruction, f: &Fused, ops: &Operands, t: &mut Trace) -> u64 {
             sb,
             start,
             t,
-        );
-        c_format = &inst.d;
+        )?;
+        c_format = &inst.arithmetic.d;
         if inst.k() > l {
-            t.line(|| format!("   step result {}", describe_raw(&inst.d, c)));
+            t.line(|| format!("   step result {}", describe_raw(&inst.arithmetic.d, c)));
         }
     }
-    c
+    Ok(c)
+}
+
+/// The name of alignment node `i` of `count` in traces: its `as NAME`, or `sum` for the
+/// last.
+fn node_name(inst: &Instruction, i: usize, count: usize) -> String {
+    match inst.provenance.node_names.get(i).cloned().flatten() {
+        Some(n) => n,
+        None if i + 1 == count => "sum".into(),
+        None => format!("node{i}"),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
 fn fused_step(
     inst: &Instruction,
     f: &Fused,
+    info: &FusedInfo,
     c_format: &Format,
     c_raw: u64,
     a: &[u64],
@@ -256,7 +298,7 @@ fn fused_step(
     sb: &[u64],
     k0: usize,
     t: &mut Trace,
-) -> u64 {
+) -> Result<u64, EvalError> {
     let cond = f.conditioning;
     let mut specials = Specials::default();
     let c_dec = decode(c_format, c_raw, cond.flush_c);
@@ -285,17 +327,22 @@ fn fused_step(
             }
         }
     };
-    let block = inst.scale.as_ref().map(|s| s.block as usize).unwrap_or(1);
+    let block = inst
+        .arithmetic
+        .scale
+        .as_ref()
+        .map(|s| s.block as usize)
+        .unwrap_or(1);
     let scale_of = |j: usize| -> (Decoded, Decoded) {
-        let s = inst.scale.as_ref().unwrap();
+        let s = inst.arithmetic.scale.as_ref().unwrap();
         (s.format.decode(sa[j]), s.format.decode(sb[j]))
     };
 
     // products
     let mut products: Vec<(Num, i64, bool)> = vec![]; // product, exponent, is zero
     for k in 0..a.len() {
-        let da = decode(&inst.a, a[k], cond.flush_a);
-        let db = decode(&inst.b, b[k], cond.flush_b);
+        let da = decode(&inst.arithmetic.a, a[k], cond.flush_a);
+        let db = decode(&inst.arithmetic.b, b[k], cond.flush_b);
         let (mut p, mut e) = product(&da, &db);
         if f.scaled_products {
             let (x, y) = scale_of(k / block);
@@ -331,8 +378,8 @@ fn fused_step(
             format!(
                 "p[{:>2}] = a {} * b {}{} = {}",
                 k0 + k,
-                describe_raw(&inst.a, a[k]),
-                describe_raw(&inst.b, b[k]),
+                describe_raw(&inst.arithmetic.a, a[k]),
+                describe_raw(&inst.arithmetic.b, b[k]),
                 sc,
                 shown
             )
@@ -396,7 +443,7 @@ fn fused_step(
                 }
             )
         });
-        return encode(&inst.d, &sp);
+        return encode(inst, &sp);
     }
 
     let product_terms: Vec<Term> = products
@@ -441,24 +488,16 @@ fn fused_step(
                         items.push((g.clone(), at, format!("group[{gi}]")));
                     }
                 }
-                TermSource::Node(i) => items.push((
-                    node_terms[i].clone(),
-                    at,
-                    f.nodes[i].name.clone().unwrap_or_default(),
-                )),
+                TermSource::Node(i) => {
+                    items.push((node_terms[i].clone(), at, node_name(inst, i, f.nodes.len())))
+                }
             }
         }
         let reference = match node.reference {
             Reference::Fixed(r) => Some(r as i64),
             Reference::MaxExponent => items.iter().filter_map(|(x, _, _)| x.exponent).max(),
         };
-        let label = node.name.clone().unwrap_or_else(|| {
-            if ni + 1 == f.nodes.len() {
-                "sum".into()
-            } else {
-                format!("node{ni}")
-            }
-        });
+        let label = node_name(inst, ni, f.nodes.len());
         t.line(|| {
             format!(
                 "align {label}: reference exponent {}",
@@ -509,6 +548,18 @@ fn fused_step(
             sum = sum.add(&kept);
         }
         t.line(|| format!("  {label} = {}", show(&sum)));
+        // the JIT sizes its accumulators by the validator's analysis: check it here
+        if cfg!(debug_assertions) && !info.nodes[ni].holds(&sum, reference) {
+            return Err(EvalError::Internal {
+                instruction: inst.name.clone(),
+                message: format!(
+                    "alignment {label} summed {}, outside the {}-bit accumulator the validator sized ({:?})",
+                    show(&sum),
+                    info.nodes[ni].width_bits,
+                    info.nodes[ni].grid
+                ),
+            });
+        }
         node_terms.push(Term {
             value: sum,
             exponent: reference,
@@ -541,17 +592,17 @@ fn fused_step(
             match step.overflow {
                 Overflow::Inf | Overflow::Wrap => {
                     t.line(|| "overflow -> inf".to_string());
-                    return encode(&inst.d, &Num::Inf(neg));
+                    return encode(inst, &Num::Inf(neg));
                 }
                 Overflow::Saturate => {
-                    let ff = inst.d.as_float().unwrap();
+                    let ff = inst.arithmetic.d.as_float().unwrap();
                     let max = Dyadic::from_parts(
                         neg,
                         ff.max_significand() as u128,
                         emax as i64 - ff.mantissa_bits as i64,
                     );
                     t.line(|| "overflow -> saturate".to_string());
-                    return encode(&inst.d, &Num::Fin(neg, max));
+                    return encode(inst, &Num::Fin(neg, max));
                 }
             }
         }
@@ -560,7 +611,7 @@ fn fused_step(
         ZeroSign::Positive => v.is_negative(),
         ZeroSign::ExactPositive => !exact_zero && root.is_negative(),
     };
-    encode(&inst.d, &Num::Fin(neg, v))
+    encode(inst, &Num::Fin(neg, v))
 }
 
 fn num_mul(x: &Num, y: &Num) -> Num {
@@ -599,7 +650,7 @@ fn show(v: &Dyadic) -> String {
 
 /// Round an exact value into an arithmetic format with IEEE overflow rules, then flush a
 /// subnormal result to a zero of the same sign if asked.
-fn round_ieee(neg: bool, v: &Dyadic, a: &Arithmetic) -> Num {
+fn round_ieee(neg: bool, v: &Dyadic, a: &RoundedOp) -> Num {
     let f = a
         .format
         .as_float()
@@ -640,7 +691,7 @@ fn round_ieee(neg: bool, v: &Dyadic, a: &Arithmetic) -> Num {
     Num::Fin(neg, r)
 }
 
-fn ieee_add(x: &Num, y: &Num, a: &Arithmetic) -> Num {
+fn ieee_add(x: &Num, y: &Num, a: &RoundedOp) -> Num {
     match (x, y) {
         (Num::Nan, _) | (_, Num::Nan) => Num::Nan,
         (Num::Inf(p), Num::Inf(q)) => {
@@ -697,14 +748,25 @@ fn show_num(n: &Num) -> String {
     }
 }
 
-fn sequential(inst: &Instruction, s: &Sequential, ops: &Operands, t: &mut Trace) -> u64 {
+fn sequential(
+    inst: &Instruction,
+    s: &Sequential,
+    ops: &Operands,
+    t: &mut Trace,
+) -> Result<u64, EvalError> {
     let cond = s.conditioning;
-    let mut c = num_of(&decode(&inst.c, ops.c, cond.flush_c));
-    t.line(|| format!("c = {} -> {}", describe_raw(&inst.c, ops.c), show_num(&c)));
+    let mut c = num_of(&decode(&inst.arithmetic.c, ops.c, cond.flush_c));
+    t.line(|| {
+        format!(
+            "c = {} -> {}",
+            describe_raw(&inst.arithmetic.c, ops.c),
+            show_num(&c)
+        )
+    });
     let mut terms = vec![];
     for k in 0..inst.k() {
-        let da = decode(&inst.a, ops.a[k], cond.flush_a);
-        let db = decode(&inst.b, ops.b[k], cond.flush_b);
+        let da = decode(&inst.arithmetic.a, ops.a[k], cond.flush_a);
+        let db = decode(&inst.arithmetic.b, ops.b[k], cond.flush_b);
         let (p, _) = product(&da, &db);
         let p = match (&s.product, &p) {
             (ProductRule::Rounded(ar), Num::Fin(neg, v)) => round_ieee(*neg, v, ar),
@@ -713,8 +775,8 @@ fn sequential(inst: &Instruction, s: &Sequential, ops: &Operands, t: &mut Trace)
         t.line(|| {
             format!(
                 "p[{k:>2}] = a {} * b {} = {}",
-                describe_raw(&inst.a, ops.a[k]),
-                describe_raw(&inst.b, ops.b[k]),
+                describe_raw(&inst.arithmetic.a, ops.a[k]),
+                describe_raw(&inst.arithmetic.b, ops.b[k]),
                 show_num(&p)
             )
         });
@@ -742,7 +804,7 @@ fn sequential(inst: &Instruction, s: &Sequential, ops: &Operands, t: &mut Trace)
         c = ieee_add(&c, term, &s.accumulate);
         t.line(|| format!("acc[{i:>2}] = {}", show_num(&c)));
     }
-    encode(&inst.d, &c)
+    encode(inst, &c)
 }
 
 // ------------------------------------------------------------------------------------
@@ -758,12 +820,17 @@ fn int_value(f: &Format, raw: u64) -> i128 {
     }
 }
 
-fn integer(inst: &Instruction, p: &IntegerDot, ops: &Operands, t: &mut Trace) -> u64 {
-    let mut sum: i128 = int_value(&inst.c, ops.c);
-    t.line(|| format!("c = {}", describe_raw(&inst.c, ops.c)));
+fn integer(
+    inst: &Instruction,
+    p: &IntegerDot,
+    ops: &Operands,
+    t: &mut Trace,
+) -> Result<u64, EvalError> {
+    let mut sum: i128 = int_value(&inst.arithmetic.c, ops.c);
+    t.line(|| format!("c = {}", describe_raw(&inst.arithmetic.c, ops.c)));
     for k in 0..inst.k() {
-        let x = int_value(&inst.a, ops.a[k]);
-        let y = int_value(&inst.b, ops.b[k]);
+        let x = int_value(&inst.arithmetic.a, ops.a[k]);
+        let y = int_value(&inst.arithmetic.b, ops.b[k]);
         let term = match p.op {
             IntegerOp::Multiply => x * y,
             IntegerOp::Xor => x ^ y,
@@ -783,9 +850,10 @@ fn integer(inst: &Instruction, p: &IntegerDot, ops: &Operands, t: &mut Trace) ->
     }
     t.line(|| format!("exact sum = {sum}"));
     let fi = inst
+        .arithmetic
         .d
         .as_int()
-        .expect("checked: integer pipelines produce integers");
+        .expect("validated: integer pipelines produce integers");
     let (lo, hi) = crate::format::int_range(fi);
     let v = match p.overflow {
         Overflow::Saturate => sum.clamp(lo as i128, hi as i128),
@@ -799,8 +867,5 @@ fn integer(inst: &Instruction, p: &IntegerDot, ops: &Operands, t: &mut Trace) ->
             }
         }
     };
-    let big = BigInt::from(v);
-    inst.d
-        .encode_finite(v < 0, &Dyadic::new(big.clone(), 0))
-        .unwrap_or_else(|| big.to_i64().unwrap_or(0) as u64 & inst.d.storage_mask())
+    encode(inst, &Num::Fin(v < 0, Dyadic::new(BigInt::from(v), 0)))
 }

@@ -1,13 +1,21 @@
 //! The checked intermediate representation: one [`Instruction`] per concrete instruction
-//! name, each with a fully resolved [`Pipeline`] (no names, no expressions, every parameter
-//! a number). Only [`crate::check`] constructs it; the engines take it as given.
+//! name. An instruction is its [`Arithmetic`] (operand formats, k, scale factors and a fully
+//! resolved [`Pipeline`]: no names, no expressions, every parameter a number) and its
+//! [`Provenance`] (pipeline name, arguments, spans, names of intermediate sums). Equal
+//! arithmetic computes equal results on every input: it is the identity of a kernel.
 //!
-//! Invariants the checker guarantees:
+//! Only [`crate::check`] constructs the IR from source; [`crate::valid::validate`] checks
+//! the invariants below on any IR and computes the facts the engines rely on
+//! ([`crate::valid::SpecInfo`]), so the engines take a spec only together with its info.
+//!
+//! Invariants (checked by the validator):
 //! - `k` is a multiple of every chain length, group size, block size and pairwise group size;
-//! - every product, `c`, every group and every named alignment node is consumed exactly once,
-//!   and the last node of a fused pipeline is the sum that is normalised;
-//! - the final normalisation step targets `d`'s format and every intermediate width is
-//!   within [`MAX_WIDTH_BITS`].
+//!   a scaled group lies inside one scale block;
+//! - every product, `c`, every group and every alignment node but the last is consumed
+//!   exactly once, a node only by a later node; the last node is the sum that is normalised;
+//! - the last normalisation step (and only it) produces `d`: d's exponent range, at most d's
+//!   precision; fused and sequential pipelines take float operands, integer ones integers;
+//! - every intermediate width is within [`MAX_WIDTH_BITS`] and every F within [`MAX_F`].
 
 use crate::diagnostic::Span;
 use crate::exact::Rounding;
@@ -17,6 +25,8 @@ use crate::format::Format;
 pub const MAX_WIDTH_BITS: u32 = 4096;
 /// The largest F (fraction bits kept by an alignment) the checker accepts.
 pub const MAX_F: i64 = 1024;
+/// The largest dimension (m, n or k) of an instruction.
+pub const MAX_DIMENSION: u32 = 65536;
 
 /// A checked spec file.
 #[derive(Clone, Debug)]
@@ -30,9 +40,14 @@ impl Spec {
     pub fn instruction(&self, name: &str) -> Option<&Instruction> {
         self.instructions.iter().find(|i| i.name == name)
     }
+    /// The position of an instruction in [`Spec::instructions`] (and in its
+    /// [`crate::valid::SpecInfo`]).
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.instructions.iter().position(|i| i.name == name)
+    }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Shape {
     pub m: u32,
     pub n: u32,
@@ -40,7 +55,7 @@ pub struct Shape {
 }
 
 /// Block scale factors: one per `block` elements of k, per row of A and per column of B.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ScaleSpec {
     pub format: Format,
     pub block: u32,
@@ -50,35 +65,72 @@ pub struct ScaleSpec {
 #[derive(Clone, Debug)]
 pub struct Instruction {
     pub name: String,
-    pub shape: Shape,
+    /// M and N of the instruction's tile; K is the arithmetic's.
+    pub m: u32,
+    pub n: u32,
+    pub arithmetic: Arithmetic,
+    pub provenance: Provenance,
+}
+
+impl Instruction {
+    pub fn shape(&self) -> Shape {
+        Shape {
+            m: self.m,
+            n: self.n,
+            k: self.arithmetic.k,
+        }
+    }
+    pub fn k(&self) -> usize {
+        self.arithmetic.k as usize
+    }
+    /// Scale factors per row of A (and per column of B) for one dot product.
+    pub fn scale_count(&self) -> usize {
+        self.arithmetic.scale_count()
+    }
+}
+
+/// What one dot-product-add `d = f(c, a[0..k], b[0..k])` computes. Two instructions with
+/// equal arithmetic give equal results on every input (they share a kernel).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Arithmetic {
     pub a: Format,
     pub b: Format,
     pub c: Format,
     pub d: Format,
+    pub k: u32,
     pub scale: Option<ScaleSpec>,
-    /// The pipeline's name and its resolved arguments, for listings.
-    pub pipeline_name: String,
-    pub arguments: Vec<(String, String)>,
     pub pipeline: Pipeline,
-    /// Where the instruction family is declared.
-    pub span: Span,
 }
 
-impl Instruction {
-    pub fn k(&self) -> usize {
-        self.shape.k as usize
-    }
+impl Arithmetic {
     /// Scale factors per row of A (and per column of B) for one dot product.
     pub fn scale_count(&self) -> usize {
         self.scale
             .as_ref()
-            .map(|s| (self.shape.k / s.block) as usize)
+            .map(|s| (self.k / s.block.max(1)) as usize)
             .unwrap_or(0)
     }
 }
 
+/// Where an instruction comes from and how it is named: for listings, traces and
+/// diagnostics, never for what it computes.
+#[derive(Clone, Debug, Default)]
+pub struct Provenance {
+    /// The pipeline's name and its resolved arguments, for listings.
+    pub pipeline: String,
+    pub arguments: Vec<(String, String)>,
+    /// The instruction family's declaration.
+    pub span: Span,
+    /// The `uses` line.
+    pub uses: Span,
+    /// The pipeline's name where it is defined (in the prelude for std pipelines).
+    pub pipeline_span: Span,
+    /// The names of a fused pipeline's alignment nodes (`align ... as NAME`), by index.
+    pub node_names: Vec<Option<String>>,
+}
+
 /// How an instruction computes one dot-product-add.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Pipeline {
     /// Fused dot-product-add: exact products, alignment, one exact sum, normalisation.
     Fused(Fused),
@@ -100,7 +152,7 @@ impl Pipeline {
 }
 
 /// Input conditioning: subnormal inputs read as +0 (and for `c`, a -0 reads as +0 too).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Conditioning {
     pub flush_a: bool,
     pub flush_b: bool,
@@ -108,7 +160,7 @@ pub struct Conditioning {
 }
 
 /// The exponent a zero term takes in a max-exponent search.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ZeroExponent {
     /// What decoding gives: the format's minimum exponent (`e_a + e_b` for a product).
     Natural,
@@ -118,7 +170,7 @@ pub enum ZeroExponent {
     Never,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ZeroExponents {
     pub products: ZeroExponent,
     pub c: ZeroExponent,
@@ -145,7 +197,7 @@ pub enum TermSource {
 }
 
 /// One input of an alignment node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AlignTerm {
     pub source: TermSource,
     /// Keep `F` fraction bits below the reference exponent, dropping the rest by this
@@ -155,7 +207,7 @@ pub struct AlignTerm {
     pub drop_below: Option<u32>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reference {
     /// The largest exponent among the node's terms.
     MaxExponent,
@@ -163,18 +215,16 @@ pub enum Reference {
     Fixed(i32),
 }
 
-/// Terms aligned to a reference exponent and summed exactly.
-#[derive(Clone, Debug, PartialEq)]
+/// Terms aligned to a reference exponent and summed exactly. (Its name, if any, is
+/// provenance: [`Provenance::node_names`]; its width is the validator's.)
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct AlignNode {
-    pub name: Option<String>,
     pub terms: Vec<AlignTerm>,
     pub reference: Reference,
-    /// Bits of the exact sum (sign included), from the checker's width analysis.
-    pub width_bits: u32,
 }
 
 /// What happens when a rounded value exceeds its format's largest finite value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Overflow {
     /// Becomes +-Inf (also for truncating modes: NVIDIA `|x| >= 2^128 -> Inf`).
     Inf,
@@ -185,7 +235,7 @@ pub enum Overflow {
 }
 
 /// One rounding of the exact sum to a precision and exponent range.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct NormalizeStep {
     /// The exponent floor (subnormal range) of the step.
     pub min_exponent: i32,
@@ -197,7 +247,7 @@ pub struct NormalizeStep {
 }
 
 /// The sign of a zero result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ZeroSign {
     /// Every zero result is +0 (T-, ST-, GST-FDPA).
     Positive,
@@ -206,7 +256,7 @@ pub enum ZeroSign {
 }
 
 /// The encoding of a NaN result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NanPolicy {
     /// The format's canonical NaN (`0x7fffffff`, `0x7fff`).
     Canonical,
@@ -215,7 +265,7 @@ pub enum NanPolicy {
 }
 
 /// Groups of products summed exactly before alignment (GST-FDPA).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Grouping {
     pub size: u32,
     /// The group's exponent is the sum of its scale factors' exponents, and its value is
@@ -223,7 +273,7 @@ pub struct Grouping {
     pub scaled: bool,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Fused {
     /// Products per chained step (each step's result, in `d`'s format, is the next `c`).
     pub chain: u32,
@@ -241,39 +291,39 @@ pub struct Fused {
 }
 
 /// One IEEE-style rounded arithmetic step.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Arithmetic {
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RoundedOp {
     pub format: Format,
     pub rounding: Rounding,
     /// Subnormal results become a zero of the same sign.
     pub flush_keep_sign: bool,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ProductRule {
     Exact,
-    Rounded(Arithmetic),
+    Rounded(RoundedOp),
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Sequential {
     pub conditioning: Conditioning,
     pub product: ProductRule,
     /// Products summed in groups of this many by a pairwise tree of rounded additions.
-    pub pairwise: Option<(u32, Arithmetic)>,
+    pub pairwise: Option<(u32, RoundedOp)>,
     /// `c = round(c + term)`, one term (product or group) at a time, in k order.
-    pub accumulate: Arithmetic,
+    pub accumulate: RoundedOp,
     pub nan: NanPolicy,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum IntegerOp {
     Multiply,
     Xor,
     And,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct IntegerDot {
     pub op: IntegerOp,
     pub overflow: Overflow,

@@ -1,9 +1,14 @@
 //! mmac-compiler: the `.mma` spec language.
 //!
 //! The pipeline, whole: source text -> [`parse::parse`] (pest, `grammar/mma.pest`) ->
-//! [`ast::File`] -> [`check::check`] -> [`ir::Spec`] -> [`interp::run`]. Formats and
-//! exact arithmetic live in [`format`] and [`exact`]; diagnostics in [`diagnostic`]; the IR
-//! printer (checked IR back to `.mma` text) in [`printer`].
+//! [`ast::File`] -> [`check::check`] -> [`ir::Spec`] -> [`valid::validate`] ->
+//! [`valid::SpecInfo`]; the engines take the spec with its info: [`interp::run`] (the exact
+//! reference) and [`jit::compile`] (Cranelift). Formats and exact arithmetic live in
+//! [`format`] and [`exact`]; what both engines share in [`engine`]; diagnostics in
+//! [`diagnostic`]; the IR printer (checked IR back to `.mma` text) in [`printer`].
+
+// Diagnostics are plain values passed up by `?` in every pass; their size does not matter.
+#![allow(clippy::result_large_err)]
 
 pub mod ast;
 pub mod check;
@@ -17,28 +22,82 @@ pub mod jit;
 pub mod parse;
 pub mod printer;
 pub mod records;
+pub mod valid;
 
-use diagnostic::Diagnostics;
+use diagnostic::{Code, Diag, Diagnostics, FileId};
 use std::sync::OnceLock;
 
 /// The standard prelude (`import std`): the MMA-Sim operations as named pipelines.
 pub const STD_PRELUDE: &str = include_str!("../../specs/std/prelude.mma");
+/// The name diagnostics show for the prelude.
+pub const STD_PRELUDE_NAME: &str = "std/prelude.mma";
 
-fn std_ast() -> &'static ast::File {
-    static STD: OnceLock<ast::File> = OnceLock::new();
-    STD.get_or_init(|| parse::parse(STD_PRELUDE).unwrap_or(ast::File { items: vec![] }))
+/// A spec that checked and validated: the IR and what the engines need to know about it.
+#[derive(Clone, Debug)]
+pub struct Validated {
+    pub spec: ir::Spec,
+    pub info: valid::SpecInfo,
 }
 
-/// Parse and check a spec: the whole front end in one call.
-pub fn compile(file_name: &str, text: &str) -> Result<ir::Spec, Diagnostics> {
-    let ast = parse::parse(text).map_err(|d| Diagnostics::new(file_name, text, vec![d]))?;
-    check::check(&ast, std_ast()).map_err(|ds| Diagnostics::new(file_name, text, ds))
+/// Parse a prelude; its spans point into [`FileId::Std`]. A prelude that does not parse
+/// is mmac's own failure, reported as such.
+fn parse_prelude(text: &str) -> Result<ast::File, Diag> {
+    parse::parse(text).map_err(|d| {
+        let mut d = Diag::new(
+            Code::Internal,
+            d.span.in_file(FileId::Std),
+            format!("the standard prelude does not parse: {}", d.message),
+        )
+        .label(d.label);
+        d.help = Some("this is a bug in mmac's build: specs/std/prelude.mma must parse".into());
+        d
+    })
+}
+
+fn std_ast() -> Result<&'static ast::File, Diag> {
+    static STD: OnceLock<Result<ast::File, Diag>> = OnceLock::new();
+    STD.get_or_init(|| parse_prelude(STD_PRELUDE))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Parse, check and validate a spec: the whole front end in one call.
+pub fn compile(file_name: &str, text: &str) -> Result<Validated, Diagnostics> {
+    let std = std_ast().map_err(|d| Diagnostics::new(file_name, text, vec![d]))?;
+    compile_with(file_name, text, std)
+}
+
+fn compile_with(file_name: &str, text: &str, std: &ast::File) -> Result<Validated, Diagnostics> {
+    let fail = |diags| Diagnostics::new(file_name, text, diags);
+    let ast = parse::parse(text).map_err(|d| fail(vec![d]))?;
+    let spec = check::check(&ast, std).map_err(fail)?;
+    let info = valid::validate(&spec).map_err(fail)?;
+    Ok(Validated { spec, info })
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn prelude_parses() {
-        super::parse::parse(super::STD_PRELUDE).expect("the std prelude parses");
+        parse::parse(STD_PRELUDE).expect("the std prelude parses");
+        assert!(std_ast().is_ok());
+    }
+
+    /// A prelude that does not parse is a hard error naming the prelude, not an empty
+    /// prelude that makes every `uses` an unknown pipeline.
+    #[test]
+    fn a_broken_prelude_is_a_hard_error() {
+        let broken = parse_prelude("pipeline t_fdpa(F) { chain every }").unwrap_err();
+        assert_eq!(broken.code, Code::Internal);
+        assert_eq!(broken.span.file, FileId::Std);
+        let d = Diagnostics::new("x.mma", "arch x\n", vec![broken]);
+        let text = d.render_plain(100);
+        assert!(
+            text.contains("the standard prelude does not parse"),
+            "{text}"
+        );
+        assert!(text.contains(STD_PRELUDE_NAME), "{text}");
     }
 }

@@ -3,10 +3,8 @@
 //! pest `Pair`s never leave this module; syntax errors become [`Diag`]s with the span pest
 //! reports and a hint from the rules it expected.
 
-#![allow(clippy::result_large_err)]
-
 use crate::ast::*;
-use crate::diagnostic::{Diag, Span};
+use crate::diagnostic::{Code, Diag, Span};
 use pest::Parser;
 use pest::iterators::Pair;
 
@@ -136,7 +134,7 @@ fn syntax_error(e: pest::error::Error<Rule>) -> Diag {
         }
         ErrorVariant::CustomError { message } => (message.clone(), "here".to_string()),
     };
-    Diag::new("syntax", Span::new(start, end), message)
+    Diag::new(Code::Syntax, Span::new(start, end), message)
         .label(label)
         .help("see docs/language.md for the grammar; statements start with a keyword such as `align` or `instruction`")
 }
@@ -674,7 +672,7 @@ mod tests {
     #[test]
     fn syntax_error_has_span() {
         let e = parse("arch x\npipeline p( { }").unwrap_err();
-        assert_eq!(e.code, "syntax");
+        assert_eq!(e.code, Code::Syntax);
         assert!(e.span.start >= 18, "{:?}", e.span);
     }
 }

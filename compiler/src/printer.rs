@@ -5,14 +5,21 @@
 use crate::exact::Rounding;
 use crate::format::{self, Format, FormatKind};
 use crate::ir::*;
+use crate::valid::ArithmeticInfo;
 use std::fmt::Write;
 
 /// Print `inst` as a spec of architecture `arch`: formats it needs, its pipeline (named
-/// after the original, with no parameters) and the instruction.
-pub fn print_instruction(arch: &str, inst: &Instruction) -> String {
+/// after the original, with no parameters) and the instruction. `info` (the validator's)
+/// gives the width of each sum, shown as a comment.
+pub fn print_instruction(arch: &str, inst: &Instruction, info: &ArithmeticInfo) -> String {
     let mut out = format!("arch {arch}\n\n");
-    let mut formats: Vec<&Format> = vec![&inst.a, &inst.b, &inst.c, &inst.d];
-    if let Some(s) = &inst.scale {
+    let mut formats: Vec<&Format> = vec![
+        &inst.arithmetic.a,
+        &inst.arithmetic.b,
+        &inst.arithmetic.c,
+        &inst.arithmetic.d,
+    ];
+    if let Some(s) = &inst.arithmetic.scale {
         formats.push(&s.format);
     }
     let mut declared: Vec<String> = vec![];
@@ -23,12 +30,13 @@ pub fn print_instruction(arch: &str, inst: &Instruction) -> String {
         }
     }
     let mut extra = String::new();
-    let body = pipeline_body(&inst.pipeline, &mut extra);
+    let body = pipeline_body(&inst.arithmetic.pipeline, info, &mut extra);
     out.push_str(&extra);
     if !declared.is_empty() || !extra.is_empty() {
         out.push('\n');
     }
     let args: Vec<String> = inst
+        .provenance
         .arguments
         .iter()
         .map(|(k, v)| format!("{k} = {v}"))
@@ -36,25 +44,32 @@ pub fn print_instruction(arch: &str, inst: &Instruction) -> String {
     let _ = writeln!(
         out,
         "// {}({}), resolved",
-        inst.pipeline_name,
+        inst.provenance.pipeline,
         args.join(", ")
     );
-    let _ = writeln!(out, "pipeline {}() {{\n{body}}}\n", inst.pipeline_name);
+    let _ = writeln!(
+        out,
+        "pipeline {}() {{\n{body}}}\n",
+        inst.provenance.pipeline
+    );
     let _ = writeln!(out, "instruction {} {{", inst.name);
     let _ = writeln!(
         out,
         "    shape {} x {} x {}",
-        inst.shape.m, inst.shape.n, inst.shape.k
+        inst.m, inst.n, inst.arithmetic.k
     );
     let _ = writeln!(
         out,
         "    types a = {}, b = {}, c = {}, d = {}",
-        inst.a.name, inst.b.name, inst.c.name, inst.d.name
+        inst.arithmetic.a.name,
+        inst.arithmetic.b.name,
+        inst.arithmetic.c.name,
+        inst.arithmetic.d.name
     );
-    if let Some(s) = &inst.scale {
+    if let Some(s) = &inst.arithmetic.scale {
         let _ = writeln!(out, "    scale {} block {}", s.format.name, s.block);
     }
-    let _ = writeln!(out, "    uses {}()\n}}", inst.pipeline_name);
+    let _ = writeln!(out, "    uses {}()\n}}", inst.provenance.pipeline);
     out
 }
 
@@ -92,7 +107,7 @@ fn flush_line(c: &Conditioning) -> Option<String> {
     (!ops.is_empty()).then(|| format!("    flush subnormal {} to zero\n", ops.join(", ")))
 }
 
-fn keep_sign(a: &Arithmetic) -> &'static str {
+fn keep_sign(a: &RoundedOp) -> &'static str {
     if a.flush_keep_sign {
         ", flush subnormal keep sign"
     } else {
@@ -120,7 +135,7 @@ fn range_format(min_exponent: i32, extra: &mut String) -> String {
     name
 }
 
-fn pipeline_body(p: &Pipeline, extra: &mut String) -> String {
+fn pipeline_body(p: &Pipeline, info: &ArithmeticInfo, extra: &mut String) -> String {
     let mut s = String::new();
     match p {
         Pipeline::Fused(f) => {
@@ -199,7 +214,7 @@ fn pipeline_body(p: &Pipeline, extra: &mut String) -> String {
                     s,
                     "    align {} to {reference}{name}    // {}-bit sum",
                     terms.join(", "),
-                    n.width_bits
+                    info.fused.as_ref().map_or(0, |fi| fi.nodes[i].width_bits)
                 );
             }
             for step in &f.normalize {

@@ -1,6 +1,6 @@
-//! Random finite operands for measurements: a small deterministic generator and records
-//! laid out as a kernel's batch entry takes them. `mmac bench` and `cargo bench` share it,
-//! so both time the same inputs.
+//! Random operands: the one small deterministic generator every test, fuzzer and benchmark
+//! uses ([`Rng`]), and random finite records laid out as a kernel's batch entry takes them.
+//! `mmac bench` and `cargo bench` share them, so both time the same inputs.
 
 use crate::format::{Decoded, Format};
 use crate::ir::Instruction;
@@ -9,11 +9,25 @@ use crate::ir::Instruction;
 pub struct Rng(pub u64);
 
 impl Rng {
+    /// A generator from a seed (any value; 0 is replaced, xorshift needs a nonzero state).
+    pub fn new(seed: u64) -> Rng {
+        Rng(if seed == 0 {
+            0x9e37_79b9_7f4a_7c15
+        } else {
+            seed
+        })
+    }
+
     pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next_u64() % n }
     }
 
     /// A random finite encoding of `f` (0 if 64 draws found none).
@@ -43,7 +57,7 @@ impl Records {
     pub fn random(inst: &Instruction, n: usize) -> Records {
         let mut r = Rng(0x9e37_79b9_7f4a_7c15);
         let (k, s) = (inst.k(), inst.scale_count());
-        let scale = inst.scale.as_ref().map(|x| x.format.clone());
+        let scale = inst.arithmetic.scale.as_ref().map(|x| x.format.clone());
         let mut draw = |f: Option<&Format>, len: usize| -> Vec<u64> {
             (0..len)
                 .map(|_| f.map(|f| r.finite(f)).unwrap_or(0))
@@ -51,9 +65,9 @@ impl Records {
         };
         Records {
             n,
-            c: draw(Some(&inst.c), n),
-            a: draw(Some(&inst.a), n * k),
-            b: draw(Some(&inst.b), n * k),
+            c: draw(Some(&inst.arithmetic.c), n),
+            a: draw(Some(&inst.arithmetic.a), n * k),
+            b: draw(Some(&inst.arithmetic.b), n * k),
             sa: draw(scale.as_ref(), n * s),
             sb: draw(scale.as_ref(), n * s),
         }

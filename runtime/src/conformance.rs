@@ -8,6 +8,7 @@ use mmac_compiler::format::Format;
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
 use mmac_compiler::jit;
+use mmac_compiler::valid::ArithmeticInfo;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -39,11 +40,11 @@ fn list(f: &Format, v: &[u64]) -> String {
 
 /// Check that every value fits its format's storage; the message names the operand.
 fn check_widths(inst: &Instruction, case: &vectors::Case) -> Result<(), String> {
-    let scale = inst.scale.as_ref().map(|s| &s.format);
+    let scale = inst.arithmetic.scale.as_ref().map(|s| &s.format);
     let groups: [(&str, Option<&Format>, &[u64]); 5] = [
-        ("c", Some(&inst.c), std::slice::from_ref(&case.c)),
-        ("a", Some(&inst.a), &case.a),
-        ("b", Some(&inst.b), &case.b),
+        ("c", Some(&inst.arithmetic.c), std::slice::from_ref(&case.c)),
+        ("a", Some(&inst.arithmetic.a), &case.a),
+        ("b", Some(&inst.arithmetic.b), &case.b),
         ("sa", scale, &case.sa),
         ("sb", scale, &case.sb),
     ];
@@ -82,10 +83,10 @@ pub fn run_with(
     vectors_path: &Path,
     engine: Engine,
 ) -> std::io::Result<Summary> {
-    let mut by_name: HashMap<(&str, &str), &Instruction> = HashMap::new();
+    let mut by_name: HashMap<(&str, &str), (&Instruction, &ArithmeticInfo)> = HashMap::new();
     for s in specs {
-        for i in &s.spec.instructions {
-            by_name.insert((s.spec.arch.as_str(), i.name.as_str()), i);
+        for (i, info) in s.instructions() {
+            by_name.insert((s.spec.arch.as_str(), i.name.as_str()), (i, info));
         }
     }
     let mut sum = Summary::default();
@@ -94,7 +95,7 @@ pub fn run_with(
         Engine::Jit => {
             let mut v = vec![];
             for s in specs {
-                match jit::compile(&s.spec) {
+                match jit::compile(&s.spec, &s.info) {
                     Ok(c) => v.push((s.spec.arch.as_str(), c)),
                     Err(e) => {
                         let _ = writeln!(sum.report, "note: {e}; using the interpreter");
@@ -119,7 +120,7 @@ pub fn run_with(
         sum.failed += errors.len();
         let arch = file.arch.as_deref().unwrap_or("?");
         let name = file.instruction.as_deref().unwrap_or("?");
-        let Some(inst) = by_name.get(&(arch, name)) else {
+        let Some(&(inst, info)) = by_name.get(&(arch, name)) else {
             let _ = writeln!(
                 sum.report,
                 "FAIL {shown}: no spec declares arch `{arch}` instruction `{name}` ({} cases)",
@@ -149,12 +150,14 @@ pub fn run_with(
             let outcome = check_widths(inst, case).and_then(|_| {
                 match &kernel {
                     Some(k) => k.dot(&ops),
-                    None => interp::run(inst, &ops),
+                    None => interp::run(inst, info, &ops),
                 }
                 .map_err(|e| e.to_string())
             });
             match outcome {
-                Ok(got) if matches(&inst.d, case.d, got, file.nan_any) => sum.passed += 1,
+                Ok(got) if matches(&inst.arithmetic.d, case.d, got, file.nan_any) => {
+                    sum.passed += 1
+                }
                 other => {
                     sum.failed += 1;
                     failed_here += 1;
@@ -163,11 +166,11 @@ pub fn run_with(
                         let mut line = format!(
                             "FAIL {shown}:{} {name}\n  c={} a={} b={}",
                             case.line,
-                            hex(&inst.c, case.c),
-                            list(&inst.a, &case.a),
-                            list(&inst.b, &case.b)
+                            hex(&inst.arithmetic.c, case.c),
+                            list(&inst.arithmetic.a, &case.a),
+                            list(&inst.arithmetic.b, &case.b)
                         );
-                        if let Some(s) = &inst.scale {
+                        if let Some(s) = &inst.arithmetic.scale {
                             let _ = write!(
                                 line,
                                 " sa={} sb={}",
@@ -178,16 +181,16 @@ pub fn run_with(
                         let _ = write!(
                             line,
                             "\n  expected d={} ({})",
-                            hex(&inst.d, case.d),
-                            inst.d.decode(case.d).describe()
+                            hex(&inst.arithmetic.d, case.d),
+                            inst.arithmetic.d.decode(case.d).describe()
                         );
                         match other {
                             Ok(got) => {
                                 let _ = write!(
                                     line,
                                     "\n  actual   d={} ({})",
-                                    hex(&inst.d, got),
-                                    inst.d.decode(got).describe()
+                                    hex(&inst.arithmetic.d, got),
+                                    inst.arithmetic.d.decode(got).describe()
                                 );
                             }
                             Err(e) => {

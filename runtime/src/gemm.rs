@@ -13,6 +13,7 @@ use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::{Decoded, Format};
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
+use mmac_compiler::valid::ArithmeticInfo;
 use rayon::prelude::*;
 
 /// An operand of a batch: the elements and the stride, in elements, between records
@@ -51,11 +52,11 @@ pub trait DotEngine: Sync {
 }
 
 /// The reference interpreter as an engine.
-pub struct Interpreter<'a>(pub &'a Instruction);
+pub struct Interpreter<'a>(pub &'a Instruction, pub &'a ArithmeticInfo);
 
 impl DotEngine for Interpreter<'_> {
     fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {
-        interp::run(self.0, ops)
+        interp::run(self.0, self.1, ops)
     }
 }
 
@@ -104,11 +105,7 @@ pub fn check_shapes(
     whole_instruction: bool,
 ) -> Result<(usize, usize, usize), ShapeError> {
     let (m, n, k) = (p.a.rows, p.b.cols, p.a.cols);
-    let (im, in_, ik) = (
-        inst.shape.m as usize,
-        inst.shape.n as usize,
-        inst.shape.k as usize,
-    );
+    let (im, in_, ik) = (inst.m as usize, inst.n as usize, inst.arithmetic.k as usize);
     if p.b.rows != k {
         return Err(ShapeError(format!(
             "A is {} x {} but B is {} x {}: A's columns must equal B's rows (K)",
@@ -142,7 +139,7 @@ pub fn check_shapes(
             }
         }
     }
-    match (&inst.scale, &p.sa, &p.sb) {
+    match (&inst.arithmetic.scale, &p.sa, &p.sb) {
         (None, None, None) => {}
         (None, _, _) => {
             return Err(ShapeError(format!(
@@ -187,11 +184,7 @@ pub fn gemm<E: DotEngine + ?Sized>(
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Matrix, EvalError> {
     let (m, n, kk) = (p.a.rows, p.b.cols, p.a.cols);
-    let (tm, tn, tk) = (
-        inst.shape.m as usize,
-        inst.shape.n as usize,
-        inst.shape.k as usize,
-    );
+    let (tm, tn, tk) = (inst.m as usize, inst.n as usize, inst.arithmetic.k as usize);
     let steps = kk / tk;
     let blocks = inst.scale_count(); // scale factors per k-step
     // Step-major copies: for each k-step, the step's slice of every row of A (and of SA)
@@ -365,12 +358,13 @@ fn exact_element(
     sb: &[u64],
 ) -> Option<Dyadic> {
     let block = inst
+        .arithmetic
         .scale
         .as_ref()
         .map(|s| s.block as usize)
         .unwrap_or(usize::MAX);
     let scale = |j: usize| -> Option<(i128, i64)> {
-        let s = inst.scale.as_ref()?;
+        let s = inst.arithmetic.scale.as_ref()?;
         let (x, ex) = split(&s.format.decode(sa[j]))?;
         let (y, ey) = split(&s.format.decode(sb[j]))?;
         Some((x * y, ex + ey))
@@ -379,10 +373,10 @@ fn exact_element(
     // would not fit sends the element to the arbitrary-precision path.
     let mut terms: Vec<(i128, i64)> = Vec::with_capacity(a.len());
     for k in 0..a.len() {
-        let (x, ex) = split(&inst.a.decode(a[k]))?;
-        let (y, ey) = split(&inst.b.decode(b[k]))?;
+        let (x, ex) = split(&inst.arithmetic.a.decode(a[k]))?;
+        let (y, ey) = split(&inst.arithmetic.b.decode(b[k]))?;
         let (mut p, mut e) = (x * y, ex + ey);
-        if inst.scale.is_some() {
+        if inst.arithmetic.scale.is_some() {
             let (s, es) = scale(k / block)?;
             p = p.checked_mul(s)?;
             e += es;
@@ -391,7 +385,7 @@ fn exact_element(
             terms.push((p, e));
         }
     }
-    let (cv, ce) = split(&inst.c.decode(c))?;
+    let (cv, ce) = split(&inst.arithmetic.c.decode(c))?;
     let lo = terms.iter().map(|t| t.1).min();
     let fast = lo.and_then(|lo| {
         let mut acc: i128 = 0;
@@ -426,6 +420,7 @@ pub fn error_report(inst: &Instruction, p: &Problem, d: &Matrix) -> ErrorReport 
     let (m, n, kk) = (p.a.rows, p.b.cols, p.a.cols);
     let bt = p.b.transposed();
     let per_k = inst
+        .arithmetic
         .scale
         .as_ref()
         .map(|s| kk / s.block as usize)
@@ -457,7 +452,7 @@ pub fn error_report(inst: &Instruction, p: &Problem, d: &Matrix) -> ErrorReport 
                             &[]
                         },
                     )?;
-                    let (dv, de) = split(&inst.d.decode(d.data[i * n + j]))?;
+                    let (dv, de) = split(&inst.arithmetic.d.decode(d.data[i * n + j]))?;
                     let err = Dyadic::new(dv, de).add(&exact.neg());
                     let signed = err.to_f64_lossy();
                     let rel = (!exact.is_zero())

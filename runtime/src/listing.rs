@@ -5,7 +5,7 @@ use mmac_compiler::ir::{Instruction, Pipeline, ProductRule, Spec};
 
 /// The F of the first alignment: the one the products meet ("exact" for exact sums).
 pub fn alignment_f(inst: &Instruction) -> String {
-    match &inst.pipeline {
+    match &inst.arithmetic.pipeline {
         Pipeline::Fused(f) => f
             .nodes
             .first()
@@ -17,15 +17,18 @@ pub fn alignment_f(inst: &Instruction) -> String {
 }
 
 pub fn shape(inst: &Instruction) -> String {
-    format!("m{}n{}k{}", inst.shape.m, inst.shape.n, inst.shape.k)
+    format!("m{}n{}k{}", inst.m, inst.n, inst.arithmetic.k)
 }
 
 pub fn types(inst: &Instruction) -> String {
     let mut s = format!(
         "a={} b={} c={} d={}",
-        inst.a.name, inst.b.name, inst.c.name, inst.d.name
+        inst.arithmetic.a.name,
+        inst.arithmetic.b.name,
+        inst.arithmetic.c.name,
+        inst.arithmetic.d.name
     );
-    if let Some(sc) = &inst.scale {
+    if let Some(sc) = &inst.arithmetic.scale {
         s.push_str(&format!(" scale={}/{}", sc.format.name, sc.block));
     }
     s
@@ -38,17 +41,17 @@ pub fn line(inst: &Instruction) -> String {
         inst.name,
         shape(inst),
         types(inst),
-        inst.pipeline_name,
+        inst.provenance.pipeline,
         alignment_f(inst)
     )
 }
 
 /// The rounding of each stage, in words.
 pub fn stage_roundings(inst: &Instruction) -> String {
-    match &inst.pipeline {
+    match &inst.arithmetic.pipeline {
         Pipeline::Fused(f) => {
             let mut parts = vec![];
-            if f.chain < inst.shape.k {
+            if f.chain < inst.arithmetic.k {
                 parts.push(format!("chain {}", f.chain));
             }
             if let Some(g) = f.grouping {
@@ -119,7 +122,7 @@ pub fn markdown(spec: &Spec) -> String {
         let key = format!(
             "| {} | {} | {} | {} |",
             types(i),
-            i.pipeline_name,
+            i.provenance.pipeline,
             alignment_f(i),
             stage_roundings(i)
         );

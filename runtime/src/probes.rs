@@ -8,6 +8,7 @@ use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::{Format, FormatKind, low_mask};
 use mmac_compiler::interp;
 use mmac_compiler::ir::{Instruction, Pipeline};
+use mmac_compiler::valid::ArithmeticInfo;
 
 /// One probe: a name and the raw inputs of one dot product.
 #[derive(Clone, Debug)]
@@ -82,6 +83,7 @@ pub fn battery(inst: &Instruction) -> Vec<Probe> {
     let scales = inst.scale_count();
     // neutral scale factors: 1.0
     let one_scale = inst
+        .arithmetic
         .scale
         .as_ref()
         .and_then(|s| pow2(&s.format, 0, false))
@@ -92,8 +94,8 @@ pub fn battery(inst: &Instruction) -> Vec<Probe> {
         if pairs.iter().any(|p| p.is_none()) {
             return;
         }
-        let mut a = vec![zero(&inst.a, false); k];
-        let mut b = vec![zero(&inst.b, false); k];
+        let mut a = vec![zero(&inst.arithmetic.a, false); k];
+        let mut b = vec![zero(&inst.arithmetic.b, false); k];
         for (i, p) in pairs.into_iter().enumerate().take(k) {
             let (x, y) = p.unwrap();
             a[i] = x;
@@ -108,11 +110,12 @@ pub fn battery(inst: &Instruction) -> Vec<Probe> {
             sb: vec![one_scale; scales],
         });
     };
-    match (&inst.a.kind, &inst.d.kind) {
+    match (&inst.arithmetic.a.kind, &inst.arithmetic.d.kind) {
         (FormatKind::Int(ia), FormatKind::Int(_)) => {
             let a_max = low_mask(ia.bits - ia.signed as u32);
             let a_min = if ia.signed { 1u64 << (ia.bits - 1) } else { 0 };
             let b_max = inst
+                .arithmetic
                 .b
                 .as_int()
                 .map(|ib| low_mask(ib.bits - ib.signed as u32))
@@ -148,7 +151,12 @@ pub fn battery(inst: &Instruction) -> Vec<Probe> {
 type Add<'a> = dyn FnMut(String, Option<u64>, Vec<Option<(u64, u64)>>) + 'a;
 
 fn float_probes(inst: &Instruction, add: &mut Add) {
-    let (a, b, c, d) = (&inst.a, &inst.b, &inst.c, &inst.d);
+    let (a, b, c, d) = (
+        &inst.arithmetic.a,
+        &inst.arithmetic.b,
+        &inst.arithmetic.c,
+        &inst.arithmetic.d,
+    );
     let one = split_pow2(a, b, 0, false);
     let minus_one = split_pow2(a, b, 0, true);
     let c1 = pow2(c, 0, false);
@@ -156,7 +164,7 @@ fn float_probes(inst: &Instruction, add: &mut Add) {
     add("1 + 1*1".into(), c1, vec![one]);
     // alignment precision: c = 2^E plus one product 2^(E-j), for j around F; E is the
     // smallest anchor at which every probe below is representable (0 for most formats)
-    let f = match &inst.pipeline {
+    let f = match &inst.arithmetic.pipeline {
         Pipeline::Fused(fu) => fu.nodes.first().and_then(|n| {
             n.terms
                 .iter()
@@ -241,7 +249,12 @@ fn tail_probes(
     minus_one: Option<(u64, u64)>,
     c1: Option<u64>,
 ) {
-    let (a, b, c, d) = (&inst.a, &inst.b, &inst.c, &inst.d);
+    let (a, b, c, d) = (
+        &inst.arithmetic.a,
+        &inst.arithmetic.b,
+        &inst.arithmetic.c,
+        &inst.arithmetic.d,
+    );
     let d_prec = d.as_float().map(|f| f.mantissa_bits as i64).unwrap_or(23);
     // overflow boundaries
     let amax = max_finite(a, false);
@@ -359,7 +372,7 @@ fn tail_probes(
 }
 
 /// Run the battery and format one line per probe: `name: d=HEX value`.
-pub fn report(inst: &Instruction) -> String {
+pub fn report(inst: &Instruction, info: &ArithmeticInfo) -> String {
     let mut s = String::new();
     for p in battery(inst) {
         let ops = Operands {
@@ -369,12 +382,12 @@ pub fn report(inst: &Instruction) -> String {
             sa: &p.sa,
             sb: &p.sb,
         };
-        let line = match interp::run(inst, &ops) {
+        let line = match interp::run(inst, info, &ops) {
             Ok(dv) => format!(
                 "d={:0w$x} {}",
                 dv,
-                inst.d.decode(dv).describe(),
-                w = inst.d.hex_digits()
+                inst.arithmetic.d.decode(dv).describe(),
+                w = inst.arithmetic.d.hex_digits()
             ),
             Err(e) => format!("error: {e}"),
         };

@@ -2,14 +2,48 @@
 //! and checked; failures come back as rendered diagnostics.
 
 use mmac_compiler::diagnostic::Diagnostics;
-use mmac_compiler::ir::Spec;
+use mmac_compiler::ir::{Instruction, Spec};
+use mmac_compiler::valid::{ArithmeticInfo, SpecInfo};
 use std::path::{Path, PathBuf};
 
-/// A checked spec and the file it came from.
+/// A checked and validated spec, and the file it came from.
 #[derive(Debug)]
 pub struct LoadedSpec {
     pub path: PathBuf,
     pub spec: Spec,
+    /// What the validator established about it (the engines take it with the spec).
+    pub info: SpecInfo,
+}
+
+impl LoadedSpec {
+    /// An instruction by name, with the validator's info about it.
+    pub fn instruction(&self, name: &str) -> Option<(&Instruction, &ArithmeticInfo)> {
+        let i = self.spec.position(name)?;
+        Some((&self.spec.instructions[i], self.info.instruction(i)))
+    }
+    /// Every instruction with its info, in order.
+    pub fn instructions(&self) -> impl Iterator<Item = (&Instruction, &ArithmeticInfo)> {
+        self.spec
+            .instructions
+            .iter()
+            .enumerate()
+            .map(|(i, inst)| (inst, self.info.instruction(i)))
+    }
+    /// One instruction per distinct arithmetic (the first), with its info and how many
+    /// instructions share that arithmetic.
+    pub fn distinct(&self) -> impl Iterator<Item = (&Instruction, &ArithmeticInfo, usize)> {
+        let mut count = vec![0; self.info.arithmetic_count()];
+        for i in 0..self.spec.instructions.len() {
+            count[self.info.arithmetic_index(i)] += 1;
+        }
+        self.info.distinct().map(move |(i, info)| {
+            (
+                &self.spec.instructions[i],
+                info,
+                count[self.info.arithmetic_index(i)],
+            )
+        })
+    }
 }
 
 /// Why a spec could not be loaded.
@@ -32,11 +66,12 @@ impl LoadError {
 /// Parse and check one file.
 pub fn load_file(path: &Path) -> Result<LoadedSpec, LoadError> {
     let text = std::fs::read_to_string(path).map_err(|e| LoadError::Io(path.to_path_buf(), e))?;
-    let spec = mmac_compiler::compile(&path.display().to_string(), &text)
+    let v = mmac_compiler::compile(&path.display().to_string(), &text)
         .map_err(|d| LoadError::Invalid(Box::new(d)))?;
     Ok(LoadedSpec {
         path: path.to_path_buf(),
-        spec,
+        spec: v.spec,
+        info: v.info,
     })
 }
 

@@ -5,6 +5,7 @@ use super::{Command, Engine};
 use mmac_compiler::engine::Operands;
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
+use mmac_compiler::valid::ArithmeticInfo;
 use mmac_runtime::listing;
 use mmac_runtime::specs::{self, LoadedSpec};
 use std::path::Path;
@@ -60,9 +61,13 @@ pub fn dispatch(cmd: Command, color: bool) -> i32 {
     }
 }
 
-/// The named instruction of a loaded spec, or a usage error on stderr.
-pub(super) fn instruction<'s>(spec: &'s LoadedSpec, name: &str) -> Result<&'s Instruction, i32> {
-    spec.spec.instruction(name).ok_or_else(|| {
+/// The named instruction of a loaded spec with the validator's info, or a usage error on
+/// stderr.
+pub(super) fn instruction<'s>(
+    spec: &'s LoadedSpec,
+    name: &str,
+) -> Result<(&'s Instruction, &'s ArithmeticInfo), i32> {
+    spec.instruction(name).ok_or_else(|| {
         let file = spec.path.display();
         eprintln!("error: `{file}` declares no instruction `{name}`\n  help: `mmac list {file}` shows its instructions");
         EXIT_USAGE
@@ -125,10 +130,10 @@ fn show(file: &Path, name: &str, color: bool) -> i32 {
         Err(c) => return c,
     };
     match instruction(&s, name) {
-        Ok(inst) => {
+        Ok((inst, info)) => {
             print!(
                 "{}",
-                mmac_compiler::printer::print_instruction(&s.spec.arch, inst)
+                mmac_compiler::printer::print_instruction(&s.spec.arch, inst, info)
             );
             EXIT_OK
         }
@@ -146,23 +151,11 @@ fn probe(file: &Path, instr: Option<&str>, color: bool) -> i32 {
             Ok(i) => vec![i],
             Err(code) => return code,
         },
-        None => {
-            // one instruction per distinct arithmetic: shape families answer alike
-            let mut seen = std::collections::HashSet::new();
-            s.spec
-                .instructions
-                .iter()
-                .filter(|i| {
-                    seen.insert(format!(
-                        "{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}",
-                        i.pipeline, i.a, i.b, i.c, i.d, i.shape.k, i.scale
-                    ))
-                })
-                .collect()
-        }
+        // one instruction per distinct arithmetic: shape families answer alike
+        None => s.distinct().map(|(i, info, _)| (i, info)).collect(),
     };
-    for i in chosen {
-        println!("{}\n{}", i.name, mmac_runtime::probes::report(i));
+    for (i, info) in chosen {
+        println!("{}\n{}", i.name, mmac_runtime::probes::report(i, info));
     }
     EXIT_OK
 }
@@ -195,7 +188,7 @@ fn run(
         Ok(s) => s,
         Err(c) => return c,
     };
-    let inst = match instruction(&s, instr) {
+    let (inst, info) = match instruction(&s, instr) {
         Ok(i) => i,
         Err(code) => return code,
     };
@@ -224,11 +217,19 @@ fn run(
         }
     };
     for (name, vals, f) in [
-        ("c", std::slice::from_ref(&c), Some(&inst.c)),
-        ("a", &a[..], Some(&inst.a)),
-        ("b", &b[..], Some(&inst.b)),
-        ("sa", &sa[..], inst.scale.as_ref().map(|s| &s.format)),
-        ("sb", &sb[..], inst.scale.as_ref().map(|s| &s.format)),
+        ("c", std::slice::from_ref(&c), Some(&inst.arithmetic.c)),
+        ("a", &a[..], Some(&inst.arithmetic.a)),
+        ("b", &b[..], Some(&inst.arithmetic.b)),
+        (
+            "sa",
+            &sa[..],
+            inst.arithmetic.scale.as_ref().map(|s| &s.format),
+        ),
+        (
+            "sb",
+            &sb[..],
+            inst.arithmetic.scale.as_ref().map(|s| &s.format),
+        ),
     ] {
         if let Some(f) = f
             && let Some(v) = vals.iter().find(|v| **v & !f.storage_mask() != 0)
@@ -249,11 +250,11 @@ fn run(
         sb: &sb,
     };
     let result = if trace {
-        interp::run_traced(inst, &ops)
+        interp::run_traced(inst, info, &ops)
     } else if engine == Engine::Jit {
-        super::jit::run_one(&s.spec, inst, &ops).map(|d| (d, vec![]))
+        super::jit::run_one(inst, info, &ops).map(|d| (d, vec![]))
     } else {
-        interp::run(inst, &ops).map(|d| (d, vec![]))
+        interp::run(inst, info, &ops).map(|d| (d, vec![]))
     };
     match result {
         Ok((d, lines)) => {
@@ -263,8 +264,8 @@ fn run(
             println!(
                 "d={:0w$x} {}",
                 d,
-                inst.d.decode(d).describe(),
-                w = inst.d.hex_digits()
+                inst.arithmetic.d.decode(d).describe(),
+                w = inst.arithmetic.d.hex_digits()
             );
             EXIT_OK
         }

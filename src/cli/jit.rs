@@ -7,9 +7,10 @@ use super::commands::{EXIT_FAILED, EXIT_OK, load};
 use clap::ValueEnum;
 use mmac_compiler::engine::{EvalError, Operands};
 use mmac_compiler::interp;
-use mmac_compiler::ir::{Instruction, Spec};
+use mmac_compiler::ir::Instruction;
 use mmac_compiler::jit;
 use mmac_compiler::records::{Records, Rng};
+use mmac_compiler::valid::ArithmeticInfo;
 use std::hint::black_box;
 use std::io::Write as _;
 use std::path::Path;
@@ -26,20 +27,28 @@ pub enum Emit {
 
 /// One dot product on the JIT; an instruction the JIT refuses runs on the interpreter
 /// after a note on stderr.
-pub fn run_one(spec: &Spec, inst: &Instruction, ops: &Operands) -> Result<u64, EvalError> {
-    let _ = spec;
-    match jit::compile_instruction(inst) {
+pub fn run_one(
+    inst: &Instruction,
+    info: &ArithmeticInfo,
+    ops: &Operands,
+) -> Result<u64, EvalError> {
+    match jit::compile_instruction(inst, info) {
         Ok(c) => match c.kernel(&inst.name) {
             Ok(k) => k.dot(ops),
-            Err(e) => fallback(inst, ops, &e),
+            Err(e) => fallback(inst, info, ops, &e),
         },
-        Err(e) => fallback(inst, ops, &e),
+        Err(e) => fallback(inst, info, ops, &e),
     }
 }
 
-fn fallback(inst: &Instruction, ops: &Operands, e: &jit::JitError) -> Result<u64, EvalError> {
+fn fallback(
+    inst: &Instruction,
+    info: &ArithmeticInfo,
+    ops: &Operands,
+    e: &jit::JitError,
+) -> Result<u64, EvalError> {
     eprintln!("note: {e}; using the interpreter");
-    interp::run(inst, ops)
+    interp::run(inst, info, ops)
 }
 
 pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> i32 {
@@ -50,8 +59,9 @@ pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> i32 {
     let options = jit::Options {
         emit_clif: emit == Some(Emit::Clif),
         emit_asm: emit == Some(Emit::Asm),
+        verify: false,
     };
-    let compiled = match jit::compile_with(&s.spec, options) {
+    let compiled = match jit::compile_with(&s.spec, &s.info, options) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
@@ -124,7 +134,7 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
         Ok(s) => s,
         Err(c) => return c,
     };
-    let inst = match super::commands::instruction(&s, instr) {
+    let (inst, info) = match super::commands::instruction(&s, instr) {
         Ok(i) => i,
         Err(code) => return code,
     };
@@ -132,7 +142,7 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
     let sc = inst.scale_count();
     let (engine_name, ns) = match engine {
         Engine::Jit => {
-            let compiled = match jit::compile_instruction(inst) {
+            let compiled = match jit::compile_instruction(inst, info) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("error: {e}\n  help: `--engine interp` times the interpreter");
@@ -167,7 +177,7 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
                         sa: &rec.sa[i * sc..(i + 1) * sc],
                         sb: &rec.sb[i * sc..(i + 1) * sc],
                     };
-                    black_box(interp::run(inst, &ops).expect("operand counts match"));
+                    black_box(interp::run(inst, info, &ops).expect("operand counts match"));
                 }
             });
             ("interp", ns)

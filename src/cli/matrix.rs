@@ -20,20 +20,20 @@ pub fn run(
         Ok(s) => s,
         Err(code) => return code,
     };
-    let inst = match super::commands::instruction(&spec, &args.instr) {
+    let (inst, info) = match super::commands::instruction(&spec, &args.instr) {
         Ok(i) => i,
         Err(code) => return code,
     };
     let problem = (|| -> Result<Problem, String> {
-        let a = matrix::read(&args.a, &inst.a, "A").map_err(|e| e.to_string())?;
-        let b = matrix::read(&args.b, &inst.b, "B").map_err(|e| e.to_string())?;
+        let a = matrix::read(&args.a, &inst.arithmetic.a, "A").map_err(|e| e.to_string())?;
+        let b = matrix::read(&args.b, &inst.arithmetic.b, "B").map_err(|e| e.to_string())?;
         let c = match c {
-            Some(p) => matrix::read(p, &inst.c, "C").map_err(|e| e.to_string())?,
-            None => Matrix::filled(a.rows, b.cols, gemm::zero_of(&inst.c)),
+            Some(p) => matrix::read(p, &inst.arithmetic.c, "C").map_err(|e| e.to_string())?,
+            None => Matrix::filled(a.rows, b.cols, gemm::zero_of(&inst.arithmetic.c)),
         };
         let scale =
             |p: &Option<std::path::PathBuf>, name: &str| -> Result<Option<Matrix>, String> {
-                match (p, &inst.scale) {
+                match (p, &inst.arithmetic.scale) {
                     (Some(p), Some(s)) => matrix::read(p, &s.format, name)
                         .map(Some)
                         .map_err(|e| e.to_string()),
@@ -75,7 +75,7 @@ pub fn run(
     };
     let compiled = match args.engine {
         Engine::Interp => None,
-        Engine::Jit => match mmac_compiler::jit::compile_instruction(inst) {
+        Engine::Jit => match mmac_compiler::jit::compile_instruction(inst, info) {
             Ok(c) => Some(c),
             Err(e) => {
                 eprintln!("error: {e}\n  help: `--engine interp` runs the reference interpreter");
@@ -90,8 +90,8 @@ pub fn run(
             return EXIT_FAILED;
         }
     };
-    let tiles = (m / inst.shape.m as usize) * (n / inst.shape.n as usize);
-    let dots = m * n * (k / inst.shape.k as usize);
+    let tiles = (m / inst.m as usize) * (n / inst.n as usize);
+    let dots = m * n * (k / inst.arithmetic.k as usize);
     let bar = if dots > PROGRESS_DOTS && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         let bar = indicatif::ProgressBar::new(tiles as u64);
         bar.set_style(
@@ -108,7 +108,7 @@ pub fn run(
     let progress = |t: usize| bar.inc(t as u64);
     let d = pool.install(|| match &kernel {
         Some(k) => gemm::gemm(inst, k, &problem, &progress),
-        None => gemm::gemm(inst, &Interpreter(inst), &problem, &progress),
+        None => gemm::gemm(inst, &Interpreter(inst, info), &problem, &progress),
     });
     bar.finish_and_clear();
     let d = match d {
@@ -119,7 +119,7 @@ pub fn run(
         }
     };
     let elapsed = started.elapsed();
-    if let Err(e) = matrix::write(&args.output, &inst.d, &d) {
+    if let Err(e) = matrix::write(&args.output, &inst.arithmetic.d, &d) {
         eprintln!("error: {e}");
         return EXIT_FAILED;
     }

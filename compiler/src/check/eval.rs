@@ -3,11 +3,8 @@
 //! accessors the passes use (`expect_int`, `expect_format`, ...), each failing with a
 //! located diagnostic.
 
-// Diagnostics are plain values passed up by `?`; their size does not matter here.
-#![allow(clippy::result_large_err)]
-
 use crate::ast::{BinOp, Expr, ExprKind, Ident};
-use crate::diagnostic::{Diag, closest};
+use crate::diagnostic::{Code, Diag, closest};
 use crate::exact::Rounding;
 use crate::format::{self, Format, FormatKind};
 use crate::ir::Overflow;
@@ -85,7 +82,7 @@ pub(super) fn eval(e: &Expr, scope: &Scope) -> Result<Value, Diag> {
     match &e.kind {
         ExprKind::Int(i) => {
             if *i == i64::MIN {
-                Err(Diag::new("number-range", e.span, "number too large")
+                Err(Diag::new(Code::NumberRange, e.span, "number too large")
                     .label("does not fit in 64 bits"))
             } else {
                 Ok(Value::Int(*i))
@@ -121,7 +118,7 @@ pub(super) fn eval(e: &Expr, scope: &Scope) -> Result<Value, Diag> {
                 BinOp::Div => {
                     if b == 0 || a % b != 0 {
                         return Err(Diag::new(
-                            "number-range",
+                            Code::NumberRange,
                             e.span,
                             format!("{a} / {b} is not a whole number"),
                         )
@@ -133,7 +130,7 @@ pub(super) fn eval(e: &Expr, scope: &Scope) -> Result<Value, Diag> {
                 BinOp::Pow => u32::try_from(b).ok().and_then(|b| a.checked_pow(b)),
             };
             v.map(Value::Int).ok_or_else(|| {
-                Diag::new("number-range", e.span, "arithmetic overflow")
+                Diag::new(Code::NumberRange, e.span, "arithmetic overflow")
                     .label("this value does not fit in 64 bits")
                     .help("exponents and widths in a spec are small integers; powers must have a non-negative exponent")
             })
@@ -151,7 +148,7 @@ pub(super) fn eval(e: &Expr, scope: &Scope) -> Result<Value, Diag> {
                 }
             }
             Err(Diag::new(
-                "no-match",
+                Code::NoMatch,
                 e.span,
                 format!("no arm of this match covers `{}`", v.show()),
             )
@@ -167,7 +164,7 @@ pub(super) fn unknown_name(id: &Ident, scope: &Scope) -> Diag {
     candidates.extend(format::BUILTIN_NAMES.iter().map(|s| s.to_string()));
     candidates.extend(Rounding::ALL.iter().map(|r| r.keyword().to_string()));
     let d = Diag::new(
-        "unknown-name",
+        Code::UnknownName,
         id.span,
         format!("unknown name `{}`", id.name),
     )
@@ -183,7 +180,7 @@ pub(super) const FORMAT_PROPERTIES: &str = "mantissa, exponent, bias, emin, emax
 pub(super) fn property(v: &Value, head: &Ident, p: &Ident) -> Result<Value, Diag> {
     let Value::Format(f) = v else {
         return Err(Diag::new(
-            "type",
+            Code::Type,
             head.span,
             format!("`{}` is {}, which has no properties", head.name, v.kind()),
         )
@@ -192,7 +189,7 @@ pub(super) fn property(v: &Value, head: &Ident, p: &Ident) -> Result<Value, Diag
     };
     let bad = || {
         Diag::new(
-            "unknown-property",
+            Code::UnknownProperty,
             p.span,
             format!("format `{}` has no property `{}`", f.name, p.name),
         )
@@ -205,7 +202,7 @@ pub(super) fn property(v: &Value, head: &Ident, p: &Ident) -> Result<Value, Diag
         ("bytes", _) => {
             if bits % 8 != 0 {
                 return Err(Diag::new(
-                    "type",
+                    Code::Type,
                     p.span,
                     format!("`{}` is {} bits, not a whole number of bytes", f.name, bits),
                 )
@@ -263,7 +260,7 @@ pub(super) fn expect_rounding(e: &Expr, scope: &Scope) -> Result<Rounding, Diag>
 
 pub(super) fn type_error(e: &Expr, want: &str, got: &Value) -> Diag {
     Diag::new(
-        "type",
+        Code::Type,
         e.span,
         format!("expected {want}, found {} `{}`", got.kind(), got.show()),
     )
@@ -290,11 +287,13 @@ pub(super) fn power_of_two(e: &Expr, scope: &Scope) -> Result<i32, Diag> {
     }
     let v = expect_int(e, scope)?;
     if v <= 0 || v.count_ones() != 1 {
-        return Err(
-            Diag::new("out-of-range", e.span, format!("{v} is not a power of two"))
-                .label("expected 2^N")
-                .help("write the threshold as a power of two, e.g. `overflow at 2^128`"),
-        );
+        return Err(Diag::new(
+            Code::OutOfRange,
+            e.span,
+            format!("{v} is not a power of two"),
+        )
+        .label("expected 2^N")
+        .help("write the threshold as a power of two, e.g. `overflow at 2^128`"));
     }
     Ok(v.trailing_zeros() as i32)
 }
@@ -303,7 +302,7 @@ pub(super) fn power_of_two(e: &Expr, scope: &Scope) -> Result<i32, Diag> {
 pub(super) fn in_range(e: &Expr, v: i64, lo: i64, hi: i64, what: &str) -> Result<i64, Diag> {
     if v < lo || v > hi {
         Err(Diag::new(
-            "out-of-range",
+            Code::OutOfRange,
             e.span,
             format!("{what} {v} is out of range"),
         )

@@ -2,14 +2,11 @@
 //! instruction, whose pipeline is instantiated with its arguments (defaults evaluated in
 //! the instruction's context) and built by [`super::stages`].
 
-// Diagnostics are plain values passed up by `?`; their size does not matter here.
-#![allow(clippy::result_large_err)]
-
 use super::eval::{Scope, Value, eval, expect_format, expect_int, in_range};
-use super::stages::build_pipeline;
+use super::stages::{Kind, build_pipeline, check_operand_kinds};
 use super::{Origin, PipelineEntry};
 use crate::ast::{self, NamePart};
-use crate::diagnostic::{Diag, Span, closest};
+use crate::diagnostic::{Code, Diag, FileId, Span, closest};
 use crate::format::Format;
 use crate::ir::*;
 use std::collections::{BTreeMap, HashMap};
@@ -51,9 +48,10 @@ pub(super) fn expand_family(
                         }
                         None => 1,
                     };
-                    if t < f || (t - f) / s > 4096 {
+                    // t - f overflows i64 for ranges that are too long anyway
+                    if t < f || t.checked_sub(f).is_none_or(|span| span / s > 4096) {
                         return Err(Diag::new(
-                            "out-of-range",
+                            Code::OutOfRange,
                             b.span,
                             "this range is empty or too long",
                         )
@@ -89,7 +87,7 @@ pub(super) fn expand_family(
                         _ => {
                             diags.push(
                                 Diag::new(
-                                    "type",
+                                    Code::Type,
                                     *vspan,
                                     format!("expected a tuple of {} values", b.names.len()),
                                 )
@@ -114,7 +112,7 @@ pub(super) fn expand_family(
         if combos.len() > MAX_FAMILY {
             diags.push(
                 Diag::new(
-                    "out-of-range",
+                    Code::OutOfRange,
                     b.span,
                     format!("this family expands to more than {MAX_FAMILY} instructions"),
                 )
@@ -137,7 +135,7 @@ pub(super) fn expand_family(
         {
             diags.push(
                 Diag::new(
-                    "unknown-name",
+                    Code::UnknownName,
                     id.span,
                     format!("placeholder `{{{}}}` is not bound", id.name),
                 )
@@ -149,7 +147,7 @@ pub(super) fn expand_family(
     let Some(uses) = &decl.uses else {
         diags.push(
             Diag::new(
-                "missing-uses",
+                Code::MissingUses,
                 decl.name_span,
                 "instruction has no pipeline",
             )
@@ -160,7 +158,7 @@ pub(super) fn expand_family(
     };
     let Some(entry) = pipelines.get(&uses.pipeline.name) else {
         let d = Diag::new(
-            "unknown-name",
+            Code::UnknownName,
             uses.pipeline.span,
             format!("unknown pipeline `{}`", uses.pipeline.name),
         )
@@ -173,6 +171,10 @@ pub(super) fn expand_family(
         diags.push(d);
         return Err(diags);
     };
+    if entry.broken {
+        // its own errors are reported where it is defined
+        return Err(diags);
+    }
     let mut out = vec![];
     for combo in combos {
         match instantiate(decl, uses, entry, combo, formats) {
@@ -212,7 +214,7 @@ pub(super) fn instantiate(
         None => {
             diags.push(
                 Diag::new(
-                    "missing-shape",
+                    Code::MissingShape,
                     decl.name_span,
                     format!("instruction `{name}` has no shape"),
                 )
@@ -249,7 +251,7 @@ pub(super) fn instantiate(
                 if types.insert(*op, f).is_some() {
                     diags.push(
                         Diag::new(
-                            "duplicate-name",
+                            Code::DuplicateName,
                             *sp,
                             format!("type of `{op}` is given twice"),
                         )
@@ -265,7 +267,7 @@ pub(super) fn instantiate(
         if !types.contains_key(&op) && !decl.types.iter().any(|(o, _, _)| *o == op) {
             diags.push(
                 Diag::new(
-                    "missing-type",
+                    Code::MissingType,
                     decl.name_span,
                     format!("instruction `{name}` does not give the type of `{op}`"),
                 )
@@ -286,7 +288,7 @@ pub(super) fn instantiate(
                 if f.as_float().is_none() {
                     diags.push(
                         Diag::new(
-                            "type",
+                            Code::Type,
                             fe.span,
                             format!("scale format `{}` is not a float format", f.name),
                         )
@@ -311,7 +313,7 @@ pub(super) fn instantiate(
         let (_, be, _) = decl.scale.as_ref().unwrap();
         diags.push(
             Diag::new(
-                "divisibility",
+                Code::Divisibility,
                 be.span,
                 format!(
                     "K = {} is not a multiple of the scale block {}",
@@ -339,8 +341,19 @@ pub(super) fn instantiate(
         instruction: name.clone(),
     };
 
-    // bind the pipeline's parameters
+    // the operands must suit the kind of pipeline before its defaults are evaluated
     let p = entry.decl;
+    let kind_errors = check_operand_kinds(
+        Kind::of(p),
+        &p.name.name,
+        &[('a', &ctx.a), ('b', &ctx.b), ('c', &ctx.c), ('d', &ctx.d)],
+        uses.span,
+    );
+    if !kind_errors.is_empty() {
+        return Err(kind_errors);
+    }
+
+    // bind the pipeline's parameters
     let mut pscope = Scope {
         vars: HashMap::new(),
         formats,
@@ -352,12 +365,13 @@ pub(super) fn instantiate(
         .vars
         .insert("K".to_string(), Value::Int(shape.k as i64));
     let mut given: HashMap<String, (Value, Span)> = HashMap::new();
+    let mut failed: Vec<String> = vec![];
     for (i, arg) in uses.args.iter().enumerate() {
         let pname = match &arg.name {
             Some(n) => {
                 if !p.params.iter().any(|q| q.name.name == n.name) {
                     let d = Diag::new(
-                        "unknown-parameter",
+                        Code::UnknownParameter,
                         n.span,
                         format!("pipeline `{}` has no parameter `{}`", p.name.name, n.name),
                     )
@@ -371,7 +385,11 @@ pub(super) fn instantiate(
                     diags.push(
                         match closest(&n.name, p.params.iter().map(|q| q.name.name.as_str())) {
                             Some(c) => {
-                                d.help(format!("did you mean `{c}`? its parameters: {list}"))
+                                // a misspelt parameter is not also a missing one
+                                let d =
+                                    d.help(format!("did you mean `{c}`? its parameters: {list}"));
+                                failed.push(c);
+                                d
                             }
                             None => d.help(format!("its parameters: {list}")),
                         },
@@ -385,7 +403,7 @@ pub(super) fn instantiate(
                 None => {
                     diags.push(
                         Diag::new(
-                            "wrong-arguments",
+                            Code::WrongArguments,
                             arg.value.span,
                             format!(
                                 "pipeline `{}` takes {} parameters",
@@ -405,7 +423,7 @@ pub(super) fn instantiate(
                 if given.insert(pname.clone(), (v, arg.value.span)).is_some() {
                     diags.push(
                         Diag::new(
-                            "duplicate-name",
+                            Code::DuplicateName,
                             arg.value.span,
                             format!("parameter `{pname}` is given twice"),
                         )
@@ -414,13 +432,18 @@ pub(super) fn instantiate(
                     );
                 }
             }
-            Err(d) => diags.push(d),
+            Err(d) => {
+                // the argument is given, if wrong: not also "missing"
+                failed.push(pname);
+                diags.push(d)
+            }
         }
     }
     let mut arguments = vec![];
     for q in &p.params {
         let v = match given.remove(&q.name.name) {
             Some((v, _)) => v,
+            None if failed.contains(&q.name.name) => continue,
             None => match &q.default {
                 Some(def) => match eval(def, &pscope) {
                     Ok(v) => v,
@@ -432,7 +455,7 @@ pub(super) fn instantiate(
                 None => {
                     diags.push(
                         Diag::new(
-                            "missing-argument",
+                            Code::MissingArgument,
                             uses.span,
                             format!("`{}` needs an argument for `{}`", p.name.name, q.name.name),
                         )
@@ -449,20 +472,33 @@ pub(super) fn instantiate(
     if !diags.is_empty() {
         return Err(diags);
     }
-    let pipeline = build_pipeline(p, &pscope, &ctx)
+    let (pipeline, node_names) = build_pipeline(p, &pscope, &ctx)
         .map_err(|ds| ds.into_iter().map(|d| ctx.relocate(d)).collect::<Vec<_>>())?;
+    let pipeline_span = match entry.origin {
+        Origin::Local => p.name.span,
+        Origin::Std => p.name.span.in_file(FileId::Std),
+    };
     Ok(Instruction {
         name,
-        shape,
-        a: ctx.a,
-        b: ctx.b,
-        c: ctx.c,
-        d: ctx.d,
-        scale,
-        pipeline_name: p.name.name.clone(),
-        arguments,
-        pipeline,
-        span: decl.span,
+        m: shape.m,
+        n: shape.n,
+        arithmetic: Arithmetic {
+            a: ctx.a,
+            b: ctx.b,
+            c: ctx.c,
+            d: ctx.d,
+            k: shape.k,
+            scale,
+            pipeline,
+        },
+        provenance: Provenance {
+            pipeline: p.name.name.clone(),
+            arguments,
+            span: decl.span,
+            uses: uses.span,
+            pipeline_span,
+            node_names,
+        },
     })
 }
 
@@ -482,20 +518,20 @@ pub(super) struct Ctx {
 
 impl Ctx {
     /// Errors inside a std pipeline point at the `uses` line of the user's file.
+    /// Errors inside a pipeline get the `uses` line that instantiated it as a secondary
+    /// label; inside a std pipeline their spans point into the prelude.
     pub(super) fn relocate(&self, mut d: Diag) -> Diag {
-        match self.origin {
-            Origin::Local => {
-                d.secondary
-                    .push((self.uses_span, format!("for `{}`", self.instruction)));
-                d
+        if self.origin == Origin::Std {
+            d.span = d.span.in_file(FileId::Std);
+            for (s, _) in &mut d.secondary {
+                *s = s.in_file(FileId::Std);
             }
-            Origin::Std => {
-                d.message = format!("{} (in std pipeline `{}`)", d.message, self.pipeline);
-                d.label = format!("{} (first for `{}`)", d.label, self.instruction);
-                d.span = self.uses_span;
-                d.secondary.clear();
-                d
-            }
+            d.message = format!("{} (in std pipeline `{}`)", d.message, self.pipeline);
         }
+        d.secondary.push((
+            self.uses_span,
+            format!("`{}` uses `{}` here", self.instruction, self.pipeline),
+        ));
+        d
     }
 }

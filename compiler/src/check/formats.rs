@@ -1,12 +1,9 @@
 //! User-defined formats: `format NAME { exponent = E, mantissa = M, ... }` checked field by
 //! field into a [`Format`].
 
-// Diagnostics are plain values passed up by `?`; their size does not matter here.
-#![allow(clippy::result_large_err)]
-
 use super::eval::{Scope, expect_int, in_range};
 use crate::ast::{self, Expr, ExprKind};
-use crate::diagnostic::{Diag, Span, closest};
+use crate::diagnostic::{Code, Diag, Span, closest};
 use crate::format::{self, Format, FormatKind, Specials};
 use std::collections::HashMap;
 
@@ -34,7 +31,7 @@ pub(super) fn define_format(
     for (k, v) in &fd.fields {
         if !KEYS.contains(&k.name.as_str()) {
             let d = Diag::new(
-                "unknown-field",
+                Code::UnknownField,
                 k.span,
                 format!("formats have no field `{}`", k.name),
             )
@@ -46,7 +43,7 @@ pub(super) fn define_format(
         } else if let Some((_, prev)) = fields.insert(&k.name, (v, k.span)) {
             diags.push(
                 Diag::new(
-                    "duplicate-name",
+                    Code::DuplicateName,
                     k.span,
                     format!("field `{}` is given twice", k.name),
                 )
@@ -76,7 +73,7 @@ pub(super) fn define_format(
                     Ok(Some(id.name == "true"))
                 }
                 _ => Err(
-                    Diag::new("type", e.span, format!("`{key}` is `true` or `false`"))
+                    Diag::new(Code::Type, e.span, format!("`{key}` is `true` or `false`"))
                         .label("expected true or false")
                         .help(format!("write `{key} = true` or `{key} = false`")),
                 ),
@@ -95,13 +92,13 @@ pub(super) fn define_format(
             });
         }
         let Some(e) = int_field("exponent", 1, 15)? else {
-            return Err(Diag::new("missing-field", fd.name.span, format!("format `{}` needs `exponent`", fd.name.name))
+            return Err(Diag::new(Code::MissingField, fd.name.span, format!("format `{}` needs `exponent`", fd.name.name))
                 .label("no exponent width")
                 .help("a float format needs at least `exponent = E, mantissa = M`; an integer one `integer = BITS`"));
         };
         let Some(m) = int_field("mantissa", 0, 52)? else {
             return Err(Diag::new(
-                "missing-field",
+                Code::MissingField,
                 fd.name.span,
                 format!("format `{}` needs `mantissa`", fd.name.name),
             )
@@ -115,18 +112,18 @@ pub(super) fn define_format(
             None => Specials::Ieee,
             Some((x, _)) => match &x.kind {
                 ExprKind::Path(id, None) => Specials::from_keyword(&id.name).ok_or_else(|| {
-                    Diag::new("unknown-name", x.span, format!("unknown special-value policy `{}`", id.name))
+                    Diag::new(Code::UnknownName, x.span, format!("unknown special-value policy `{}`", id.name))
                         .label("not a policy")
                         .help("policies: ieee (Inf and NaN), fn (no Inf, all-ones NaN), fnuz (no Inf, no -0, NaN = 0x80), none")
                 })?,
-                _ => return Err(Diag::new("type", x.span, "expected a special-value policy").label("expected ieee, fn, fnuz or none")),
+                _ => return Err(Diag::new(Code::Type, x.span, "expected a special-value policy").label("expected ieee, fn, fnuz or none")),
             },
         };
         let subnormals = bool_field("subnormals")?.unwrap_or(true);
         let code_bits = signed as i64 + e + m;
         if code_bits > 64 {
             return Err(
-                Diag::new("out-of-range", fd.span, "format is wider than 64 bits")
+                Diag::new(Code::OutOfRange, fd.span, "format is wider than 64 bits")
                     .label("too wide")
                     .help("formats up to 64 bits are supported"),
             );
@@ -136,7 +133,7 @@ pub(super) fn define_format(
         if storage < code_bits + ignore_low {
             let (x, _) = fields["storage"];
             return Err(Diag::new(
-                "out-of-range",
+                Code::OutOfRange,
                 x.span,
                 format!(
                     "storage of {storage} bits cannot hold {} code bits",
@@ -148,7 +145,7 @@ pub(super) fn define_format(
         }
         if specials == Specials::Fnuz && !signed {
             let (x, _) = fields["specials"];
-            return Err(Diag::new("type", x.span, "fnuz needs a sign bit")
+            return Err(Diag::new(Code::Type, x.span, "fnuz needs a sign bit")
                 .label("NaN is the negative-zero code")
                 .help("use `fn` or `none` for unsigned formats"));
         }

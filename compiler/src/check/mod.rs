@@ -7,22 +7,21 @@
 //! (the stages of each pipeline kind). The bit widths of the sums are the validator's
 //! ([`crate::valid`]).
 
-// Diagnostics are plain values passed up by `?`; their size does not matter here.
-#![allow(clippy::result_large_err)]
-
 mod eval;
 mod family;
 mod formats;
+mod pipelines;
 mod stages;
 
 pub use eval::Value;
 
 use crate::ast::{self, Item};
-use crate::diagnostic::{Diag, Span};
+use crate::diagnostic::{Code, Diag, Span};
 use crate::format::{self, Format};
 use crate::ir::{self, Instruction};
 use family::expand_family;
 use formats::define_format;
+use pipelines::check_pipeline;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Where a pipeline was declared: in the file being checked, or in the standard prelude
@@ -36,6 +35,8 @@ enum Origin {
 struct PipelineEntry<'a> {
     decl: &'a ast::PipelineDecl,
     origin: Origin,
+    /// The pipeline's own check failed: instructions that use it are not instantiated.
+    broken: bool,
 }
 
 /// Check a parsed file. `std` is the parsed standard prelude, used when the file says
@@ -45,6 +46,7 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
     let mut arch: Option<(String, Option<String>, Span)> = None;
     let mut formats: HashMap<String, Format> = HashMap::new();
     let mut format_spans: HashMap<String, Span> = HashMap::new();
+    let mut broken_formats = false;
     let mut pipelines: BTreeMap<String, PipelineEntry> = BTreeMap::new();
 
     for item in &std.items {
@@ -54,6 +56,7 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
                 PipelineEntry {
                     decl: p,
                     origin: Origin::Std,
+                    broken: false,
                 },
             );
         }
@@ -72,7 +75,7 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
                 if let Some((_, _, first)) = &arch {
                     diags.push(
                         Diag::new(
-                            "duplicate-arch",
+                            Code::DuplicateArch,
                             *span,
                             "a spec file declares one architecture",
                         )
@@ -88,7 +91,7 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
                 if name.name != "std" {
                     diags.push(
                         Diag::new(
-                            "unknown-import",
+                            Code::UnknownImport,
                             name.span,
                             format!("unknown library `{}`", name.name),
                         )
@@ -103,7 +106,7 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
                 if let Some(prev) = format_spans.get(&fd.name.name) {
                     diags.push(
                         Diag::new(
-                            "duplicate-name",
+                            Code::DuplicateName,
                             fd.name.span,
                             format!("format `{}` is defined twice", fd.name.name),
                         )
@@ -116,7 +119,7 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
                 if format::builtin(&fd.name.name).is_some() {
                     diags.push(
                         Diag::new(
-                            "duplicate-name",
+                            Code::DuplicateName,
                             fd.name.span,
                             format!("`{}` is a built-in format", fd.name.name),
                         )
@@ -130,7 +133,10 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
                         format_spans.insert(fd.name.name.clone(), fd.name.span);
                         formats.insert(fd.name.name.clone(), f);
                     }
-                    Err(mut d) => diags.append(&mut d),
+                    Err(mut d) => {
+                        broken_formats = true;
+                        diags.append(&mut d)
+                    }
                 }
             }
             Item::Pipeline(p) => {
@@ -139,7 +145,7 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
                 {
                     diags.push(
                         Diag::new(
-                            "duplicate-name",
+                            Code::DuplicateName,
                             p.name.span,
                             format!("pipeline `{}` is defined twice", p.name.name),
                         )
@@ -154,7 +160,7 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
                     if let Some(prev) = seen.insert(&param.name.name, param.name.span) {
                         diags.push(
                             Diag::new(
-                                "duplicate-name",
+                                Code::DuplicateName,
                                 param.name.span,
                                 format!("parameter `{}` is declared twice", param.name.name),
                             )
@@ -169,6 +175,7 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
                     PipelineEntry {
                         decl: p,
                         origin: Origin::Local,
+                        broken: false,
                     },
                 );
             }
@@ -181,7 +188,7 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
     if arch.is_none() && has_instructions {
         diags.push(
             Diag::new(
-                "missing-arch",
+                Code::MissingArch,
                 Span::new(0, 0),
                 "the spec file does not name its architecture",
             )
@@ -190,18 +197,22 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
         );
     }
 
+    // every pipeline the file defines, used or not; an instruction that uses a broken one
+    // is not instantiated (its errors are reported once, here)
+    for entry in pipelines.values_mut() {
+        if entry.origin == Origin::Local {
+            let mut d = check_pipeline(entry.decl, &formats);
+            entry.broken = !d.is_empty();
+            diags.append(&mut d);
+        }
+    }
+
     let mut instructions: Vec<Instruction> = vec![];
     let mut names: HashMap<String, Span> = HashMap::new();
     // instructions are checked once the formats they may name are sound
-    let formats_ok = diags.iter().all(|d| {
-        !matches!(
-            d.code,
-            "unknown-field" | "missing-field" | "out-of-range" | "type" | "unknown-name"
-        )
-    });
     for item in &file.items {
         if let Item::Instruction(decl) = item
-            && formats_ok
+            && !broken_formats
         {
             match expand_family(decl, &formats, &pipelines) {
                 Ok(list) => {
@@ -209,7 +220,7 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
                         if let Some(prev) = names.get(&inst.name) {
                             diags.push(
                                 Diag::new(
-                                    "duplicate-instruction",
+                                    Code::DuplicateInstruction,
                                     decl.name_span,
                                     format!("instruction `{}` is declared twice", inst.name),
                                 )

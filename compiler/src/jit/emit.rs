@@ -12,7 +12,7 @@ use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Type, Value, types};
 use cranelift_frontend::FunctionBuilder;
 
 /// An emitter: the function builder plus the width `w` of the fixed-point accumulator.
-pub(crate) struct Em<'a, 'f> {
+pub(crate) struct Emitter<'a, 'f> {
     pub b: &'a mut FunctionBuilder<'f>,
     /// `I64` or `I128`: the type of every aligned or summed value.
     pub w: Type,
@@ -30,7 +30,7 @@ pub(crate) struct Decoded {
     pub zero: Value,
 }
 
-impl<'a, 'f> Em<'a, 'f> {
+impl<'a, 'f> Emitter<'a, 'f> {
     pub fn wbits(&self) -> i64 {
         self.w.bits() as i64
     }

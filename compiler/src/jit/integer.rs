@@ -2,7 +2,7 @@
 //! exactly in i64 with c, then wrapped or saturated into d. [`plan`] checks that the exact
 //! sum cannot leave i64.
 
-use super::emit::Em;
+use super::emit::Emitter;
 use crate::format::{IntFormat, int_range};
 use crate::ir::*;
 use cranelift_codegen::ir::InstBuilder;
@@ -22,20 +22,20 @@ fn int<'a>(f: &'a crate::format::Format, role: &str) -> Result<&'a IntFormat, St
 }
 
 pub(crate) fn plan(inst: &Instruction, _p: &IntegerDot) -> Result<Plan, String> {
-    let a = int(&inst.a, "a")?;
-    let b = int(&inst.b, "b")?;
-    int(&inst.c, "c")?;
-    int(&inst.d, "d")?;
+    let a = int(&inst.arithmetic.a, "a")?;
+    let b = int(&inst.arithmetic.b, "b")?;
+    int(&inst.arithmetic.c, "c")?;
+    int(&inst.arithmetic.d, "d")?;
     // |x op y| < 2^(bits_a + bits_b); k such terms and a 32-bit c stay far inside i64
     let term_bits = (a.bits + b.bits) as u64;
-    let k_bits = 64 - (inst.shape.k as u64).leading_zeros() as u64;
+    let k_bits = 64 - (inst.arithmetic.k as u64).leading_zeros() as u64;
     if term_bits + k_bits + 2 > 62 {
         return Err("the exact integer sum could exceed 62 bits".into());
     }
     Ok(Plan)
 }
 
-fn value(em: &mut Em, f: &IntFormat, raw: Value) -> Value {
+fn value(em: &mut Emitter, f: &IntFormat, raw: Value) -> Value {
     let bits = f.bits as i64;
     if f.signed {
         let s = em.b.ins().ishl_imm_s(raw, 64 - bits);
@@ -47,17 +47,17 @@ fn value(em: &mut Em, f: &IntFormat, raw: Value) -> Value {
 }
 
 pub(crate) fn emit(
-    em: &mut Em,
+    em: &mut Emitter,
     inst: &Instruction,
     p: &IntegerDot,
     c: Value,
     a_ptr: Value,
     b_ptr: Value,
 ) -> Value {
-    let fa = inst.a.as_int().expect("planned");
-    let fb = inst.b.as_int().expect("planned");
-    let fc = inst.c.as_int().expect("planned");
-    let fd = inst.d.as_int().expect("planned");
+    let fa = inst.arithmetic.a.as_int().expect("planned");
+    let fb = inst.arithmetic.b.as_int().expect("planned");
+    let fc = inst.arithmetic.c.as_int().expect("planned");
+    let fd = inst.arithmetic.d.as_int().expect("planned");
     let mut sum = value(em, fc, c);
     for k in 0..inst.k() {
         let ra = em.load(a_ptr, k);

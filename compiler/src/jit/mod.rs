@@ -1,17 +1,23 @@
 //! The Cranelift JIT: compiles each instruction of a checked [`Spec`] into native
 //! dot-product-add kernels that give the interpreter's bits.
 //!
-//! [`compile`] lowers every instruction it can (instructions with the same arithmetic share
-//! one kernel) and records a [`JitError`] for each it refuses; [`CompiledSpec::kernel`]
+//! [`compile`] takes a spec with the validator's [`SpecInfo`] (whose widths and grids the
+//! lowering relies on), lowers every distinct arithmetic it can (instructions with equal
+//! [`crate::ir::Arithmetic`] share one kernel) and records a [`JitError`] for each it
+//! refuses, so that the interpreter runs it instead; a panic while building a kernel is
+//! caught and becomes such a refusal. [`CompiledSpec::kernel`]
 //! hands out a [`Kernel`] with three entries: one dot product ([`Kernel::dot`]), many
 //! independent dot products per call ([`Kernel::batch`]) and a whole M x N x K
 //! instruction ([`Kernel::mma`]). Kernels take raw encodings (`u64` per element) through
-//! pointers; the ABI has only pointers and i64s.
+//! pointers; the ABI has only pointers and i64s. Every call runs under the IEEE default
+//! floating-point control state ([`fpenv`]), whatever the embedder set.
 //!
 //! Lowerings: [`fused`] (fixed-point alignment in i64 or i128), [`sequential`] (native
-//! f32/f64 steps), [`integer`]; shared instruction helpers in [`emit`].
+//! f32/f64 steps), [`integer`]; shared instruction helpers in [`emit`]. Cranelift's IR
+//! verifier runs on every kernel in debug builds (and so in tests).
 
 mod emit;
+mod fpenv;
 mod fused;
 mod integer;
 mod sequential;
@@ -19,14 +25,17 @@ mod tables;
 
 use crate::engine::{EvalError, Operands};
 use crate::ir::{Instruction, Pipeline, Shape, Spec};
+use crate::valid::{ArithmeticInfo, SpecInfo};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{AbiParam, BlockArg, InstBuilder, MemFlagsData, UserFuncName, types};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
+use fpenv::IeeeDefaults;
 use std::collections::HashMap;
 use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
 /// Why an instruction (or the whole backend) could not be compiled.
@@ -60,6 +69,8 @@ pub struct Options {
     pub emit_clif: bool,
     /// Keep the machine code listing of every kernel's dot entry ([`CompiledSpec::asm`]).
     pub emit_asm: bool,
+    /// Run Cranelift's IR verifier on every kernel (always on in debug builds).
+    pub verify: bool,
 }
 
 type DotFn = unsafe extern "C" fn(u64, *const u64, *const u64, *const u64, *const u64) -> u64;
@@ -212,6 +223,7 @@ impl Kernel<'_> {
                 return Err(self.count_error(operand, got, want));
             }
         }
+        let _fp = IeeeDefaults::enter();
         // SAFETY: the kernel reads exactly k elements of a and b and `scales` of sa and
         // sb, whose lengths were just checked; the code lives as long as `'a`.
         Ok(unsafe {
@@ -252,18 +264,49 @@ impl Kernel<'_> {
         d: &mut [u64],
     ) -> Result<(), EvalError> {
         let n = c.len();
-        // the last record must lie inside each operand
-        let need = |stride: usize, len: usize| if n == 0 { 0 } else { (n - 1) * stride + len };
-        for (operand, got, want) in [
-            ("a", a.len(), need(a_stride, self.k)),
-            ("b", b.len(), need(b_stride, self.k)),
-            ("sa", sa.len(), need(sa_stride, self.scales)),
-            ("sb", sb.len(), need(sb_stride, self.scales)),
-            ("d", d.len(), n),
-        ] {
-            if got < want || (operand == "d" && got != want) {
-                return Err(self.count_error(operand, got, want));
+        // the last record must lie inside each operand: (n - 1) * stride + len, computed
+        // with checked arithmetic (a wrapped bound would let the kernel read anywhere)
+        let need = |stride: usize, len: usize| -> Option<usize> {
+            if n == 0 {
+                Some(0)
+            } else {
+                (n - 1).checked_mul(stride)?.checked_add(len)
             }
+        };
+        for (operand, got, stride, len) in [
+            ("a", a.len(), a_stride, self.k),
+            ("b", b.len(), b_stride, self.k),
+            ("sa", sa.len(), sa_stride, self.scales),
+            ("sb", sb.len(), sb_stride, self.scales),
+        ] {
+            match need(stride, len) {
+                Some(want) if got >= want => {}
+                Some(want) => return Err(self.count_error(operand, got, want)),
+                None => {
+                    return Err(EvalError::Stride {
+                        instruction: self.name.clone(),
+                        operand,
+                        records: n,
+                        stride,
+                    });
+                }
+            }
+            // the kernel forms byte offsets i * stride * 8 in 64 bits
+            if stride
+                .checked_mul(8)
+                .and_then(|b| b.checked_mul(n))
+                .is_none()
+            {
+                return Err(EvalError::Stride {
+                    instruction: self.name.clone(),
+                    operand,
+                    records: n,
+                    stride,
+                });
+            }
+        }
+        if d.len() != n {
+            return Err(self.count_error("d", d.len(), n));
         }
         let strides = [
             a_stride as u64,
@@ -271,8 +314,9 @@ impl Kernel<'_> {
             sa_stride as u64,
             sb_stride as u64,
         ];
-        // SAFETY: every record read lies inside its slice (checked above); the batch entry
-        // reads n records and writes n results.
+        let _fp = IeeeDefaults::enter();
+        // SAFETY: every record read lies inside its slice (checked above, without
+        // overflow); the batch entry reads n records and writes n results.
         unsafe {
             (self.entry.batch)(
                 n as u64,
@@ -346,24 +390,23 @@ enum Lowering<'i> {
     Integer(&'i crate::ir::IntegerDot, integer::Plan),
 }
 
-fn plan(inst: &Instruction) -> Result<Lowering<'_>, String> {
-    if inst.k() == 0 || inst.k() > 4096 {
+fn plan<'i>(inst: &'i Instruction, info: &ArithmeticInfo) -> Result<Lowering<'i>, String> {
+    if inst.k() > MAX_UNROLLED_K {
         return Err(format!(
-            "k = {} is outside what the JIT unrolls (1..=4096)",
+            "k = {} is more than the JIT unrolls ({MAX_UNROLLED_K})",
             inst.k()
         ));
     }
-    if let Some(s) = &inst.scale
-        && (s.block == 0 || !inst.shape.k.is_multiple_of(s.block))
-    {
-        return Err("the scale block does not divide k".into());
-    }
-    Ok(match &inst.pipeline {
-        Pipeline::Fused(f) => Lowering::Fused(f, fused::plan(inst, f)?),
-        Pipeline::Sequential(s) => Lowering::Sequential(s, sequential::plan(inst, s)?),
-        Pipeline::Integer(p) => Lowering::Integer(p, integer::plan(inst, p)?),
+    Ok(match (&inst.arithmetic.pipeline, &info.fused) {
+        (Pipeline::Fused(f), Some(fi)) => Lowering::Fused(f, fused::plan(inst, f, fi)?),
+        (Pipeline::Sequential(s), None) => Lowering::Sequential(s, sequential::plan(inst, s)?),
+        (Pipeline::Integer(p), None) => Lowering::Integer(p, integer::plan(inst, p)?),
+        _ => return Err("the validation info does not belong to this instruction".into()),
     })
 }
+
+/// The largest k the JIT unrolls into straight-line code.
+const MAX_UNROLLED_K: usize = 4096;
 
 impl Lowering<'_> {
     fn width(&self) -> types::Type {
@@ -383,7 +426,7 @@ fn emit_dot(
     c: cranelift_codegen::ir::Value,
     ptrs: &fused::Ptrs,
 ) -> cranelift_codegen::ir::Value {
-    let mut em = emit::Em { b, w: low.width() };
+    let mut em = emit::Emitter { b, w: low.width() };
     match low {
         Lowering::Fused(f, p) => fused::emit(&mut em, inst, f, p, c, ptrs),
         Lowering::Sequential(s, p) => sequential::emit(&mut em, inst, s, p, c, ptrs.a, ptrs.b),
@@ -391,15 +434,7 @@ fn emit_dot(
     }
 }
 
-/// The arithmetic of an instruction, as a key: instructions with equal keys share a kernel.
-fn arithmetic_key(inst: &Instruction) -> String {
-    format!(
-        "{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}",
-        inst.a, inst.b, inst.c, inst.d, inst.scale, inst.shape.k, inst.pipeline
-    )
-}
-
-fn new_module() -> Result<JITModule, JitError> {
+fn new_module(options: Options) -> Result<JITModule, JitError> {
     let mut flags = settings::builder();
     let set = |flags: &mut settings::Builder, k: &str, v: &str| {
         flags
@@ -408,9 +443,14 @@ fn new_module() -> Result<JITModule, JitError> {
     };
     set(&mut flags, "opt_level", "speed")?;
     set(&mut flags, "use_colocated_libcalls", "false")?;
-    // the IR is built by this module alone and checked by the tests; verifying every
-    // kernel again costs about a tenth of the compile time
-    set(&mut flags, "enable_verifier", "false")?;
+    // the verifier costs about a tenth of the compile time: on in debug builds (so in
+    // every test) and on request, off in release
+    let verify = cfg!(debug_assertions) || options.verify;
+    set(
+        &mut flags,
+        "enable_verifier",
+        if verify { "true" } else { "false" },
+    )?;
     set(&mut flags, "is_pic", "false")?;
     let isa = cranelift_native::builder()
         .map_err(|e| JitError::backend(format!("this host is not supported: {e}")))?
@@ -422,43 +462,98 @@ fn new_module() -> Result<JITModule, JitError> {
     )))
 }
 
-/// Compile every instruction of a spec. Instructions the backend cannot lower are
-/// recorded with the reason ([`CompiledSpec::kernel`] returns it); only a failure of the
-/// backend itself is an error here.
-pub fn compile(spec: &Spec) -> Result<CompiledSpec, JitError> {
-    compile_with(spec, Options::default())
+/// Compile every instruction of a spec, given the validator's info about it.
+/// Instructions the backend cannot lower are recorded with the reason
+/// ([`CompiledSpec::kernel`] returns it); only a failure of the backend itself is an error
+/// here.
+pub fn compile(spec: &Spec, info: &SpecInfo) -> Result<CompiledSpec, JitError> {
+    compile_with(spec, info, Options::default())
 }
 
 /// [`compile`] with options. Kernels are lowered to Cranelift IR one by one, compiled to
 /// machine code on every available core (at most 4 threads), and defined in one module.
-pub fn compile_with(spec: &Spec, options: Options) -> Result<CompiledSpec, JitError> {
+pub fn compile_with(
+    spec: &Spec,
+    info: &SpecInfo,
+    options: Options,
+) -> Result<CompiledSpec, JitError> {
+    // one job per distinct arithmetic, lowered for its first instruction
+    let jobs: Vec<(&Instruction, &ArithmeticInfo)> = info
+        .distinct()
+        .map(|(i, ai)| (&spec.instructions[i], ai))
+        .collect();
+    let mut job_of_arithmetic = vec![0; info.arithmetic_count()];
+    for (job, (i, _)) in info.distinct().enumerate() {
+        job_of_arithmetic[info.arithmetic_index(i)] = job;
+    }
+    let members = spec
+        .instructions
+        .iter()
+        .enumerate()
+        .map(|(i, inst)| (inst, job_of_arithmetic[info.arithmetic_index(i)]));
+    compile_jobs(&jobs, members, options)
+}
+
+/// Compile one instruction on its own (`info`: what the validator established about it,
+/// [`SpecInfo::instruction`]).
+pub fn compile_instruction(
+    inst: &Instruction,
+    info: &ArithmeticInfo,
+) -> Result<CompiledSpec, JitError> {
+    let c = compile_jobs(
+        &[(inst, info)],
+        std::iter::once((inst, 0)),
+        Options::default(),
+    )?;
+    c.kernel(&inst.name)?;
+    Ok(c)
+}
+
+/// Plan and build one kernel, turning a panic into a refusal (the last line of defence:
+/// the validator should have rejected whatever makes a lowering panic).
+fn lower(
+    module: &mut JITModule,
+    fctx: &mut FunctionBuilderContext,
+    inst: &Instruction,
+    info: &ArithmeticInfo,
+    index: usize,
+) -> Result<Pending, String> {
+    let built = catch_unwind(AssertUnwindSafe(|| {
+        let low = plan(inst, info)?;
+        build_kernel(module, fctx, inst, &low, index)
+    }));
+    built.unwrap_or_else(|panic| {
+        // the builder context may hold a half-built function
+        *fctx = FunctionBuilderContext::new();
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(format!(
+            "internal error: the JIT panicked while lowering it ({what}); the interpreter \
+             computes it; please report this spec"
+        ))
+    })
+}
+
+/// Compile the kernels of `jobs` (a representative instruction and its info each);
+/// `members` gives every instruction and the job whose kernel it uses.
+fn compile_jobs<'s>(
+    jobs: &[(&Instruction, &ArithmeticInfo)],
+    members: impl Iterator<Item = (&'s Instruction, usize)>,
+    options: Options,
+) -> Result<CompiledSpec, JitError> {
     let started = Instant::now();
-    let mut module = new_module()?;
+    let mut module = new_module(options)?;
     let mut fctx = FunctionBuilderContext::new();
-    let mut by_key: HashMap<String, usize> = HashMap::new();
-    let mut by_name: HashMap<String, Result<usize, JitError>> = HashMap::new();
-    let mut shapes = HashMap::new();
     let mut kernels: Vec<Pending> = vec![];
     let mut clif = vec![];
-    for inst in &spec.instructions {
-        shapes.insert(
-            inst.name.clone(),
-            (inst.shape, inst.k(), inst.scale_count()),
-        );
-        let key = arithmetic_key(inst);
-        if let Some(&i) = by_key.get(&key) {
-            by_name.insert(inst.name.clone(), Ok(i));
-            continue;
-        }
-        let low = match plan(inst) {
-            Ok(l) => l,
-            Err(msg) => {
-                by_name.insert(inst.name.clone(), Err(JitError::refused(inst, msg)));
-                continue;
-            }
-        };
+    // per job: its kernel, or why it was refused
+    let mut outcome: Vec<Result<usize, String>> = Vec::with_capacity(jobs.len());
+    for (inst, info) in jobs {
         let index = kernels.len();
-        match build_kernel(&mut module, &mut fctx, inst, &low, index) {
+        match lower(&mut module, &mut fctx, inst, info, index) {
             Ok(k) => {
                 if options.emit_clif {
                     clif.push((
@@ -467,13 +562,22 @@ pub fn compile_with(spec: &Spec, options: Options) -> Result<CompiledSpec, JitEr
                     ));
                 }
                 kernels.push(k);
-                by_key.insert(key, index);
-                by_name.insert(inst.name.clone(), Ok(index));
+                outcome.push(Ok(index));
             }
-            Err(e) => {
-                by_name.insert(inst.name.clone(), Err(JitError::refused(inst, e)));
-            }
+            Err(e) => outcome.push(Err(e)),
         }
+    }
+    let mut by_name: HashMap<String, Result<usize, JitError>> = HashMap::new();
+    let mut shapes = HashMap::new();
+    for (inst, job) in members {
+        shapes.insert(
+            inst.name.clone(),
+            (inst.shape(), inst.k(), inst.scale_count()),
+        );
+        let r = outcome[job]
+            .clone()
+            .map_err(|message| JitError::refused(inst, message));
+        by_name.insert(inst.name.clone(), r);
     }
 
     // machine code, in parallel
@@ -793,16 +897,4 @@ fn build_kernel(
         dot: (dot_id, dot_fn),
         batch: (batch_id, ctx.func),
     })
-}
-
-/// Compile one instruction on its own.
-pub fn compile_instruction(inst: &Instruction) -> Result<CompiledSpec, JitError> {
-    let spec = Spec {
-        arch: String::new(),
-        title: None,
-        instructions: vec![inst.clone()],
-    };
-    let c = compile(&spec)?;
-    c.kernel(&inst.name)?;
-    Ok(c)
 }

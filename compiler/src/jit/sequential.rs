@@ -3,7 +3,7 @@
 //! nearest even, which the host computes exactly (`fma` for an exact product added to the
 //! accumulator). [`plan`] refuses any step a native operation would not reproduce bit for bit.
 
-use super::emit::Em;
+use super::emit::Emitter;
 use crate::exact::Rounding;
 use crate::format::{FloatFormat, Format, Specials};
 use crate::ir::*;
@@ -65,7 +65,7 @@ impl Native {
     }
 }
 
-fn arith_native(a: &Arithmetic, what: &str) -> Result<Native, String> {
+fn arith_native(a: &RoundedOp, what: &str) -> Result<Native, String> {
     if a.rounding != Rounding::NearestEven {
         return Err(format!(
             "{what} rounds {}; the JIT lowers only round-to-nearest-even native steps",
@@ -113,18 +113,21 @@ pub(crate) fn plan(inst: &Instruction, s: &Sequential) -> Result<Plan, String> {
         if arith_native(a, "the pairwise sum")? != native {
             return Err("pairwise sums and accumulation round into different formats".into());
         }
-        if !g.is_power_of_two() || !inst.shape.k.is_multiple_of(*g) {
+        if !g.is_power_of_two() || !inst.arithmetic.k.is_multiple_of(*g) {
             return Err(format!(
                 "pairwise groups of {g} do not tile k = {}",
-                inst.shape.k
+                inst.arithmetic.k
             ));
         }
     }
-    let a = fits(&inst.a, native)?;
-    let b = fits(&inst.b, native)?;
-    fits(&inst.c, native)?;
-    if inst.d.as_float().and_then(Native::of) != Some(native) {
-        return Err(format!("d `{}` is not the accumulator format", inst.d.name));
+    let a = fits(&inst.arithmetic.a, native)?;
+    let b = fits(&inst.arithmetic.b, native)?;
+    fits(&inst.arithmetic.c, native)?;
+    if inst.arithmetic.d.as_float().and_then(Native::of) != Some(native) {
+        return Err(format!(
+            "d `{}` is not the accumulator format",
+            inst.arithmetic.d.name
+        ));
     }
     let exact_product_fits = {
         let (_, nm, _) = native.layout();
@@ -152,7 +155,7 @@ pub(crate) fn plan(inst: &Instruction, s: &Sequential) -> Result<Plan, String> {
     })
 }
 
-fn to_native(em: &mut Em, f: &FloatFormat, n: Native, raw: Value, flush: bool) -> Value {
+fn to_native(em: &mut Emitter, f: &FloatFormat, n: Native, raw: Value, flush: bool) -> Value {
     let (ne, nm, nbias) = n.layout();
     let m = f.mantissa_bits as i64;
     let e = f.exponent_bits as i64;
@@ -221,7 +224,7 @@ fn to_native(em: &mut Em, f: &FloatFormat, n: Native, raw: Value, flush: bool) -
 }
 
 /// A subnormal result becomes a zero of the same sign.
-fn flush_keep_sign(em: &mut Em, n: Native, x: Value) -> Value {
+fn flush_keep_sign(em: &mut Emitter, n: Native, x: Value) -> Value {
     let (ne, nm, _) = n.layout();
     let it = n.int();
     let bits = em.b.ins().bitcast(it, MemFlagsData::new(), x);
@@ -235,7 +238,7 @@ fn flush_keep_sign(em: &mut Em, n: Native, x: Value) -> Value {
     em.b.ins().bitcast(n.ty(), MemFlagsData::new(), r)
 }
 
-fn step(em: &mut Em, n: Native, a: &Arithmetic, x: Value) -> Value {
+fn step(em: &mut Emitter, n: Native, a: &RoundedOp, x: Value) -> Value {
     if a.flush_keep_sign {
         flush_keep_sign(em, n, x)
     } else {
@@ -244,7 +247,7 @@ fn step(em: &mut Em, n: Native, a: &Arithmetic, x: Value) -> Value {
 }
 
 pub(crate) fn emit(
-    em: &mut Em,
+    em: &mut Emitter,
     inst: &Instruction,
     s: &Sequential,
     p: &Plan,
@@ -254,9 +257,9 @@ pub(crate) fn emit(
 ) -> Value {
     let n = p.native;
     let cond = s.conditioning;
-    let fa = inst.a.as_float().expect("planned");
-    let fb = inst.b.as_float().expect("planned");
-    let fc = inst.c.as_float().expect("planned");
+    let fa = inst.arithmetic.a.as_float().expect("planned");
+    let fb = inst.arithmetic.b.as_float().expect("planned");
+    let fc = inst.arithmetic.c.as_float().expect("planned");
     let mut acc = to_native(em, fc, n, c, cond.flush_c);
     let mut pairs = vec![];
     for k in 0..inst.k() {
@@ -317,7 +320,7 @@ pub(crate) fn emit(
         NanPolicy::Ieee => bits,
         NanPolicy::Canonical => {
             let is_nan = em.b.ins().fcmp(FloatCC::Unordered, acc, acc);
-            let nan = em.i64c(inst.d.encode_nan().unwrap_or(0) as i64);
+            let nan = em.i64c(inst.arithmetic.d.encode_nan().unwrap_or(0) as i64);
             em.sel(is_nan, nan, bits)
         }
     }

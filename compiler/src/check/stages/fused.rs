@@ -1,57 +1,22 @@
 //! Fused pipelines: exact products, groups, alignment nodes and normalisation steps,
 //! checked into [`Fused`]: every stage in order, every term consumed exactly once.
 
-// Diagnostics are plain values passed up by `?`; their size does not matter here.
-#![allow(clippy::result_large_err)]
-
 use super::super::eval::{
     Scope, expect_format, expect_int, expect_overflow, expect_rounding, in_range, power_of_two,
 };
 use super::super::family::Ctx;
 use super::{conditioning_of, divisibility, float_of, missing_normalize, nan_policy, stage_name};
 use crate::ast::{self, StageKind};
-use crate::diagnostic::{Diag, Span, closest};
+use crate::diagnostic::{Code, Diag, Span, closest};
 use crate::exact::Rounding;
-use crate::format::{Format, FormatKind};
 use crate::ir::*;
 use std::collections::HashMap;
-
-/// Bounds on a term, for the width analysis: its exponent lies in `[min_exp, max_exp]`,
-/// its magnitude is below `2^(exp + sig_bits)` and its lowest set bit is at or above `lsb`.
-#[derive(Clone, Copy, Debug)]
-struct TermBounds {
-    min_exp: i64,
-    max_exp: i64,
-    sig_bits: i64,
-    lsb: i64,
-}
-
-fn float_bounds(f: &Format) -> TermBounds {
-    match &f.kind {
-        FormatKind::Float(x) => TermBounds {
-            min_exp: x.min_exponent() as i64,
-            max_exp: x.max_exponent() as i64,
-            sig_bits: 1,
-            lsb: x.min_exponent() as i64 - x.mantissa_bits as i64,
-        },
-        FormatKind::Int(i) => TermBounds {
-            min_exp: 0,
-            max_exp: 0,
-            sig_bits: i.bits as i64,
-            lsb: 0,
-        },
-    }
-}
-
-fn clog2(n: usize) -> i64 {
-    (usize::BITS - n.saturating_sub(1).leading_zeros()) as i64
-}
 
 pub(super) fn build_fused(
     p: &ast::PipelineDecl,
     scope: &Scope,
     ctx: &Ctx,
-) -> Result<Pipeline, Vec<Diag>> {
+) -> Result<(Pipeline, Vec<Option<String>>), Vec<Diag>> {
     let mut diags: Vec<Diag> = vec![];
     let mut chain = ctx.k;
     let mut scaled_products = false;
@@ -64,6 +29,7 @@ pub(super) fn build_fused(
     let mut grouping: Option<(Grouping, String, Span)> = None;
     let mut nodes: Vec<AlignNode> = vec![];
     let mut node_names: HashMap<String, (usize, Span)> = HashMap::new();
+    let mut node_name_list: Vec<Option<String>> = vec![];
     let mut normalize: Vec<NormalizeStep> = vec![];
     let mut zero_sign = ZeroSign::Positive;
     let mut nan = NanPolicy::Canonical;
@@ -79,7 +45,7 @@ pub(super) fn build_fused(
     }
     if !ctx.d.as_float().unwrap().has_inf() {
         diags.push(
-            Diag::new("type", ctx.uses_span, format!("d `{}` has no Inf and NaN", ctx.d.name))
+            Diag::new(Code::Type, ctx.uses_span, format!("d `{}` has no Inf and NaN", ctx.d.name))
                 .label("unsupported output format")
                 .help("fused pipelines produce IEEE-style results: use an output format with Inf and NaN (f16, bf16, f32, ...)"),
         );
@@ -100,7 +66,7 @@ pub(super) fn build_fused(
                     StageKind::Normalize { .. } | StageKind::Nan(_) | StageKind::ZeroResult(_)
                 )
             {
-                return Err(Diag::new("stage-order", s.span, format!("`{}` after `normalize`", stage_name(&s.kind)))
+                return Err(Diag::new(Code::StageOrder, s.span, format!("`{}` after `normalize`", stage_name(&s.kind)))
                     .label("the sum is already normalised here")
                     .help("stages run in order: conditioning, products, grouping, alignment, normalisation"));
             }
@@ -117,7 +83,7 @@ pub(super) fn build_fused(
                         let bits = ctx.a.storage_bits() as i64;
                         if (l * 8) % bits != 0 {
                             return Err(Diag::new(
-                                "divisibility",
+                                Code::Divisibility,
                                 length.span,
                                 format!(
                                     "{l} bytes is not a whole number of `{}` elements",
@@ -143,7 +109,7 @@ pub(super) fn build_fused(
                     flush_keep_sign,
                 } => {
                     if !matches!(kind, ast::MultiplyKind::Exact) || *flush_keep_sign {
-                        return Err(Diag::new("misplaced-stage", s.span, "fused pipelines take exact products")
+                        return Err(Diag::new(Code::MisplacedStage, s.span, "fused pipelines take exact products")
                             .label("rounded products here")
                             .help("rounded products belong to sequential pipelines, which end in `accumulate in FORMAT round MODE`"));
                     }
@@ -182,7 +148,7 @@ pub(super) fn build_fused(
                         "positive" => ZeroSign::Positive,
                         "exact_positive" => ZeroSign::ExactPositive,
                         _ => {
-                            return Err(Diag::new("unknown-name", id.span, format!("unknown zero-result rule `{}`", id.name))
+                            return Err(Diag::new(Code::UnknownName, id.span, format!("unknown zero-result rule `{}`", id.name))
                                 .label("not a rule")
                                 .help("`zero result positive` (every zero is +0) or `zero result exact_positive` (exact zeros are +0, underflows keep their sign)"));
                         }
@@ -199,7 +165,7 @@ pub(super) fn build_fused(
                         && sc.block % g != 0
                     {
                         return Err(Diag::new(
-                            "divisibility",
+                            Code::Divisibility,
                             size.span,
                             format!(
                                 "scale block {} is not a multiple of the group size {g}",
@@ -248,7 +214,7 @@ pub(super) fn build_fused(
                                         cands.push(g);
                                     }
                                     let d = Diag::new(
-                                        "unknown-name",
+                                        Code::UnknownName,
                                         id.span,
                                         format!("no term source named `{}`", id.name),
                                     )
@@ -265,7 +231,7 @@ pub(super) fn build_fused(
                             None => default_keep,
                         };
                         if keep.is_none() {
-                            return Err(Diag::new("missing-keep", t.span, "how many bits does this term keep?")
+                            return Err(Diag::new(Code::MissingKeep, t.span, "how many bits does this term keep?")
                                 .label("no `keep F bits round MODE`")
                                 .help("add `keep F bits round MODE` after the term or after the reference; for an exact sum use `sum exact`"));
                         }
@@ -299,7 +265,7 @@ pub(super) fn build_fused(
                     if let Some(n) = name {
                         if let Some((_, prev)) = node_names.get(&n.name) {
                             return Err(Diag::new(
-                                "duplicate-name",
+                                Code::DuplicateName,
                                 n.span,
                                 format!("`{}` is already defined", n.name),
                             )
@@ -309,11 +275,10 @@ pub(super) fn build_fused(
                         }
                         node_names.insert(n.name.clone(), (nodes.len(), n.span));
                     }
+                    node_name_list.push(name.as_ref().map(|n| n.name.clone()));
                     nodes.push(AlignNode {
-                        name: name.as_ref().map(|n| n.name.clone()),
                         terms: out,
                         reference,
-                        width_bits: 0,
                     });
                 }
                 StageKind::SumExact => {
@@ -337,11 +302,10 @@ pub(super) fn build_fused(
                             keep: None,
                             drop_below: None,
                         });
+                        node_name_list.push(None);
                         nodes.push(AlignNode {
-                            name: None,
                             terms,
                             reference: Reference::MaxExponent,
-                            width_bits: 0,
                         });
                     }
                 }
@@ -359,7 +323,7 @@ pub(super) fn build_fused(
                     float_of(&f, fmt_expr.span, "normalisation format")?;
                     let ff = f.as_float().unwrap().clone();
                     if final_step && f != ctx.d {
-                        return Err(Diag::new("type", fmt_expr.span, format!("normalizing to `{}` but d is `{}`", f.name, ctx.d.name))
+                        return Err(Diag::new(Code::Type, fmt_expr.span, format!("normalizing to `{}` but d is `{}`", f.name, ctx.d.name))
                             .label("not d's format")
                             .help("the last step is `normalize to out ...`; use `normalize range FORMAT precision P` for intermediate steps"));
                     }
@@ -375,7 +339,7 @@ pub(super) fn build_fused(
                         None if final_step => ff.mantissa_bits,
                         None => {
                             return Err(Diag::new(
-                                "missing-precision",
+                                Code::MissingPrecision,
                                 s.span,
                                 "an intermediate normalisation needs a precision",
                             )
@@ -387,7 +351,7 @@ pub(super) fn build_fused(
                         Some(r) => expect_rounding(r, scope)?,
                         None => {
                             return Err(Diag::new(
-                                "missing-rounding",
+                                Code::MissingRounding,
                                 s.span,
                                 "normalisation needs a rounding mode",
                             )
@@ -402,7 +366,7 @@ pub(super) fn build_fused(
                         None => Overflow::Inf,
                         Some((Err(d), _)) => return Err(d),
                         Some((Ok(Overflow::Wrap), sp)) => {
-                            return Err(Diag::new("bad-overflow", sp, "floats cannot wrap")
+                            return Err(Diag::new(Code::BadOverflow, sp, "floats cannot wrap")
                                 .label("wrap is for integers")
                                 .help("use `overflow inf` or `overflow saturate`"));
                         }
@@ -411,7 +375,7 @@ pub(super) fn build_fused(
                     if let Some(last) = normalize.last()
                         && last.max_exponent.is_some()
                     {
-                        return Err(Diag::new("stage-order", s.span, "normalisation after the final `normalize to out`")
+                        return Err(Diag::new(Code::StageOrder, s.span, "normalisation after the final `normalize to out`")
                             .label("d is already produced")
                             .help("intermediate steps (`normalize range ...`) come before `normalize to out`"));
                     }
@@ -440,7 +404,7 @@ pub(super) fn build_fused(
     if !multiply_seen {
         diags.push(
             Diag::new(
-                "missing-stage",
+                Code::MissingStage,
                 p.name.span,
                 format!(
                     "pipeline `{}` never says how products are formed",
@@ -454,7 +418,7 @@ pub(super) fn build_fused(
     if nodes.is_empty() {
         diags.push(
             Diag::new(
-                "missing-stage",
+                Code::MissingStage,
                 p.name.span,
                 format!("pipeline `{}` never sums its terms", p.name.name),
             )
@@ -469,12 +433,12 @@ pub(super) fn build_fused(
     let scale_used = scaled_products || grouping.as_ref().is_some_and(|(g, _, _)| g.scaled);
     match (&ctx.scale, scale_used) {
         (Some(_), false) => diags.push(
-            Diag::new("scale-unused", ctx.uses_span, format!("`{}` has scale factors, but pipeline `{}` never applies them", ctx.instruction, p.name.name))
+            Diag::new(Code::ScaleUnused, ctx.uses_span, format!("`{}` has scale factors, but pipeline `{}` never applies them", ctx.instruction, p.name.name))
                 .label("scales ignored")
                 .help("use `multiply exact, scaled` (per product) or `group G products exact, scaled as NAME` (per group)"),
         ),
         (None, true) => diags.push(
-            Diag::new("scale-missing", ctx.uses_span, format!("pipeline `{}` applies scale factors, but `{}` has none", p.name.name, ctx.instruction))
+            Diag::new(Code::ScaleMissing, ctx.uses_span, format!("pipeline `{}` applies scale factors, but `{}` has none", p.name.name, ctx.instruction))
                 .label("no `scale` statement")
                 .help("add `scale ue8m0 block 32` (format and block size) to the instruction"),
         ),
@@ -518,7 +482,7 @@ pub(super) fn build_fused(
     };
     if let Some(msg) = consumed_products {
         diags.push(
-            Diag::new("unbalanced-terms", p.name.span, msg.to_string())
+            Diag::new(Code::UnbalancedTerms, p.name.span, msg.to_string())
                 .label("in this pipeline")
                 .help("check the `align` stages"),
         );
@@ -526,7 +490,7 @@ pub(super) fn build_fused(
     if count(TermSource::C) != 1 {
         diags.push(
             Diag::new(
-                "unbalanced-terms",
+                Code::UnbalancedTerms,
                 p.name.span,
                 format!("c is added {} times", count(TermSource::C)),
             )
@@ -534,12 +498,12 @@ pub(super) fn build_fused(
             .help("the accumulator c must appear in exactly one `align` (or `sum exact`)"),
         );
     }
-    for (i, n) in nodes.iter().enumerate() {
+    for (i, name) in node_name_list.iter().enumerate() {
         let uses = count(TermSource::Node(i));
         let last = i + 1 == nodes.len();
         if !last && uses != 1 {
             diags.push(
-                Diag::new("unbalanced-terms", node_names.get(n.name.as_deref().unwrap_or("")).map(|x| x.1).unwrap_or(p.name.span), format!("the sum `{}` is used {} times", n.name.as_deref().unwrap_or("(unnamed)"), uses))
+                Diag::new(Code::UnbalancedTerms, node_names.get(name.as_deref().unwrap_or("")).map(|x| x.1).unwrap_or(p.name.span), format!("the sum `{}` is used {} times", name.as_deref().unwrap_or("(unnamed)"), uses))
                     .label("every intermediate sum feeds exactly one later `align`")
                     .help("name it with `as NAME` and use it in a later align; the last align is the result"),
             );
@@ -547,7 +511,7 @@ pub(super) fn build_fused(
         if last && uses != 0 {
             diags.push(
                 Diag::new(
-                    "unbalanced-terms",
+                    Code::UnbalancedTerms,
                     p.name.span,
                     "the last sum is used as a term",
                 )
@@ -560,133 +524,7 @@ pub(super) fn build_fused(
         return Err(diags);
     }
 
-    // width analysis
-    let mut prod = {
-        let a = float_bounds(&ctx.a);
-        let b = float_bounds(&ctx.b);
-        TermBounds {
-            min_exp: a.min_exp + b.min_exp,
-            max_exp: a.max_exp + b.max_exp,
-            sig_bits: 2,
-            lsb: a.lsb + b.lsb,
-        }
-    };
-    let scale_b = ctx.scale.as_ref().map(|s| float_bounds(&s.format));
-    if scaled_products && let Some(s) = scale_b {
-        prod = TermBounds {
-            min_exp: prod.min_exp + 2 * s.min_exp,
-            max_exp: prod.max_exp + 2 * s.max_exp,
-            sig_bits: prod.sig_bits + 2,
-            lsb: prod.lsb + 2 * s.lsb,
-        };
-    }
-    let cb = {
-        let c = float_bounds(&ctx.c);
-        let d = float_bounds(&ctx.d);
-        TermBounds {
-            min_exp: c.min_exp.min(d.min_exp),
-            max_exp: c.max_exp.max(d.max_exp),
-            sig_bits: 1,
-            lsb: c.lsb.min(d.lsb),
-        }
-    };
-    let group_b = grouping.as_ref().map(|(g, _, _)| {
-        let (smin, smax, slsb, sbits) = match (g.scaled, scale_b) {
-            (true, Some(s)) => (2 * s.min_exp, 2 * s.max_exp, 2 * s.lsb - 2 * s.min_exp, 2),
-            _ => (0, 0, 0, 0),
-        };
-        // a group's value is the exact sum of its products' values at the scale exponent
-        TermBounds {
-            min_exp: smin,
-            max_exp: smax,
-            sig_bits: prod.max_exp + prod.sig_bits + clog2(g.size as usize) + sbits,
-            lsb: prod.lsb + slsb.min(0) + smin,
-        }
-    });
-    let mut node_b: Vec<TermBounds> = vec![];
-    for n in nodes.iter_mut() {
-        let bounds: Vec<(TermBounds, Option<(u32, Rounding)>)> = n
-            .terms
-            .iter()
-            .map(|t| {
-                let b = match t.source {
-                    TermSource::Products(_) => prod,
-                    TermSource::C => cb,
-                    TermSource::Groups => group_b.unwrap(),
-                    TermSource::Node(i) => node_b[i],
-                };
-                (b, t.keep)
-            })
-            .collect();
-        let count: usize = n
-            .terms
-            .iter()
-            .map(|t| match t.source {
-                TermSource::Products(ProductsPart::All) => chain as usize,
-                TermSource::Products(_) => chain.div_ceil(2) as usize,
-                TermSource::Groups => (chain / grouping.as_ref().unwrap().0.size) as usize,
-                _ => 1,
-            })
-            .sum();
-        let (ref_min, ref_max) = match n.reference {
-            Reference::MaxExponent => (
-                bounds.iter().map(|(b, _)| b.min_exp).max().unwrap(),
-                bounds.iter().map(|(b, _)| b.max_exp).max().unwrap(),
-            ),
-            Reference::Fixed(r) => (r as i64, r as i64),
-        };
-        // absolute bounds of the sum's bits
-        let hi = bounds
-            .iter()
-            .map(|(b, _)| b.max_exp + b.sig_bits)
-            .max()
-            .unwrap()
-            .max(ref_max)
-            + clog2(count);
-        let lo_abs = bounds
-            .iter()
-            .map(|(b, k)| match k {
-                Some((f, _)) => (ref_min - *f as i64).max(b.lsb.min(ref_min - *f as i64)),
-                None => b.lsb,
-            })
-            .min()
-            .unwrap();
-        let width = match n.reference {
-            // relative to a max-exponent reference every kept term lies within
-            // sig_bits + F bits of the reference
-            Reference::MaxExponent if bounds.iter().all(|(_, k)| k.is_some()) => {
-                let rel = bounds
-                    .iter()
-                    .map(|(b, k)| (b.max_exp - ref_max).max(0) + b.sig_bits + k.unwrap().0 as i64)
-                    .max()
-                    .unwrap();
-                rel + clog2(count) + 1
-            }
-            _ => hi - lo_abs + 1,
-        };
-        if width > MAX_WIDTH_BITS as i64 {
-            diags.push(
-                Diag::new("too-wide", p.name.span, format!("an alignment of pipeline `{}` needs a {width}-bit accumulator", p.name.name))
-                    .label(format!("more than {MAX_WIDTH_BITS} bits"))
-                    .help("the engines compute exactly and refuse accumulators wider than 4096 bits; keep fewer bits or align to a max exponent"),
-            );
-            return Err(diags);
-        }
-        n.width_bits = width as u32;
-        let keep_max = bounds
-            .iter()
-            .filter_map(|(_, k)| k.map(|k| k.0 as i64))
-            .max()
-            .unwrap_or(0);
-        node_b.push(TermBounds {
-            min_exp: ref_min,
-            max_exp: ref_max,
-            sig_bits: hi - ref_max,
-            lsb: lo_abs.min(ref_min - keep_max),
-        });
-    }
-
-    Ok(Pipeline::Fused(Fused {
+    let pipeline = Pipeline::Fused(Fused {
         chain,
         conditioning: conditioning_of(p),
         scaled_products,
@@ -697,5 +535,6 @@ pub(super) fn build_fused(
         normalize,
         zero_sign,
         nan,
-    }))
+    });
+    Ok((pipeline, node_name_list))
 }

@@ -1,14 +1,11 @@
 //! Integer pipelines: exact integer products (or b1 xor/and) summed with c, wrapped or
 //! saturated into d, checked into [`IntegerDot`].
 
-// Diagnostics are plain values passed up by `?`; their size does not matter here.
-#![allow(clippy::result_large_err)]
-
 use super::super::eval::{Scope, expect_format, expect_overflow};
 use super::super::family::Ctx;
 use super::{misplaced, missing_normalize};
 use crate::ast::{self, StageKind};
-use crate::diagnostic::Diag;
+use crate::diagnostic::{Code, Diag};
 use crate::ir::*;
 
 pub(super) fn build_integer(
@@ -56,7 +53,7 @@ pub(super) fn build_integer(
                 | StageKind::Normalize {
                     rounding: Some(e), ..
                 } => {
-                    return Err(Diag::new("rounding-not-allowed", e.span, "integer results are exact: there is nothing to round")
+                    return Err(Diag::new(Code::RoundingNotAllowed, e.span, "integer results are exact: there is nothing to round")
                         .label("no rounding or precision in an integer pipeline")
                         .help("write `normalize to out overflow wrap` or `normalize to out overflow saturate`"));
                 }
@@ -69,7 +66,7 @@ pub(super) fn build_integer(
                     let f = expect_format(t, scope)?;
                     if f != ctx.d {
                         return Err(Diag::new(
-                            "type",
+                            Code::Type,
                             t.span,
                             format!("normalizing to `{}` but d is `{}`", f.name, ctx.d.name),
                         )
@@ -82,7 +79,7 @@ pub(super) fn build_integer(
                         Some((Err(d), _)) => return Err(d),
                         Some((Ok(Overflow::Inf), sp)) => {
                             return Err(Diag::new(
-                                "bad-overflow",
+                                Code::BadOverflow,
                                 sp,
                                 "integers cannot overflow to Inf",
                             )
@@ -110,7 +107,7 @@ pub(super) fn build_integer(
         if f.as_int().is_none() {
             diags.push(
                 Diag::new(
-                    "type",
+                    Code::Type,
                     ctx.uses_span,
                     format!("{role} `{}` is not an integer format", f.name),
                 )
@@ -121,7 +118,7 @@ pub(super) fn build_integer(
     }
     if op != IntegerOp::Multiply && (ctx.a.name != "b1" || ctx.b.name != "b1") {
         diags.push(
-            Diag::new("type", ctx.uses_span, "xor/and popc take b1 operands")
+            Diag::new(Code::Type, ctx.uses_span, "xor/and popc take b1 operands")
                 .label("operands are not b1")
                 .help("use `types a = b1, b = b1`"),
         );

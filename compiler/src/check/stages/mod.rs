@@ -1,9 +1,6 @@
 //! Pipeline stages: which kind of pipeline a body is (fused, sequential or integer), and
 //! the checks every kind shares. Each kind is built into its IR by its own file.
 
-// Diagnostics are plain values passed up by `?`; their size does not matter here.
-#![allow(clippy::result_large_err)]
-
 mod fused;
 mod integer;
 mod sequential;
@@ -15,7 +12,7 @@ use sequential::build_sequential;
 use super::eval::{Scope, expect_format, expect_rounding};
 use super::family::Ctx;
 use crate::ast::{self, Expr, Ident, StageKind};
-use crate::diagnostic::{Diag, Span};
+use crate::diagnostic::{Code, Diag, Span};
 use crate::format::Format;
 use crate::ir::*;
 
@@ -36,36 +33,123 @@ pub(super) fn stage_name(k: &StageKind) -> &'static str {
     }
 }
 
+/// The three kinds of pipeline, told apart by their stages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::check) enum Kind {
+    /// Exact products, alignment, one exact sum, normalisation.
+    Fused,
+    /// Rounded steps ending in `accumulate`.
+    Sequential,
+    /// `multiply integer|xor|and`.
+    Integer,
+}
+
+impl Kind {
+    pub(in crate::check) fn of(p: &ast::PipelineDecl) -> Kind {
+        let integer = p.stages.iter().any(|s| {
+            matches!(
+                &s.kind,
+                StageKind::Multiply {
+                    kind: ast::MultiplyKind::Integer
+                        | ast::MultiplyKind::Xor
+                        | ast::MultiplyKind::And,
+                    ..
+                }
+            )
+        });
+        if integer {
+            Kind::Integer
+        } else if p
+            .stages
+            .iter()
+            .any(|s| matches!(s.kind, StageKind::Accumulate { .. }))
+        {
+            Kind::Sequential
+        } else {
+            Kind::Fused
+        }
+    }
+
+    /// Which operands must be float formats (the others integers).
+    fn float_operands(self) -> &'static [char] {
+        match self {
+            Kind::Fused => &['a', 'b', 'c', 'd'],
+            Kind::Sequential => &['a', 'b'],
+            Kind::Integer => &[],
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Kind::Fused => "a fused pipeline",
+            Kind::Sequential => "a sequential pipeline",
+            Kind::Integer => "an integer pipeline",
+        }
+    }
+}
+
+/// Do the instruction's operand types suit the pipeline's kind? Checked before the
+/// pipeline's defaults are evaluated, so that `P = out.mantissa` on an integer `out` is
+/// reported as what it is: integer operands in a float pipeline.
+pub(in crate::check) fn check_operand_kinds(
+    kind: Kind,
+    pipeline: &str,
+    types: &[(char, &Format)],
+    span: Span,
+) -> Vec<Diag> {
+    let wrong: Vec<String> = types
+        .iter()
+        .filter(|(op, f)| {
+            let is_float = f.as_float().is_some();
+            (kind.float_operands().contains(op) && !is_float) || (kind == Kind::Integer && is_float)
+        })
+        .map(|(op, f)| format!("{op} = {}", f.name))
+        .collect();
+    if wrong.is_empty() {
+        return vec![];
+    }
+    let (want, help) = if kind == Kind::Integer {
+        (
+            "integer formats",
+            "float operands need a fused or sequential pipeline, e.g. std's `t_fdpa` or `fma`",
+        )
+    } else {
+        (
+            "float formats",
+            "integer operands need an integer pipeline (`multiply integer`), e.g. std's `int_mma`",
+        )
+    };
+    vec![
+        Diag::new(
+            Code::Type,
+            span,
+            format!(
+                "`{pipeline}` is {} of {want}, but the instruction has {}",
+                kind.describe(),
+                wrong.join(", ")
+            ),
+        )
+        .label(format!("needs {want}"))
+        .help(help),
+    ]
+}
+
+/// Build the pipeline's IR, with the names of a fused pipeline's alignment nodes.
 pub(super) fn build_pipeline(
     p: &ast::PipelineDecl,
     scope: &Scope,
     ctx: &Ctx,
-) -> Result<Pipeline, Vec<Diag>> {
-    let integer = p.stages.iter().any(|s| {
-        matches!(
-            &s.kind,
-            StageKind::Multiply {
-                kind: ast::MultiplyKind::Integer | ast::MultiplyKind::Xor | ast::MultiplyKind::And,
-                ..
-            }
-        )
-    });
-    let sequential = p
-        .stages
-        .iter()
-        .any(|s| matches!(s.kind, StageKind::Accumulate { .. }));
-    if integer {
-        build_integer(p, scope, ctx)
-    } else if sequential {
-        build_sequential(p, scope, ctx)
-    } else {
-        build_fused(p, scope, ctx)
+) -> Result<(Pipeline, Vec<Option<String>>), Vec<Diag>> {
+    match Kind::of(p) {
+        Kind::Integer => build_integer(p, scope, ctx).map(|p| (p, vec![])),
+        Kind::Sequential => build_sequential(p, scope, ctx).map(|p| (p, vec![])),
+        Kind::Fused => build_fused(p, scope, ctx),
     }
 }
 
 pub(super) fn misplaced(s: &ast::Stage, kind: &str, help: &str) -> Diag {
     Diag::new(
-        "misplaced-stage",
+        Code::MisplacedStage,
         s.span,
         format!("`{}` has no meaning in {kind}", stage_name(&s.kind)),
     )
@@ -94,7 +178,7 @@ pub(super) fn nan_policy(id: &Ident) -> Result<NanPolicy, Diag> {
         "canonical" => Ok(NanPolicy::Canonical),
         "ieee" => Ok(NanPolicy::Ieee),
         _ => Err(Diag::new(
-            "unknown-name",
+            Code::UnknownName,
             id.span,
             format!("unknown NaN policy `{}`", id.name),
         )
@@ -106,7 +190,7 @@ pub(super) fn nan_policy(id: &Ident) -> Result<NanPolicy, Diag> {
 pub(super) fn float_of(f: &Format, span: Span, role: &str) -> Result<(), Diag> {
     if f.as_float().is_none() {
         Err(Diag::new(
-            "type",
+            Code::Type,
             span,
             format!("{role} `{}` is an integer format", f.name),
         )
@@ -117,18 +201,18 @@ pub(super) fn float_of(f: &Format, span: Span, role: &str) -> Result<(), Diag> {
     }
 }
 
-pub(super) fn arithmetic(
+pub(super) fn rounded_op(
     format: &Expr,
     rounding: &Expr,
     flush: bool,
     scope: &Scope,
     span: Span,
-) -> Result<Arithmetic, Diag> {
+) -> Result<RoundedOp, Diag> {
     let f = expect_format(format, scope)?;
     float_of(&f, format.span, "arithmetic format")?;
     if !f.as_float().unwrap().has_inf() {
         return Err(Diag::new(
-            "type",
+            Code::Type,
             format.span,
             format!("arithmetic in `{}` needs Inf and NaN", f.name),
         )
@@ -136,7 +220,7 @@ pub(super) fn arithmetic(
         .help("rounded arithmetic steps follow IEEE rules and need a format with Inf and NaN"));
     }
     let _ = span;
-    Ok(Arithmetic {
+    Ok(RoundedOp {
         format: f,
         rounding: expect_rounding(rounding, scope)?,
         flush_keep_sign: flush,
@@ -145,7 +229,7 @@ pub(super) fn arithmetic(
 
 pub(super) fn divisibility(span: Span, k: u32, by: u32, what: &str) -> Diag {
     Diag::new(
-        "divisibility",
+        Code::Divisibility,
         span,
         format!("K = {k} is not a multiple of the {what} {by}"),
     )
@@ -157,7 +241,7 @@ pub(super) fn divisibility(span: Span, k: u32, by: u32, what: &str) -> Diag {
 
 pub(super) fn missing_normalize(p: &ast::PipelineDecl) -> Diag {
     Diag::new(
-        "missing-normalize",
+        Code::MissingNormalize,
         p.name.span,
         format!("pipeline `{}` never produces d", p.name.name),
     )

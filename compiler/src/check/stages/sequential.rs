@@ -1,14 +1,11 @@
 //! Sequential pipelines: rounded IEEE-style steps (FMA chains, FP32 multiply-add trees),
 //! checked into [`Sequential`].
 
-// Diagnostics are plain values passed up by `?`; their size does not matter here.
-#![allow(clippy::result_large_err)]
-
 use super::super::eval::{Scope, expect_int, in_range};
 use super::super::family::Ctx;
-use super::{arithmetic, conditioning_of, divisibility, float_of, misplaced, nan_policy};
+use super::{conditioning_of, divisibility, float_of, misplaced, nan_policy, rounded_op};
 use crate::ast::{self, StageKind};
-use crate::diagnostic::Diag;
+use crate::diagnostic::{Code, Diag};
 use crate::ir::*;
 
 pub(super) fn build_sequential(
@@ -41,14 +38,14 @@ pub(super) fn build_sequential(
                     product = match kind {
                         ast::MultiplyKind::Exact => {
                             if *flush_keep_sign {
-                                return Err(Diag::new("misplaced-stage", s.span, "an exact product has nothing to flush")
+                                return Err(Diag::new(Code::MisplacedStage, s.span, "an exact product has nothing to flush")
                                     .label("exact products are never subnormal in a format")
                                     .help("use `multiply round to f32 nearest_even, flush subnormal keep sign`"));
                             }
                             ProductRule::Exact
                         }
                         ast::MultiplyKind::Round { format, rounding } => ProductRule::Rounded(
-                            arithmetic(format, rounding, *flush_keep_sign, scope, s.span)?,
+                            rounded_op(format, rounding, *flush_keep_sign, scope, s.span)?,
                         ),
                         _ => unreachable!("integer multiplies select the integer pipeline"),
                     };
@@ -68,7 +65,7 @@ pub(super) fn build_sequential(
                     )? as u32;
                     if !g.is_power_of_two() {
                         return Err(Diag::new(
-                            "out-of-range",
+                            Code::OutOfRange,
                             size.span,
                             format!("pairwise groups of {g} do not form a binary tree"),
                         )
@@ -80,7 +77,7 @@ pub(super) fn build_sequential(
                     }
                     pairwise = Some((
                         g,
-                        arithmetic(format, rounding, *flush_keep_sign, scope, s.span)?,
+                        rounded_op(format, rounding, *flush_keep_sign, scope, s.span)?,
                     ));
                 }
                 StageKind::Accumulate {
@@ -88,9 +85,9 @@ pub(super) fn build_sequential(
                     rounding,
                     flush_keep_sign,
                 } => {
-                    let a = arithmetic(format, rounding, *flush_keep_sign, scope, s.span)?;
+                    let a = rounded_op(format, rounding, *flush_keep_sign, scope, s.span)?;
                     if a.format != ctx.d || ctx.c != ctx.d {
-                        return Err(Diag::new("type", format.span, format!("accumulating in `{}` but c is `{}` and d is `{}`", a.format.name, ctx.c.name, ctx.d.name))
+                        return Err(Diag::new(Code::Type, format.span, format!("accumulating in `{}` but c is `{}` and d is `{}`", a.format.name, ctx.c.name, ctx.d.name))
                             .label("accumulator format differs")
                             .help("a sequential pipeline accumulates in the format of c and d; make them the same"));
                     }

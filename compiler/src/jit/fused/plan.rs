@@ -1,0 +1,377 @@
+//! Planning a fused lowering: which accumulator width (i64 or i128), which schemes
+//! (packed alignment, SIMD T-FDPA, value tables, a sticky window for c, a multi-limb
+//! accumulator) and which static grids. The widths, grids and value bounds come from the
+//! validator ([`FusedInfo`]); what these schemes cannot compute exactly is refused with a
+//! reason.
+
+use super::EXP_OFFSET;
+use crate::exact::Rounding;
+use crate::format::{FloatFormat, Format, Specials};
+use crate::ir::*;
+use crate::jit::tables;
+use crate::valid::{FusedInfo, Grid};
+use cranelift_codegen::ir::{Type, types};
+
+/// Headroom the rounding helpers need above the validator's width (sign, a rounding carry,
+/// and the `|x| < 2^(w-2)` bound of [`super::super::emit::Emitter::round_right`]).
+const HEADROOM: u32 = 3;
+
+/// What the fused lowering decided before emitting code.
+pub(crate) struct Plan {
+    pub w: Type,
+    pub(super) a: FloatFormat,
+    pub(super) b: FloatFormat,
+    pub(super) scale: Option<FloatFormat>,
+    /// The static grid of each node whose terms are all exact (`keep` none).
+    pub(super) node_grid: Vec<Option<i64>>,
+    /// The last alignment is a wide exact sum: narrow part plus c in a sticky window.
+    pub(super) wide: bool,
+    /// The last alignment is an exact sum too wide for any window: a multi-limb
+    /// accumulator ([`super::sum::limb_sum`]).
+    pub(super) limbs: Option<LimbPlan>,
+    /// Every exponent a term can take fits the packed layout of
+    /// [`super::align::packed_node`].
+    pub(super) pack_ok: bool,
+    /// The lowest grid of an (unscaled-group) product sum.
+    pub(super) product_min_grid: i64,
+    /// T-FDPA lowered four products per SIMD instruction ([`super::simd::simd_node`]),
+    /// keeping this F.
+    pub(super) simd: Option<i64>,
+    /// Groups of products of formats without NaN/Inf (FP4, FP6) summed straight from the
+    /// formats' value tables (a, b): each element is a small signed integer on its format's
+    /// finest grid, so a product is one multiply on the lowest product grid.
+    pub(super) value_tables: Option<(&'static [u64], &'static [u64])>,
+}
+
+/// A multi-limb fixed-point accumulator for the last alignment: `digits` limbs of 32-bit
+/// digits (held in i64 so that signed digit additions never carry) whose lowest bit has
+/// the value `2^lsb`.
+pub(crate) struct LimbPlan {
+    pub(super) lsb: i64,
+    pub(super) digits: usize,
+}
+
+/// The most limbs a multi-limb accumulator may have (8192 bits).
+const MAX_LIMBS: usize = 256;
+
+/// Check that the last alignment `n` is an exact sum the multi-limb accumulator computes:
+/// only products and c, all exact, and roundings that keep at most 62 fraction bits (the
+/// window taken from the accumulator keeps at least 65 bits and a sticky bit below them).
+fn limb_plan(
+    f: &Fused,
+    n: &AlignNode,
+    info: &FusedInfo,
+    width_bits: u32,
+    products: u64,
+) -> Result<LimbPlan, String> {
+    let plain = n.terms.iter().all(|t| {
+        matches!(t.source, TermSource::Products(_) | TermSource::C)
+            && t.keep.is_none()
+            && t.drop_below.is_none()
+    });
+    if !plain || f.grouping.is_some() {
+        return Err(format!(
+            "an exact sum needs a {width_bits}-bit accumulator; the JIT's multi-limb accumulator takes \
+             only exact products and c"
+        ));
+    }
+    if f.normalize.iter().any(|s| s.fraction_bits > 62) {
+        return Err("a normalisation keeps more than 62 fraction bits of a multi-limb sum".into());
+    }
+    // c is c's format in the first chained step and d's in the others
+    let lsb = info.products.lsb.min(info.c.lsb);
+    let top = info.products.top().max(info.c.top());
+    // the value's bits, a sign, growth by the number of terms, and three digits that a
+    // term at the top can touch
+    let bits = (top - lsb).max(0) + clog2(products + 1) as i64 + 2;
+    let digits = (bits / 32) as usize + 1 + 3;
+    if digits > MAX_LIMBS {
+        return Err(format!(
+            "an exact sum needs {} bits; the JIT's multi-limb accumulator holds up to {}",
+            bits,
+            MAX_LIMBS * 32 - 128
+        ));
+    }
+    Ok(LimbPlan { lsb, digits })
+}
+
+fn float<'a>(f: &'a Format, role: &str) -> Result<&'a FloatFormat, String> {
+    f.as_float()
+        .ok_or_else(|| format!("{role} has integer format `{}` in a fused pipeline", f.name))
+}
+
+pub(super) fn clog2(n: u64) -> u32 {
+    64 - n.saturating_sub(1).leading_zeros()
+}
+
+/// Check that the fused pipeline can be computed exactly in fixed-width integers and
+/// choose the width, reading bounds, grids and widths from the validator's `info`.
+pub(crate) fn plan(inst: &Instruction, f: &Fused, info: &FusedInfo) -> Result<Plan, String> {
+    let ar = &inst.arithmetic;
+    let a = float(&ar.a, "a")?.clone();
+    let b = float(&ar.b, "b")?.clone();
+    let c = float(&ar.c, "c")?;
+    let d = float(&ar.d, "d")?;
+    if !(d.signed && d.subnormals && d.specials == Specials::Ieee) {
+        return Err(format!(
+            "the JIT encodes fused results only into signed IEEE-style formats with subnormals, not `{}`",
+            ar.d.name
+        ));
+    }
+    if c.mantissa_bits > 60 || d.mantissa_bits > 60 {
+        return Err("c or d has more than 60 mantissa bits".into());
+    }
+    let scale = match &ar.scale {
+        Some(s) => Some(float(&s.format, "the scale")?.clone()),
+        None => None,
+    };
+    let sig_bits = |x: &FloatFormat| x.mantissa_bits as u64 + 1;
+    let mut prod_bits = sig_bits(&a) + sig_bits(&b);
+    if f.scaled_products {
+        prod_bits += 2 * sig_bits(
+            scale
+                .as_ref()
+                .expect("validated: scaled products have scales"),
+        );
+    }
+    if prod_bits > 62 {
+        return Err(format!(
+            "exact products of `{}` and `{}` need {prod_bits}-bit significands; the JIT \
+             multiplies in 64 bits",
+            ar.a.name, ar.b.name
+        ));
+    }
+    let mut need = prod_bits + 2;
+    if let Some(g) = f.grouping {
+        // a group sum on the lowest product grid, times the scale significands
+        let mut bits =
+            (info.products.top() - info.products.lsb) as u64 + clog2(g.size as u64) as u64 + 2;
+        if g.scaled {
+            bits += 2 * sig_bits(
+                scale
+                    .as_ref()
+                    .expect("validated: scaled groups have scales"),
+            );
+        }
+        need = need.max(bits);
+    }
+    let mut node_grid: Vec<Option<i64>> = vec![];
+    let mut wide = false;
+    let mut limbs: Option<LimbPlan> = None;
+    for (ni, (n, ninfo)) in f.nodes.iter().zip(&info.nodes).enumerate() {
+        let exact = n.terms.iter().filter(|t| t.keep.is_none()).count();
+        if exact > 0 && exact < n.terms.len() {
+            return Err(format!(
+                "alignment {ni} mixes exact and rounded terms; the JIT does not lower that"
+            ));
+        }
+        let too_wide = (ninfo.width_bits + HEADROOM) as u64 > 128;
+        // A sum too wide for i128 is computed as a narrow exact part (products, groups)
+        // plus c in a 124-bit window with a sticky bit (see `window_sum`). That needs the
+        // sum to be the result, c to be its only wide term, and a fixed grid.
+        let wide_here = too_wide
+            && ni + 1 == f.nodes.len()
+            && n.terms.iter().filter(|t| t.source == TermSource::C).count() == 1
+            && n.terms
+                .iter()
+                .all(|t| !matches!(t.source, TermSource::Node(_)))
+            && (exact > 0 || matches!(n.reference, Reference::Fixed(_)));
+        // the exact grid of the node: the validator's, or without c when c is kept apart
+        let narrow_lsb = n
+            .terms
+            .iter()
+            .zip(&ninfo.inputs)
+            .filter(|(t, _)| t.source != TermSource::C)
+            .map(|(_, b)| b.lsb)
+            .min();
+        node_grid.push(match ninfo.grid {
+            Grid::Static(g) if exact > 0 && wide_here => narrow_lsb.or(Some(g)),
+            Grid::Static(g) if exact > 0 => Some(g),
+            _ => None,
+        });
+        if wide_here {
+            let top = n
+                .terms
+                .iter()
+                .zip(&ninfo.inputs)
+                .filter(|(t, _)| t.source != TermSource::C)
+                .map(|(_, b)| b.top())
+                .max()
+                .unwrap_or(i64::MIN);
+            let lsb = match (node_grid[ni], n.reference) {
+                (Some(g), _) => g,
+                (None, Reference::Fixed(r)) => {
+                    r as i64
+                        - n.terms
+                            .iter()
+                            .filter_map(|t| t.keep.map(|k| k.0 as i64))
+                            .max()
+                            .unwrap_or(0)
+                }
+                _ => unreachable!("wide sums have a fixed grid"),
+            };
+            // every item but c
+            let narrow_count = ninfo.items.saturating_sub(1);
+            let narrow = (top - lsb).max(0) + clog2(narrow_count.max(1)) as i64 + 3;
+            if narrow > 118 {
+                // too wide for an i128 as well: a multi-limb accumulator, if the sum is
+                // one of plain products and c
+                let lp = limb_plan(f, n, info, ninfo.width_bits, narrow_count)?;
+                node_grid[ni] = Some(lp.lsb);
+                limbs = Some(lp);
+            } else {
+                wide = true;
+            }
+            need = need.max(128);
+        } else {
+            need = need.max((ninfo.width_bits + HEADROOM) as u64);
+        }
+    }
+    let w = if need <= 64 {
+        types::I64
+    } else if need <= 128 {
+        types::I128
+    } else {
+        return Err(format!(
+            "an exact sum needs a {need}-bit accumulator; the JIT computes up to 128 bits"
+        ));
+    };
+    let small = |z: ZeroExponent| match z {
+        ZeroExponent::Fixed(e) => (e as i64).abs() < EXP_OFFSET / 2,
+        _ => true,
+    };
+    let zx = f.zero_exponent;
+    let pack_ok = small(zx.products) && small(zx.c) && small(zx.groups);
+    let simd = simd_plan(inst, f, &a, &b, c, d);
+    let value_tables = value_tables(f, &a, &b);
+    Ok(Plan {
+        simd,
+        w,
+        wide,
+        limbs,
+        pack_ok,
+        a,
+        b,
+        scale,
+        node_grid,
+        product_min_grid: info.products.lsb,
+        value_tables,
+    })
+}
+
+/// The value tables of [`Plan::value_tables`], when the pipeline groups unscaled,
+/// unflagged products of formats without special codes that the tables hold.
+fn value_tables(
+    f: &Fused,
+    a: &FloatFormat,
+    b: &FloatFormat,
+) -> Option<(&'static [u64], &'static [u64])> {
+    let g = f.grouping?;
+    let ok = !f.scaled_products
+        && f.product_overflow.is_none()
+        && f.nodes.iter().all(|n| {
+            n.terms
+                .iter()
+                .all(|t| !matches!(t.source, TermSource::Products(_)))
+        })
+        && tables::value_bits(a) + tables::value_bits(b) + clog2(g.size as u64) + 2 <= 62;
+    if !ok {
+        return None;
+    }
+    let cond = f.conditioning;
+    Some((
+        tables::value_table(a, cond.flush_a)?,
+        tables::value_table(b, cond.flush_b)?,
+    ))
+}
+
+/// Does the fused pipeline have the form [`simd_node`] computes? Then its F.
+///
+/// One alignment of all products and c to their largest exponent, each truncated to F
+/// fraction bits; signed inputs with subnormals whose codes fit 32 bits and whose exact
+/// products fit 31 bits (f16, bf16, tf32, FP8, FP6, FP4); and every power of two the
+/// kernel forms, and every scaled term, a normal f64, with the sum of the truncated terms
+/// exact in f64.
+pub(super) fn simd_plan(
+    inst: &Instruction,
+    f: &Fused,
+    a: &FloatFormat,
+    b: &FloatFormat,
+    c: &FloatFormat,
+    d: &FloatFormat,
+) -> Option<i64> {
+    let cond = f.conditioning;
+    if f.nodes.len() != 1
+        || f.scaled_products
+        || f.grouping.is_some()
+        || f.product_overflow.is_some()
+        || cond.flush_a
+        || cond.flush_b
+        || !f.chain.is_multiple_of(4)
+        || inst.arithmetic.scale.is_some()
+    {
+        return None;
+    }
+    let n = &f.nodes[0];
+    if n.reference != Reference::MaxExponent || n.terms.len() != 2 {
+        return None;
+    }
+    let mut keep = None;
+    let (mut products, mut has_c) = (false, false);
+    for t in &n.terms {
+        match (t.keep, t.drop_below) {
+            (Some((fb, Rounding::TowardZero)), None) if keep.is_none_or(|k| k == fb) => {
+                keep = Some(fb)
+            }
+            _ => return None,
+        }
+        match t.source {
+            TermSource::Products(ProductsPart::All) => products = true,
+            TermSource::C => has_c = true,
+            _ => return None,
+        }
+    }
+    let big_f = keep? as i64;
+    let ok = |x: &FloatFormat| {
+        x.subnormals && x.signed && x.storage_bits <= 32 && x.ignored_low_bits + x.code_bits() <= 32
+    };
+    if !(products && has_c && ok(a) && ok(b)) || a.mantissa_bits + b.mantissa_bits + 2 > 31 {
+        return None;
+    }
+    // c's significand converts to f64 exactly; the sum stays below 2^52
+    if c.mantissa_bits.max(d.mantissa_bits) > 52
+        || big_f + 2 + clog2(f.chain as u64 + 1) as i64 > 52
+    {
+        return None;
+    }
+    let ez_p = match f.zero_exponent.products {
+        ZeroExponent::Natural => None,
+        ZeroExponent::Fixed(e) => Some(e as i64),
+        ZeroExponent::Never => return None,
+    };
+    let fr = (a.mantissa_bits + b.mantissa_bits) as i64;
+    let e_lo = (a.min_exponent() + b.min_exponent()) as i64;
+    // special codes decode one above the largest exponent
+    let e_hi = (a.max_exponent() + b.max_exponent()) as i64 + 2;
+    let c_lo = c.min_exponent().min(d.min_exponent()) as i64;
+    let c_hi = c.max_exponent().max(d.max_exponent()) as i64 + 1;
+    let r_lo = e_lo.min(ez_p.unwrap_or(e_lo));
+    let r_hi = e_hi.max(c_hi).max(match f.zero_exponent.c {
+        ZeroExponent::Fixed(e) => e as i64,
+        _ => c_hi,
+    });
+    let (mc_lo, mc_hi) = (
+        c.mantissa_bits.min(d.mantissa_bits) as i64,
+        c.mantissa_bits.max(d.mantissa_bits) as i64,
+    );
+    let powers = [
+        e_lo - fr + big_f - r_hi,
+        e_hi - fr + big_f - r_lo,
+        c_lo - mc_hi + big_f - r_hi,
+        c_hi - mc_lo + big_f - r_lo,
+    ];
+    powers
+        .iter()
+        .all(|q| (-1000..=1000).contains(q))
+        .then_some(big_f)
+}

@@ -1,0 +1,252 @@
+//! Exact products and groups of products inside a fused kernel: each product's sign,
+//! significand and exponent (decoding tables for narrow formats, scale factors folded in,
+//! the product-overflow rule), and groups summed exactly on the lowest product grid
+//! (straight from value tables for FP4/FP6), scaled by their block's scale factors.
+
+use super::decode::{lean_decode, raw_sign_pos, sign_to_40, table_entry};
+use super::plan::Plan;
+use super::{Ptrs, SpecialFlags, Term, or_flag, zero_rule};
+use crate::ir::*;
+use crate::jit::emit::Emitter;
+use crate::jit::tables;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{InstBuilder, Value, types};
+
+/// The products of chained step `start` as alignment terms (none when the SIMD node or the
+/// value tables form them). A product that overflows to Inf is noted in `sp`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn products(
+    em: &mut Emitter,
+    inst: &Instruction,
+    f: &Fused,
+    p: &Plan,
+    ptrs: &Ptrs,
+    start: usize,
+    sp: &mut SpecialFlags,
+) -> Vec<Term> {
+    let cond = f.conditioning;
+    let l = f.chain as usize;
+    let f0 = em.boolc(false);
+    let block = inst
+        .arithmetic
+        .scale
+        .as_ref()
+        .map(|s| s.block as usize)
+        .unwrap_or(1);
+    let scale_base = start / block;
+    let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
+    let mut product_terms: Vec<Term> = Vec::with_capacity(l);
+    let scalar_products = p.value_tables.is_none() && p.simd.is_none();
+    for k in 0..if scalar_products { l } else { 0 } {
+        let mut flag = None;
+        let ra = em.load(ptrs.a, start + k);
+        let rb = em.load(ptrs.b, start + k);
+        let mut sign40: Option<Value> = None;
+        let (mut neg, mut sig, mut exp) = match (
+            tables::decode_table(&p.a, cond.flush_a),
+            tables::decode_table(&p.b, cond.flush_b),
+        ) {
+            (Some(tab_a), Some(tab_b)) => {
+                // one load per element from the format's decoding table
+                let ta = table_entry(em, tab_a, &p.a, ra);
+                let tb = table_entry(em, tab_b, &p.b, rb);
+                let low = (1i64 << 32) - 1;
+                let sa = em.b.ins().band_imm_s(ta, low);
+                let sb = em.b.ins().band_imm_s(tb, low);
+                let sig = em.b.ins().imul(sa, sb);
+                let x = em.b.ins().bxor(ta, tb);
+                sign40 = Some(sign_to_40(em, x, 32));
+                let n = em.b.ins().ushr_imm_s(x, 32);
+                let n = em.b.ins().band_imm_s(n, 1);
+                let neg = em.b.ins().ireduce(types::I8, n);
+                // a special entry's exponent is garbage; the special path discards it
+                let ea = em.b.ins().ushr_imm_s(ta, tables::EXP_AT);
+                let eb = em.b.ins().ushr_imm_s(tb, tables::EXP_AT);
+                let e = em.b.ins().iadd(ea, eb);
+                let exp = em.b.ins().iadd_imm_s(e, -2 * tables::EXP_OFFSET);
+                let o = em.b.ins().bor(ta, tb);
+                let sp = em.icmp_imm(IntCC::UnsignedGreaterThanOrEqual, o, tables::SPECIAL);
+                or_flag(em, &mut flag, Some(sp));
+                (neg, sig, exp)
+            }
+            _ => {
+                let (na, sa, ea) = lean_decode(em, &p.a, ra, cond.flush_a, &mut flag);
+                let (nb, sb, eb) = lean_decode(em, &p.b, rb, cond.flush_b, &mut flag);
+                if let (Some(pa), Some(pb)) = (
+                    raw_sign_pos(&p.a, cond.flush_a),
+                    raw_sign_pos(&p.b, cond.flush_b),
+                ) && pa == pb
+                {
+                    let x = em.b.ins().bxor(ra, rb);
+                    sign40 = Some(sign_to_40(em, x, pa));
+                }
+                let neg = em.b.ins().bxor(na, nb);
+                let sig = em.b.ins().imul(sa, sb);
+                let exp = em.b.ins().iadd(ea, eb);
+                (neg, sig, exp)
+            }
+        };
+        let mut dd = fr;
+        let mut sig_bits = p.a.mantissa_bits + p.b.mantissa_bits + 2;
+        if f.scaled_products {
+            sig_bits += 2 * (p.scale.as_ref().expect("planned").mantissa_bits + 1);
+            let s = p.scale.as_ref().expect("planned");
+            let idx = scale_base + k / block;
+            let rx = em.load(ptrs.sa, idx);
+            let ry = em.load(ptrs.sb, idx);
+            let (nx, sx, ex) = lean_decode(em, s, rx, false, &mut flag);
+            let (ny, sy, ey) = lean_decode(em, s, ry, false, &mut flag);
+            let ns = em.b.ins().bxor(nx, ny);
+            neg = em.b.ins().bxor(neg, ns);
+            if s.signed {
+                sign40 = None;
+            }
+            let ss = em.b.ins().imul(sx, sy);
+            sig = em.b.ins().imul(sig, ss);
+            let es = em.b.ins().iadd(ex, ey);
+            exp = em.b.ins().iadd(exp, es);
+            dd += 2 * s.mantissa_bits as i64;
+        }
+        if let Some(x) = f.product_overflow {
+            let grid = em.b.ins().iadd_imm_s(exp, -dd);
+            let o = overflows(em, sig, grid, x);
+            sp.add(em, f0, o, neg);
+        }
+        let zero = em.icmp_imm(IntCC::Equal, sig, 0);
+        let (e, present) = zero_rule(em, f.zero_exponent.products, zero, exp);
+        product_terms.push(Term {
+            neg,
+            sig: Some(sig),
+            x: None,
+            d: dd,
+            exp: e,
+            natural_exp: exp,
+            present,
+            zero,
+            node: false,
+            sig_bits,
+            special: flag,
+            sign40,
+        });
+    }
+
+    product_terms
+}
+
+/// The groups of chained step `start`, each summed exactly from `product_terms` (or from
+/// the value tables) and scaled by its block's scale factors.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn groups(
+    em: &mut Emitter,
+    inst: &Instruction,
+    f: &Fused,
+    p: &Plan,
+    ptrs: &Ptrs,
+    start: usize,
+    product_terms: &[Term],
+    special: &mut Option<Value>,
+) -> Vec<Term> {
+    let l = f.chain as usize;
+    let f0 = em.boolc(false);
+    let block = inst
+        .arithmetic
+        .scale
+        .as_ref()
+        .map(|s| s.block as usize)
+        .unwrap_or(1);
+    let scale_base = start / block;
+    let mut groups: Vec<Term> = vec![];
+    if let Some(g) = f.grouping {
+        let gs = g.size as usize;
+        for gi in 0..l / gs {
+            let mut sum = em.wc(0);
+            let mut all_zero = em.boolc(true);
+            if let Some((tab_a, tab_b)) = p.value_tables {
+                let mut s64 = em.i64c(0);
+                let mut nz = em.i64c(0);
+                for k in gi * gs..(gi + 1) * gs {
+                    let ra = em.load(ptrs.a, start + k);
+                    let rb = em.load(ptrs.b, start + k);
+                    let va = table_entry(em, tab_a, &p.a, ra);
+                    let vb = table_entry(em, tab_b, &p.b, rb);
+                    let pr = em.b.ins().imul(va, vb);
+                    s64 = em.b.ins().iadd(s64, pr);
+                    nz = em.b.ins().bor(nz, pr);
+                }
+                sum = em.widen(s64);
+                all_zero = em.icmp_imm(IntCC::Equal, nz, 0);
+            }
+            for t in product_terms.iter().skip(gi * gs).take(gs) {
+                // grid = natural exponent - d, shifted onto the lowest product grid
+                let sh =
+                    em.b.ins()
+                        .iadd_imm_s(t.natural_exp, -t.d - p.product_min_grid);
+                let x = t.signed(em);
+                let v = em.b.ins().ishl(x, sh);
+                sum = em.b.ins().iadd(sum, v);
+                all_zero = em.and(all_zero, t.zero);
+                or_flag(em, special, t.special);
+            }
+            let term = if g.scaled {
+                let s = p.scale.as_ref().expect("planned");
+                let idx = scale_base + gi * gs / block;
+                let rx = em.load(ptrs.sa, idx);
+                let ry = em.load(ptrs.sb, idx);
+                let (nx, sx, ex) = lean_decode(em, s, rx, false, special);
+                let (ny, sy, ey) = lean_decode(em, s, ry, false, special);
+                let ns = em.b.ins().bxor(nx, ny);
+                let ss = em.b.ins().imul(sx, sy);
+                let s_zero = em.icmp_imm(IntCC::Equal, ss, 0);
+                let ssig = em.signed(ns, ss);
+                let value = em.b.ins().imul(sum, ssig);
+                let s_exp = em.b.ins().iadd(ex, ey);
+                let z = em.or(all_zero, s_zero);
+                let (e, present) = zero_rule(em, f.zero_exponent.groups, z, s_exp);
+                Term {
+                    neg: f0,
+                    sig: None,
+                    x: Some(value),
+                    d: 2 * s.mantissa_bits as i64 - p.product_min_grid,
+                    exp: e,
+                    natural_exp: s_exp,
+                    present,
+                    zero: z,
+                    node: false,
+                    sig_bits: 0,
+                    special: None,
+                    sign40: None,
+                }
+            } else {
+                let e0 = em.i64c(0);
+                let (e, present) = zero_rule(em, f.zero_exponent.groups, all_zero, e0);
+                Term {
+                    neg: f0,
+                    sig: None,
+                    x: Some(sum),
+                    d: -p.product_min_grid,
+                    exp: e,
+                    natural_exp: e0,
+                    present,
+                    zero: all_zero,
+                    node: false,
+                    sig_bits: 0,
+                    special: None,
+                    sign40: None,
+                }
+            };
+            groups.push(term);
+        }
+    }
+
+    groups
+}
+
+/// Does the finite product `sig * 2^grid` (sig > 0) reach `2^x`?
+pub(super) fn overflows(em: &mut Emitter, sig: Value, grid: Value, x: i32) -> Value {
+    let lz = em.b.ins().clz(sig);
+    let top = em.b.ins().isub(grid, lz);
+    let le = em.b.ins().iadd_imm_s(top, 63);
+    let big = em.icmp_imm(IntCC::SignedGreaterThanOrEqual, le, x as i64);
+    let nz = em.icmp_imm(IntCC::NotEqual, sig, 0);
+    em.and(big, nz)
+}

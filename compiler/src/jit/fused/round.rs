@@ -1,0 +1,212 @@
+//! The end of a chained step: the normalisation steps of the exact sum (on sign and
+//! magnitude, each rounding to a precision above an exponent floor, the last one checking
+//! overflow into d), then d's encoding with the zero-sign rule and the special results.
+
+use super::{SpecialFlags, Term, inf_bits, nan_bits};
+use crate::ir::*;
+use crate::jit::emit::Emitter;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{InstBuilder, Value, types};
+
+/// The sum after the normalisation steps: `(-1)^neg * mag * 2^grid`, with `bits` the bit
+/// length of `mag`, and whether (and into which bits) the final step overflowed.
+pub(super) struct Normalized {
+    neg: Value,
+    mag: Value,
+    grid: Value,
+    bits: Value,
+    overflow: Value,
+    overflow_bits: Value,
+}
+
+/// Round the last alignment's sum through every normalisation step.
+pub(super) fn normalize(em: &mut Emitter, inst: &Instruction, f: &Fused, last: Term) -> Normalized {
+    let d = inst
+        .arithmetic
+        .d
+        .as_float()
+        .expect("validated: d is a float format");
+    let root = last.signed(em);
+    let root_grid = last.grid(em);
+    let root_neg = em.icmp_imm(IntCC::SignedLessThan, root, 0);
+    let mut mag = em.abs_w(root);
+    let mut g = root_grid;
+    let mut bl = em.bit_length(mag);
+    let nan_bits = nan_bits(inst);
+    let inf_bits = |neg: bool| inf_bits(inst, neg);
+    let mut ovf_flag = em.boolc(false);
+    let mut ovf_bits = em.i64c(0);
+    for step in &f.normalize {
+        let le = em.b.ins().iadd(g, bl);
+        let le = em.b.ins().iadd_imm_s(le, -1);
+        let floor = em.i64c(step.min_exponent as i64);
+        let e = em.b.ins().smax(le, floor);
+        let q = em.b.ins().iadd_imm_s(e, -(step.fraction_bits as i64));
+        let sh = em.b.ins().isub(q, g);
+        let s = em.clamp_shift(sh);
+        let rounded = em.round_mag(mag, s, step.rounding, root_neg);
+        let pos = em.icmp_imm(IntCC::SignedGreaterThan, sh, 0);
+        mag = em.sel(pos, rounded, mag);
+        g = em.sel(pos, q, g);
+        bl = em.bit_length(mag);
+        if let Some(emax) = step.max_exponent {
+            let le = em.b.ins().iadd(g, bl);
+            let le = em.b.ins().iadd_imm_s(le, -1);
+            let nz = em.icmp_imm(IntCC::NotEqual, bl, 0);
+            let big = em.icmp_imm(IntCC::SignedGreaterThan, le, emax as i64);
+            let o = em.and(nz, big);
+            let (pos_bits, neg_bits) = match step.overflow {
+                Overflow::Inf | Overflow::Wrap => (inf_bits(false), inf_bits(true)),
+                Overflow::Saturate => {
+                    let enc = |neg: bool| {
+                        let max = crate::exact::Dyadic::from_parts(
+                            neg,
+                            d.max_significand() as u128,
+                            emax as i64 - d.mantissa_bits as i64,
+                        );
+                        inst.arithmetic
+                            .d
+                            .encode_finite(neg, &max)
+                            .unwrap_or(nan_bits as u64) as i64
+                    };
+                    (enc(false), enc(true))
+                }
+            };
+            let pb = em.i64c(pos_bits);
+            let nb = em.i64c(neg_bits);
+            let bits = em.sel(root_neg, nb, pb);
+            let fresh = em.not(ovf_flag);
+            let fresh = em.and(fresh, o);
+            ovf_bits = em.sel(fresh, bits, ovf_bits);
+            ovf_flag = em.or(ovf_flag, o);
+        }
+    }
+
+    Normalized {
+        neg: root_neg,
+        mag,
+        grid: g,
+        bits: bl,
+        overflow: ovf_flag,
+        overflow_bits: ovf_bits,
+    }
+}
+
+/// d's encoding of the normalised sum: the finite result (or +-0 by the zero-sign rule, or
+/// the overflow value), unless the special flags (products overflowing to Inf) decide.
+pub(super) fn encode(
+    em: &mut Emitter,
+    inst: &Instruction,
+    f: &Fused,
+    n: &Normalized,
+    sp: &SpecialFlags,
+) -> Value {
+    let d = inst
+        .arithmetic
+        .d
+        .as_float()
+        .expect("validated: d is a float format");
+    let (root_neg, mag, g, bl) = (n.neg, n.mag, n.grid, n.bits);
+    let (ovf_flag, ovf_bits) = (n.overflow, n.overflow_bits);
+    let nan_bits = nan_bits(inst);
+    let inf_bits = |neg: bool| inf_bits(inst, neg);
+    // encode the finite result into d
+    let m = d.mantissa_bits as i64;
+    let emin = d.min_exponent() as i64;
+    let le = em.b.ins().iadd(g, bl);
+    let le = em.b.ins().iadd_imm_s(le, -1);
+    // f32 and bf16 results: mag * 2^g is exactly representable, so the host converts it
+    // (an exact f64 product, an exact narrowing); other formats assemble the fields
+    let f32_like = d.exponent_bits == 8
+        && d.bias == 127
+        && (d.mantissa_bits == 23 || d.mantissa_bits == 7)
+        && d.ignored_low_bits == 0;
+    let code = if f32_like {
+        let m64 = em.low64(mag);
+        let mf = em.b.ins().fcvt_from_uint(types::F64, m64);
+        let gb = em.b.ins().iadd_imm_s(g, 1023);
+        let gb = em.b.ins().ishl_imm_s(gb, 52);
+        let scale =
+            em.b.ins()
+                .bitcast(types::F64, cranelift_codegen::ir::MemFlagsData::new(), gb);
+        let v = em.b.ins().fmul(mf, scale);
+        let v = em.b.ins().fdemote(types::F32, v);
+        let bits =
+            em.b.ins()
+                .bitcast(types::I32, cranelift_codegen::ir::MemFlagsData::new(), v);
+        let bits = em.b.ins().uextend(types::I64, bits);
+        if d.mantissa_bits == 7 {
+            em.b.ins().ushr_imm_s(bits, 16)
+        } else {
+            bits
+        }
+    } else {
+        let sub = em.icmp_imm(IntCC::SignedLessThan, le, emin);
+        let t_sub = em.b.ins().iadd_imm_s(g, m - emin);
+        let t_sub = em.clamp_shift(t_sub);
+        let man_sub = em.b.ins().ishl(mag, t_sub);
+        let man_sub = em.low64(man_sub);
+        let lead = em.b.ins().iadd_imm_s(bl, -1);
+        let mc = em.i64c(m);
+        let t_norm = em.b.ins().isub(mc, lead);
+        let tl = em.clamp_shift(t_norm);
+        let left = em.b.ins().ishl(mag, tl);
+        let nt = em.b.ins().ineg(t_norm);
+        let tr = em.clamp_shift(nt);
+        let right = em.b.ins().ushr(mag, tr);
+        let tpos = em.icmp_imm(IntCC::SignedGreaterThanOrEqual, t_norm, 0);
+        let man_norm = em.sel(tpos, left, right);
+        let man_norm = em.low64(man_norm);
+        let man_norm = em.b.ins().band_imm_s(man_norm, (1i64 << m) - 1);
+        let ef = em.b.ins().iadd_imm_s(le, 1 - emin);
+        let ef = em.b.ins().ishl_imm_s(ef, m);
+        let code_norm = em.b.ins().bor(ef, man_norm);
+        em.sel(sub, man_sub, code_norm)
+    };
+    // a nonzero result has the sum's sign; zeros are chosen below
+    let sign = em.i64c(1i64 << (d.exponent_bits as i64 + m));
+    let z64 = em.i64c(0);
+    let sign = em.sel(root_neg, sign, z64);
+    let code = em.b.ins().bor(code, sign);
+    let code = if d.ignored_low_bits > 0 {
+        em.b.ins().ishl_imm_s(code, d.ignored_low_bits as i64)
+    } else {
+        code
+    };
+    let too_big = em.icmp_imm(IntCC::SignedGreaterThan, le, d.max_exponent() as i64);
+    let nanc = em.i64c(nan_bits);
+    let finite = em.sel(too_big, nanc, code);
+
+    // zero results
+    let zero_pos = inst
+        .arithmetic
+        .d
+        .encode_finite(false, &crate::exact::Dyadic::zero())
+        .unwrap_or(nan_bits as u64) as i64;
+    let zero_neg = inst
+        .arithmetic
+        .d
+        .encode_finite(true, &crate::exact::Dyadic::zero())
+        .unwrap_or(nan_bits as u64) as i64;
+    let zp = em.i64c(zero_pos);
+    let zero_bits = match f.zero_sign {
+        ZeroSign::Positive => zp,
+        ZeroSign::ExactPositive => {
+            let zn = em.i64c(zero_neg);
+            em.sel(root_neg, zn, zp)
+        }
+    };
+    let v_zero = em.icmp_imm(IntCC::Equal, bl, 0);
+    let r = em.sel(v_zero, zero_bits, finite);
+    let r = em.sel(ovf_flag, ovf_bits, r);
+
+    // special inputs
+    let both = em.and(sp.pos_inf, sp.neg_inf);
+    let is_nan = em.or(sp.nan, both);
+    let is_inf = em.or(sp.pos_inf, sp.neg_inf);
+    let ip = em.i64c(inf_bits(false));
+    let inn = em.i64c(inf_bits(true));
+    let infv = em.sel(sp.neg_inf, inn, ip);
+    let r = em.sel(is_inf, infv, r);
+    em.sel(is_nan, nanc, r)
+}
