@@ -64,13 +64,29 @@ fn std_ast() -> Result<&'static ast::File, Diag> {
 /// Parse, check and validate a spec: the whole front end in one call.
 pub fn compile(file_name: &str, text: &str) -> Result<Validated, Diagnostics> {
     let std = std_ast().map_err(|d| Diagnostics::new(file_name, text, vec![d]))?;
-    compile_with(file_name, text, std)
+    compile_with(file_name, text, std, &[])
 }
 
-fn compile_with(file_name: &str, text: &str, std: &ast::File) -> Result<Validated, Diagnostics> {
+/// [`compile`] with some instructions' parameters overridden: the neighbouring specs that
+/// mutation tests and design comparisons study ([`check::Override`]).
+pub fn compile_with_overrides(
+    file_name: &str,
+    text: &str,
+    overrides: &[check::Override],
+) -> Result<Validated, Diagnostics> {
+    let std = std_ast().map_err(|d| Diagnostics::new(file_name, text, vec![d]))?;
+    compile_with(file_name, text, std, overrides)
+}
+
+fn compile_with(
+    file_name: &str,
+    text: &str,
+    std: &ast::File,
+    overrides: &[check::Override],
+) -> Result<Validated, Diagnostics> {
     let fail = |diags| Diagnostics::new(file_name, text, diags);
     let ast = parse::parse(text).map_err(|d| fail(vec![d]))?;
-    let spec = check::check(&ast, std).map_err(fail)?;
+    let spec = check::check_with(&ast, std, overrides).map_err(fail)?;
     let info = valid::validate(&spec).map_err(fail)?;
     Ok(Validated { spec, info })
 }
@@ -78,6 +94,38 @@ fn compile_with(file_name: &str, text: &str, std: &ast::File) -> Result<Validate
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An override moves one parameter of one instruction, and follows into what the
+    /// pipeline derives from it; an unknown parameter is refused.
+    #[test]
+    fn overrides_move_one_parameter() {
+        let text = "arch x\nimport std\ninstruction v {\n  shape 16 x 16 x 16\n  types a = f16, b = f16, c = f32, d = f32\n  uses tr_fdpa(F = 24, F2 = 31, L = 8)\n}\ninstruction w {\n  shape 16 x 16 x 16\n  types a = f16, b = f16, c = f32, d = f32\n  uses tr_fdpa(F = 24, F2 = 31, L = 8)\n}\n";
+        let base = compile("x.mma", text).unwrap();
+        let o = |p: &str, v| check::Override {
+            instruction: "v".into(),
+            parameter: p.into(),
+            value: v,
+        };
+        let moved = compile_with_overrides("x.mma", text, &[o("F2", 30)]).unwrap();
+        let (v0, v1) = (&base.spec.instructions[0], &moved.spec.instructions[0]);
+        assert_ne!(v0.arithmetic, v1.arithmetic);
+        assert!(
+            v1.provenance
+                .arguments
+                .contains(&("F2".into(), "30".into()))
+        );
+        // the other instruction is untouched
+        assert_eq!(
+            base.spec.instructions[1].arithmetic,
+            moved.spec.instructions[1].arithmetic
+        );
+        let Err(d) = compile_with_overrides("x.mma", text, &[o("G", 3)]) else {
+            panic!("an unknown parameter is refused")
+        };
+        assert_eq!(d.codes(), vec![Code::UnknownParameter]);
+        // a value the checker refuses is refused here too
+        assert!(compile_with_overrides("x.mma", text, &[o("L", 3)]).is_err());
+    }
 
     #[test]
     fn prelude_parses() {

@@ -4,7 +4,7 @@
 
 use super::eval::{Scope, Value, eval, expect_format, expect_int, in_range};
 use super::stages::{Kind, build_pipeline, check_operand_kinds};
-use super::{Origin, PipelineEntry};
+use super::{Origin, Override, PipelineEntry};
 use crate::ast::{self, NamePart};
 use crate::diagnostic::{Code, Diag, FileId, Span, closest};
 use crate::format::Format;
@@ -18,6 +18,7 @@ pub(super) fn expand_family(
     decl: &ast::InstructionDecl,
     formats: &HashMap<String, Format>,
     pipelines: &BTreeMap<String, PipelineEntry>,
+    overrides: &[Override],
 ) -> Result<Vec<Instruction>, Vec<Diag>> {
     let mut diags = vec![];
     // every combination of the `for` bindings
@@ -177,7 +178,7 @@ pub(super) fn expand_family(
     }
     let mut out = vec![];
     for combo in combos {
-        match instantiate(decl, uses, entry, combo, formats) {
+        match instantiate(decl, uses, entry, combo, formats, overrides) {
             Ok(i) => out.push(i),
             Err(mut d) => diags.append(&mut d),
         }
@@ -195,6 +196,7 @@ pub(super) fn instantiate(
     entry: &PipelineEntry,
     vars: HashMap<String, Value>,
     formats: &HashMap<String, Format>,
+    overrides: &[Override],
 ) -> Result<Instruction, Vec<Diag>> {
     let scope = Scope { vars, formats };
     let mut diags = vec![];
@@ -282,7 +284,9 @@ pub(super) fn instantiate(
         None => None,
         Some((fe, be, _)) => match (
             expect_format(fe, &scope),
-            expect_int(be, &scope).and_then(|b| in_range(be, b, 1, 65536, "a block size")),
+            expect_int(be, &scope)
+                .map(|b| overridden(overrides, &name, "block").unwrap_or(b))
+                .and_then(|b| in_range(be, b, 1, 65536, "a block size")),
         ) {
             (Ok(f), Ok(b)) => {
                 if f.as_float().is_none() {
@@ -466,8 +470,27 @@ pub(super) fn instantiate(
                 }
             },
         };
+        let v = match (overridden(overrides, &name, &q.name.name), v) {
+            (Some(x), Value::Int(_)) => Value::Int(x),
+            (_, v) => v,
+        };
         arguments.push((q.name.name.clone(), v.show()));
         pscope.vars.insert(q.name.name.clone(), v);
+    }
+    for o in overrides.iter().filter(|o| o.instruction == name) {
+        let known = o.parameter == "block" && decl.scale.is_some()
+            || p.params.iter().any(|q| q.name.name == o.parameter);
+        if !known {
+            diags.push(
+                Diag::new(
+                    Code::UnknownParameter,
+                    uses.span,
+                    format!("`{name}` has no parameter `{}` to override", o.parameter),
+                )
+                .label("the instruction overridden")
+                .help("override a parameter of its pipeline, or `block` for its scale block"),
+            );
+        }
     }
     if !diags.is_empty() {
         return Err(diags);
@@ -500,6 +523,14 @@ pub(super) fn instantiate(
             node_names,
         },
     })
+}
+
+/// The value `overrides` give an instruction's parameter, if any.
+fn overridden(overrides: &[Override], instruction: &str, parameter: &str) -> Option<i64> {
+    overrides
+        .iter()
+        .find(|o| o.instruction == instruction && o.parameter == parameter)
+        .map(|o| o.value)
 }
 
 /// What a pipeline is instantiated for.

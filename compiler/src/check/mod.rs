@@ -42,6 +42,27 @@ struct PipelineEntry<'a> {
 /// Check a parsed file. `std` is the parsed standard prelude, used when the file says
 /// `import std`.
 pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
+    check_with(file, std, &[])
+}
+
+/// A change to one instruction's parameters, to study a neighbouring spec (how a spec
+/// with one parameter moved computes): instruction `instruction` is instantiated with
+/// `parameter` set to `value`. The parameter is one of its pipeline's (given or
+/// defaulted), or `block` for its scale block size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Override {
+    pub instruction: String,
+    pub parameter: String,
+    pub value: i64,
+}
+
+/// [`check`] with parameters overridden. An override that names a parameter the
+/// instruction's pipeline does not have is an error (`unknown-parameter`).
+pub fn check_with(
+    file: &ast::File,
+    std: &ast::File,
+    overrides: &[Override],
+) -> Result<ir::Spec, Vec<Diag>> {
     let mut diags: Vec<Diag> = vec![];
     let mut arch: Option<(String, Option<String>, Span)> = None;
     let mut formats: HashMap<String, Format> = HashMap::new();
@@ -214,7 +235,7 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
         if let Item::Instruction(decl) = item
             && !broken_formats
         {
-            match expand_family(decl, &formats, &pipelines) {
+            match expand_family(decl, &formats, &pipelines, overrides) {
                 Ok(list) => {
                     for inst in list {
                         if let Some(prev) = names.get(&inst.name) {
