@@ -95,7 +95,8 @@ impl<'a, 'f> Emitter<'a, 'f> {
         self.b.ins().isub(zero, x)
     }
 
-    /// Load the 64-bit element `index` of an array.
+    /// Load the 64-bit element `index` of an array, in code every call runs (the load may
+    /// be moved: its address is always valid).
     pub fn load(&mut self, ptr: Value, index: usize) -> Value {
         self.b.ins().load(
             types::I64,
@@ -105,16 +106,25 @@ impl<'a, 'f> Emitter<'a, 'f> {
         )
     }
 
-    /// Load element `index` (an i64 value) of an array.
+    /// Load the 64-bit element `index` of an array behind a control-flow guard (the
+    /// special-value path): without `can_move`, so it is never hoisted above the guard.
+    pub fn load_guarded(&mut self, ptr: Value, index: usize) -> Value {
+        self.b.ins().load(
+            types::I64,
+            MemFlagsData::trusted().with_readonly(),
+            ptr,
+            (index * 8) as i32,
+        )
+    }
+
+    /// Load element `index` (an i64 value) of an array, behind a guard (a loop bound):
+    /// without `can_move`.
     pub fn load_at(&mut self, ptr: Value, index: Value) -> Value {
         let off = self.b.ins().imul_imm_s(index, 8);
         let at = self.b.ins().iadd(ptr, off);
-        self.b.ins().load(
-            types::I64,
-            MemFlagsData::trusted().with_readonly().with_can_move(),
-            at,
-            0,
-        )
+        self.b
+            .ins()
+            .load(types::I64, MemFlagsData::trusted().with_readonly(), at, 0)
     }
 
     /// `select(neg, -x, x)` in the accumulator width, for an i64 magnitude `x`.

@@ -48,6 +48,10 @@ pub(super) fn special_step(
     let head = em.b.create_block();
     let body = em.b.create_block();
     let exit = em.b.create_block();
+    // the whole special path is cold: laid out away from the finite path
+    for b in [head, body, exit] {
+        em.b.set_cold_block(b);
+    }
     em.b.append_block_param(head, types::I64);
     for _ in 0..3 {
         em.b.append_block_param(head, types::I8);
@@ -172,8 +176,8 @@ pub(super) fn special_step(
         let gs = g.size as usize;
         for gi in 0..l / gs {
             let idx = scale_base + gi * gs / block;
-            let rx = em.load(ptrs.sa, idx);
-            let ry = em.load(ptrs.sb, idx);
+            let rx = em.load_guarded(ptrs.sa, idx);
+            let ry = em.load_guarded(ptrs.sb, idx);
             let x = em.decode_float(s, rx, false);
             let y = em.decode_float(s, ry, false);
             let sc = scale_product(em, &x, &y);

@@ -1,0 +1,307 @@
+//! The JIT's safety contract, one regression test per way it was broken: batch strides
+//! whose address arithmetic would wrap are refused; no load behind the special-value guard
+//! may be hoisted above it; the host's floating-point control state (FTZ/DAZ, rounding
+//! mode) cannot change a kernel's bits; a checked spec whose alignment sums nothing
+//! (GTR-FDPA with one product per step) compiles instead of panicking; and an engine
+//! given another instruction's validation info returns an error.
+
+use mmac_compiler::Validated;
+use mmac_compiler::engine::{EvalError, Operands};
+use mmac_compiler::interp;
+use mmac_compiler::jit;
+use mmac_compiler::records::{Records, Rng};
+use std::path::Path;
+
+fn load(name: &str) -> Validated {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    mmac_compiler::compile(name, &text).unwrap_or_else(|d| panic!("{}", d.render_plain(100)))
+}
+
+fn find<'v>(
+    v: &'v Validated,
+    name: &str,
+) -> (
+    &'v mmac_compiler::ir::Instruction,
+    &'v mmac_compiler::valid::ArithmeticInfo,
+) {
+    let i = v.spec.position(name).expect("instruction");
+    (&v.spec.instructions[i], v.info.instruction(i))
+}
+
+/// `(n - 1) * stride + len` wrapped in release builds: 17 records 9 * 2^60 elements apart
+/// passed the bound check and read far out of bounds. Now the overflow is refused.
+#[test]
+fn batch_strides_that_overflow_are_refused() {
+    let v = load("specs/hopper.mma");
+    let (inst, info) = find(&v, "mma.m16n8k16.f32.f16.f16.f32");
+    let compiled = jit::compile_instruction(inst, info).unwrap();
+    let kernel = compiled.kernel(&inst.name).unwrap();
+    let k = inst.k();
+    let c = vec![0u64; 17];
+    let a = vec![0u64; k];
+    let b = vec![0u64; 17 * k];
+    let mut d = vec![0u64; 17];
+    for stride in [9usize << 60, usize::MAX, usize::MAX / 8 + 1] {
+        let r = kernel.batch_strided(&c, (&a, stride), (&b, k), (&[], 0), (&[], 0), &mut d);
+        assert!(
+            matches!(r, Err(EvalError::Stride { operand: "a", .. })),
+            "stride {stride}: {r:?}"
+        );
+    }
+    // a short operand is still a count error, and a sound stride (0: one shared row) runs
+    let r = kernel.batch_strided(&c, (&a, k), (&b, k), (&[], 0), (&[], 0), &mut d);
+    assert!(
+        matches!(r, Err(EvalError::OperandCount { operand: "a", .. })),
+        "{r:?}"
+    );
+    kernel
+        .batch_strided(&c, (&a, 0), (&b, k), (&[], 0), (&[], 0), &mut d)
+        .unwrap();
+}
+
+/// The blocks of a CLIF function reachable only through cold blocks (the special-value
+/// path: the cold branch, and the loop it runs): the greatest set of cold blocks and
+/// blocks all of whose predecessors are in the set.
+fn guarded_blocks(text: &str) -> std::collections::HashMap<String, Vec<String>> {
+    use std::collections::{HashMap, HashSet};
+    let mut blocks: Vec<(String, bool, Vec<String>)> = vec![];
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with("block") && t.ends_with(':') {
+            let name: String = t.chars().take_while(|c| c.is_alphanumeric()).collect();
+            blocks.push((name, t.contains(" cold"), vec![]));
+        } else if let Some(b) = blocks.last_mut() {
+            b.2.push(t.to_string());
+        }
+    }
+    let mut preds: HashMap<String, HashSet<String>> = HashMap::new();
+    for (name, _, lines) in &blocks {
+        for l in lines
+            .iter()
+            .filter(|l| l.starts_with("jump") || l.starts_with("brif"))
+        {
+            for word in l.split(|c: char| !c.is_alphanumeric()) {
+                if word.starts_with("block") {
+                    preds
+                        .entry(word.to_string())
+                        .or_default()
+                        .insert(name.clone());
+                }
+            }
+        }
+    }
+    let entry = blocks.first().map(|b| b.0.clone()).unwrap_or_default();
+    let mut guarded: HashSet<String> = blocks
+        .iter()
+        .filter(|b| b.0 != entry)
+        .map(|b| b.0.clone())
+        .collect();
+    loop {
+        let drop: Vec<String> = blocks
+            .iter()
+            .filter(|(name, cold, _)| {
+                guarded.contains(name)
+                    && !cold
+                    && preds
+                        .get(name)
+                        .is_none_or(|p| p.is_empty() || p.iter().any(|x| !guarded.contains(x)))
+            })
+            .map(|b| b.0.clone())
+            .collect();
+        if drop.is_empty() {
+            break;
+        }
+        for d in drop {
+            guarded.remove(&d);
+        }
+    }
+    blocks
+        .into_iter()
+        .filter(|b| guarded.contains(&b.0))
+        .map(|(name, _, lines)| (name, lines))
+        .collect()
+}
+
+/// Loads on the special-value path (behind the guard: the cold branch, the loop over the
+/// products and the scale factors after it) must not carry `can_move`, which would let
+/// them be hoisted above the guard.
+#[test]
+fn no_movable_load_behind_a_guard() {
+    let mut guarded_loads = 0;
+    for spec in [
+        "specs/rtx_blackwell.mma",
+        "specs/cdna3.mma",
+        "specs/hopper.mma",
+    ] {
+        let v = load(spec);
+        let options = jit::Options {
+            emit_clif: true,
+            ..jit::Options::default()
+        };
+        let compiled = jit::compile_with(&v.spec, &v.info, options).unwrap();
+        for (label, text) in compiled.clif() {
+            for (block, lines) in guarded_blocks(text) {
+                for l in lines.iter().filter(|l| l.contains(" = load")) {
+                    guarded_loads += 1;
+                    assert!(
+                        !l.contains("can_move"),
+                        "{spec} {label} {block}: a movable load behind the guard: {l}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        guarded_loads > 100,
+        "only {guarded_loads} loads on special paths"
+    );
+}
+
+#[cfg(target_arch = "x86_64")]
+mod fp_state {
+    //! MXCSR access for the test: set FTZ/DAZ and a rounding mode as an embedder might.
+
+    pub fn read() -> u32 {
+        let mut csr: u32 = 0;
+        // SAFETY: stmxcsr stores MXCSR to a valid u32.
+        unsafe { std::arch::asm!("stmxcsr [{}]", in(reg) &mut csr, options(nostack)) };
+        csr
+    }
+
+    pub fn write(csr: u32) {
+        // SAFETY: a valid MXCSR value (only documented control bits set).
+        unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &csr, options(nostack)) };
+    }
+
+    pub const FTZ: u32 = 1 << 15;
+    pub const DAZ: u32 = 1 << 6;
+    pub const ROUND_TOWARD_ZERO: u32 = 3 << 13;
+}
+
+/// An embedder that sets flush-to-zero, denormals-are-zero and round-toward-zero (ML
+/// runtimes set FTZ/DAZ) does not change a kernel's bits, and gets its state back.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn host_fp_state_does_not_change_the_bits() {
+    let cases: &[(&str, &str)] = &[
+        // sequential f32 FMA: subnormal products and sums, native fma
+        ("specs/cdna3.mma", "v_mfma_f32_16x16x4_f32"),
+        // fused f16 products into f32 with subnormal c: the host encodes f32 results
+        ("specs/hopper.mma", "mma.m16n8k16.f32.f16.f16.f32"),
+        // f64 FMA
+        ("specs/cdna2.mma", "v_mfma_f64_16x16x4f64"),
+    ];
+    let mut rng = Rng::new(42);
+    for (spec, name) in cases {
+        let v = load(spec);
+        let (inst, info) = find(&v, name);
+        let compiled = jit::compile_instruction(inst, info).unwrap();
+        let kernel = compiled.kernel(name).unwrap();
+        let ar = &inst.arithmetic;
+        let c_bits = ar.c.storage_bits();
+        for case in 0..400 {
+            // tiny values: subnormal c (exponent field 0) and products at the bottom
+            let tiny = |rng: &mut Rng, bits: u32, man: u32| -> u64 {
+                let sign = (rng.next_u64() & 1) << (bits - 1);
+                let e = rng.below(3);
+                sign | (e << man) | (rng.next_u64() & ((1 << man) - 1))
+            };
+            let man = |f: &mmac_compiler::format::Format| f.as_float().unwrap().mantissa_bits;
+            let a: Vec<u64> = (0..inst.k())
+                .map(|_| tiny(&mut rng, ar.a.storage_bits(), man(&ar.a)))
+                .collect();
+            let b: Vec<u64> = (0..inst.k())
+                .map(|i| {
+                    if case % 2 == 0 && i > 0 {
+                        0
+                    } else {
+                        tiny(&mut rng, ar.b.storage_bits(), man(&ar.b))
+                    }
+                })
+                .collect();
+            let c = tiny(&mut rng, c_bits, man(&ar.c));
+            let ops = Operands {
+                c,
+                a: &a,
+                b: &b,
+                sa: &[],
+                sb: &[],
+            };
+            let want = interp::run(inst, info, &ops).unwrap();
+            let saved = fp_state::read();
+            let hostile = saved | fp_state::FTZ | fp_state::DAZ | fp_state::ROUND_TOWARD_ZERO;
+            fp_state::write(hostile);
+            let got = kernel.dot(&ops);
+            let mut batch = [0u64; 1];
+            let batched = kernel.batch(&[c], &a, &b, &[], &[], &mut batch);
+            let after = fp_state::read();
+            fp_state::write(saved);
+            assert_eq!(
+                after & 0xffc0,
+                hostile & 0xffc0,
+                "the caller's state is restored"
+            );
+            assert_eq!(
+                got.unwrap(),
+                want,
+                "{name}: c={c:x} a={a:x?} b={b:x?} under FTZ/DAZ/RZ"
+            );
+            batched.unwrap();
+            assert_eq!(batch[0], want, "{name}: batch entry under FTZ/DAZ/RZ");
+        }
+    }
+}
+
+/// GTR-FDPA and TR-FDPA chained after every product: the odd alignment of each step is
+/// empty. The JIT panicked ("every alignment has a term") on this checked spec; now it
+/// compiles, and agrees with the interpreter.
+#[test]
+fn one_product_steps_compile_and_agree() {
+    let text = "arch demo\nimport std\n\
+        instruction fp8.l1 { shape 16 x 16 x 32\n types a = fp8, b = bf8, c = f32, d = f32\n uses gtr_fdpa(F = 24, F2 = 31, L = 1) }\n\
+        instruction f16.l1 { shape 16 x 16 x 4\n types a = f16, b = f16, c = f32, d = f32\n uses tr_fdpa(F = 24, F2 = 31, L = 1) }\n";
+    let v = mmac_compiler::compile("l1.mma", text).unwrap();
+    let compiled = jit::compile(&v.spec, &v.info).unwrap();
+    assert!(compiled.refused().is_empty(), "{:?}", compiled.refused());
+    for (index, inst) in v.spec.instructions.iter().enumerate() {
+        let info = v.info.instruction(index);
+        let kernel = compiled.kernel(&inst.name).unwrap();
+        let rec = Records::random(inst, 500);
+        let (k, mut d) = (inst.k(), vec![0u64; rec.n]);
+        kernel
+            .batch(&rec.c, &rec.a, &rec.b, &rec.sa, &rec.sb, &mut d)
+            .unwrap();
+        for (i, &got) in d.iter().enumerate() {
+            let ops = Operands {
+                c: rec.c[i],
+                a: &rec.a[i * k..(i + 1) * k],
+                b: &rec.b[i * k..(i + 1) * k],
+                sa: &[],
+                sb: &[],
+            };
+            assert_eq!(got, interp::run(inst, info, &ops).unwrap(), "{}", inst.name);
+        }
+    }
+}
+
+/// The engines take an instruction with its own validation info: another's is an error,
+/// not a wrong result or a panic.
+#[test]
+fn a_foreign_info_is_an_error() {
+    let v = load("specs/cdna3.mma");
+    let (fused, _) = find(&v, "v_mfma_f32_16x16x16_f16");
+    let (_, fma_info) = find(&v, "v_mfma_f32_16x16x4_f32");
+    let z = vec![0u64; fused.k()];
+    let ops = Operands {
+        c: 0,
+        a: &z,
+        b: &z,
+        sa: &[],
+        sb: &[],
+    };
+    let r = interp::run(fused, fma_info, &ops);
+    assert!(matches!(r, Err(EvalError::Internal { .. })), "{r:?}");
+    let compiled = jit::compile_instruction(fused, fma_info);
+    assert!(compiled.is_err(), "the JIT refuses it too");
+}
