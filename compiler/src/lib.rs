@@ -4,7 +4,7 @@
 //! [`ast::File`] -> [`check::check`] -> [`ir::Spec`] -> [`valid::validate`] ->
 //! [`valid::SpecInfo`]; the engines take the spec with its info: [`interp::run`] (the exact
 //! reference) and [`jit::compile`] (Cranelift). Formats and exact arithmetic live in
-//! [`format`] and [`exact`]; what both engines share in [`engine`]; diagnostics in
+//! [`format`](mod@format) and [`exact`]; what both engines share in [`engine`]; diagnostics in
 //! [`diagnostic`]; the IR printer (checked IR back to `.mma` text) in [`printer`].
 
 // Diagnostics are plain values passed up by `?` in every pass; their size does not matter.

@@ -1,11 +1,11 @@
 //! The checker: resolves names, expands instruction families, instantiates pipelines with
-//! their arguments, validates every stage and computes the width each sum needs. It is the
-//! only producer of [`ir::Spec`]; it collects every error it can before giving up.
+//! their arguments and checks every stage. It is the only producer of [`ir::Spec`] from
+//! source; it collects every error it can before giving up.
 //!
-//! The passes, one file each: [`eval`] (expressions and names), [`formats`] (user-defined
-//! formats), [`family`] (instruction families and pipeline instantiation) and [`stages`]
-//! (the stages of each pipeline kind). The bit widths of the sums are the validator's
-//! ([`crate::valid`]).
+//! The passes, one file each: `eval` (expressions and names), `formats` (user-defined
+//! formats), `pipelines` (every pipeline on its own), `family` (instruction families and
+//! pipeline instantiation) and `stages` (the stages of each pipeline kind). The bit widths
+//! of the sums are the validator's ([`crate::valid`]).
 
 mod eval;
 mod family;

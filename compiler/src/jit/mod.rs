@@ -10,10 +10,10 @@
 //! independent dot products per call ([`Kernel::batch`]) and a whole M x N x K
 //! instruction ([`Kernel::mma`]). Kernels take raw encodings (`u64` per element) through
 //! pointers; the ABI has only pointers and i64s. Every call runs under the IEEE default
-//! floating-point control state ([`fpenv`]), whatever the embedder set.
+//! floating-point control state (`fpenv`), whatever the embedder set.
 //!
-//! Lowerings: [`fused`] (fixed-point alignment in i64 or i128), [`sequential`] (native
-//! f32/f64 steps), [`integer`]; shared instruction helpers in [`emit`]. Cranelift's IR
+//! Lowerings: `fused` (fixed-point alignment in i64 or i128), `sequential` (native
+//! f32/f64 steps), `integer`; shared instruction helpers in `emit`. Cranelift's IR
 //! verifier runs on every kernel in debug builds (and so in tests).
 
 mod emit;
