@@ -16,7 +16,7 @@ struct MmaParser;
 
 /// Parse a whole file.
 pub fn parse(text: &str) -> Result<File, Diag> {
-    let mut pairs = MmaParser::parse(Rule::file, text).map_err(syntax_error)?;
+    let mut pairs = MmaParser::parse(Rule::file, text).map_err(|e| syntax_error(text, e))?;
     let file = pairs
         .next()
         .expect("the file rule always produces one pair");
@@ -48,6 +48,7 @@ fn span(p: &Pair<Rule>) -> Span {
     Span::new(s.start(), s.start() + end)
 }
 
+/// How a rule pest expected reads in a message.
 fn rule_name(r: &Rule) -> &'static str {
     match r {
         Rule::ident => "a name",
@@ -99,10 +100,14 @@ fn rule_name(r: &Rule) -> &'static str {
     }
 }
 
-fn syntax_error(e: pest::error::Error<Rule>) -> Diag {
+/// The help line of a syntax error that has nothing more specific to say.
+const SYNTAX_HELP: &str = "see docs/language.md for the grammar; statements start with a keyword such as `align` or `instruction`";
+
+/// Turn pest's error into a [`Diag`] about `text`.
+fn syntax_error(text: &str, e: pest::error::Error<Rule>) -> Diag {
     use pest::error::{ErrorVariant, InputLocation};
     let (start, end) = match e.location {
-        InputLocation::Pos(p) => (p, p + 1),
+        InputLocation::Pos(p) => (p, p),
         InputLocation::Span((s, t)) => (s, t),
     };
     let (message, label) = match &e.variant {
@@ -110,24 +115,13 @@ fn syntax_error(e: pest::error::Error<Rule>) -> Diag {
             positives,
             negatives,
         } => {
-            let mut names: Vec<&str> = positives.iter().map(rule_name).collect();
-            names.dedup();
-            names.sort();
-            names.dedup();
-            let exp = match names.len() {
-                0 => "something else".to_string(),
-                1 => names[0].to_string(),
-                _ => {
-                    let (last, rest) = names.split_last().unwrap();
-                    format!("{} or {}", rest.join(", "), last)
-                }
-            };
             if positives.is_empty() && !negatives.is_empty() {
                 (
                     "unexpected input".to_string(),
                     "not expected here".to_string(),
                 )
             } else {
+                let exp = expected(positives);
                 (
                     format!("syntax error: expected {exp}"),
                     format!("expected {exp}"),
@@ -136,9 +130,50 @@ fn syntax_error(e: pest::error::Error<Rule>) -> Diag {
         }
         ErrorVariant::CustomError { message } => (message.clone(), "here".to_string()),
     };
-    Diag::new("syntax", Span::new(start, end), message)
+    Diag::new("syntax", error_span(text, start, end), message)
         .label(label)
-        .help("see docs/language.md for the grammar; statements start with a keyword such as `align` or `instruction`")
+        .help(SYNTAX_HELP)
+}
+
+/// What pest expected, in words: `a pipeline stage`, `a name or an expression`.
+fn expected(positives: &[Rule]) -> String {
+    let mut names: Vec<&str> = positives.iter().map(rule_name).collect();
+    names.sort();
+    names.dedup();
+    match names.split_last() {
+        None => "something else".to_string(),
+        Some((only, [])) => only.to_string(),
+        Some((last, rest)) => format!("{} or {}", rest.join(", "), last),
+    }
+}
+
+/// The span to report for an error pest placed at `start..end`, kept inside `text` and on
+/// character boundaries, as miette needs. A position covers the character there; at the
+/// end of the text, where miette would show no label, it covers the character after the
+/// last non-blank one (or the last character), so the label lands where the text stops.
+fn error_span(text: &str, start: usize, end: usize) -> Span {
+    let len = text.len();
+    let mut start = start.min(len);
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = end.clamp(start, len);
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    if start < end {
+        return Span::new(start, end);
+    }
+    if start == len {
+        let trimmed = text.trim_end().len();
+        start = if trimmed < len {
+            trimmed
+        } else {
+            text.char_indices().next_back().map_or(0, |(i, _)| i)
+        };
+    }
+    let width = text[start..].chars().next().map_or(0, char::len_utf8);
+    Span::new(start, start + width)
 }
 
 fn ident(p: Pair<Rule>) -> Ident {
@@ -676,5 +711,36 @@ mod tests {
         let e = parse("arch x\npipeline p( { }").unwrap_err();
         assert_eq!(e.code, "syntax");
         assert!(e.span.start >= 18, "{:?}", e.span);
+    }
+
+    #[test]
+    fn error_spans_stay_inside_the_text() {
+        // a position covers the character there, a whole one
+        assert_eq!(error_span("ab", 0, 0), Span::new(0, 1));
+        assert_eq!(error_span("a\u{e9}b", 1, 1), Span::new(1, 3));
+        assert_eq!(error_span("a\u{e9}b", 2, 2), Span::new(1, 3));
+        // at the end: the character after the last non-blank one, else the last one
+        assert_eq!(error_span("ab\n\n", 4, 4), Span::new(2, 3));
+        assert_eq!(error_span("ab", 2, 2), Span::new(1, 2));
+        assert_eq!(error_span("a\u{e9}", 3, 3), Span::new(1, 3));
+        assert_eq!(error_span("ab", 7, 9), Span::new(1, 2));
+        assert_eq!(error_span("", 0, 1), Span::new(0, 0));
+        // a real span is kept, clipped to the text
+        assert_eq!(error_span("abcd", 1, 3), Span::new(1, 3));
+        assert_eq!(error_span("abcd", 1, 30), Span::new(1, 4));
+    }
+
+    #[test]
+    fn syntax_errors_of_truncated_text_point_inside_it() {
+        let src = "arch demo \"d\u{e9}mo\"\npipeline p(F) {\n    multiply exact // \u{2192} exact\n    align products, c to max exponent keep F bits round toward_zero\n}\n";
+        for cut in (0..=src.len()).filter(|&i| src.is_char_boundary(i)) {
+            let text = &src[..cut];
+            if let Err(e) = parse(text) {
+                let s = e.span;
+                assert!(s.start <= s.end && s.end <= text.len(), "{cut}: {s:?}");
+                assert!(text.is_char_boundary(s.start) && text.is_char_boundary(s.end));
+                assert!(text.is_empty() || s.start < s.end, "{cut}: empty span");
+            }
+        }
     }
 }
