@@ -6,7 +6,7 @@
 #![allow(clippy::result_large_err)]
 
 use crate::ast::*;
-use crate::diagnostic::{Diag, Span};
+use crate::diagnostic::{Diag, Span, closest};
 use pest::Parser;
 use pest::iterators::Pair;
 
@@ -115,6 +115,9 @@ fn syntax_error(text: &str, e: pest::error::Error<Rule>) -> Diag {
             positives,
             negatives,
         } => {
+            if let Some(m) = misspelled_keyword(text, start, positives) {
+                return m.diag(text, positives);
+            }
             if positives.is_empty() && !negatives.is_empty() {
                 (
                     "unexpected input".to_string(),
@@ -135,9 +138,18 @@ fn syntax_error(text: &str, e: pest::error::Error<Rule>) -> Diag {
         .help(SYNTAX_HELP)
 }
 
-/// What pest expected, in words: `a pipeline stage`, `a name or an expression`.
+/// What pest expected, in words: `a pipeline stage`, `a name or an expression`; a rule
+/// [`rule_name`] has no words for is named by the keywords it starts with (`` `exact` ``).
 fn expected(positives: &[Rule]) -> String {
-    let mut names: Vec<&str> = positives.iter().map(rule_name).collect();
+    let mut names: Vec<String> = positives
+        .iter()
+        .flat_map(|r| match (rule_name(r), rule_keywords(*r)) {
+            ("more input", lists) if !lists.is_empty() => {
+                lists.iter().map(|l| format!("`{}`", l.join(" "))).collect()
+            }
+            (name, _) => vec![name.to_string()],
+        })
+        .collect();
     names.sort();
     names.dedup();
     match names.split_last() {
@@ -174,6 +186,264 @@ fn error_span(text: &str, start: usize, end: usize) -> Span {
     }
     let width = text[start..].chars().next().map_or(0, char::len_utf8);
     Span::new(start, start + width)
+}
+
+// ---------------------------------------------------------------- misspelled keywords
+
+/// Every keyword of the language: the grammar's `keyword` rule (names cannot be these).
+#[rustfmt::skip]
+const KEYWORDS: &[&str] = &[
+    "arch", "import", "format", "pipeline", "instruction", "for", "in", "shape", "types",
+    "scale", "block", "uses", "chain", "every", "bytes", "flush", "subnormal", "multiply",
+    "exact", "scaled", "overflow", "at", "zero", "exponent", "never", "group", "products",
+    "as", "align", "to", "max", "keep", "bits", "round", "drop", "below", "sum", "normalize",
+    "range", "precision", "accumulate", "add", "pairwise", "groups", "of", "nan", "result",
+    "match", "step", "sign", "integer", "xor", "and",
+];
+
+/// The keywords each rule pest may name as expected starts with, one list per way the rule
+/// can start. A list holds all the keywords before the rule's first other element
+/// (`chain every`), so that a misspelling of a later one is found too.
+const RULE_KEYWORDS: &[(Rule, &[&[&str]])] = &[
+    (Rule::arch_decl, &[&["arch"]]),
+    (Rule::import_decl, &[&["import"]]),
+    (Rule::format_decl, &[&["format"]]),
+    (Rule::pipeline_decl, &[&["pipeline"]]),
+    (Rule::instruction_decl, &[&["instruction"]]),
+    (Rule::match_expr, &[&["match"]]),
+    // pipeline stages
+    (Rule::chain, &[&["chain", "every"]]),
+    (Rule::flush, &[&["flush", "subnormal"]]),
+    (Rule::multiply, &[&["multiply"]]),
+    (Rule::zero_exponent, &[&["zero", "exponent"]]),
+    (Rule::zero_result, &[&["zero", "result"]]),
+    (Rule::group, &[&["group"]]),
+    (Rule::align, &[&["align"]]),
+    (Rule::sum_exact, &[&["sum", "exact"]]),
+    (Rule::normalize, &[&["normalize"]]),
+    (Rule::accumulate, &[&["accumulate", "in"]]),
+    (Rule::pairwise, &[&["add", "pairwise", "groups", "of"]]),
+    (Rule::nan_rule, &[&["nan"]]),
+    // inside stages
+    (Rule::bytes_unit, &[&["bytes"]]),
+    (Rule::mul_exact, &[&["exact"]]),
+    (Rule::mul_round, &[&["round", "to"]]),
+    (Rule::mul_integer, &[&["integer"]]),
+    (Rule::mul_xor, &[&["xor"]]),
+    (Rule::mul_and, &[&["and"]]),
+    (Rule::scaled, &[&["scaled"]]),
+    (Rule::overflow_at, &[&["overflow", "at"]]),
+    (
+        Rule::flush_keep_sign,
+        &[&["flush", "subnormal", "keep", "sign"]],
+    ),
+    (Rule::never, &[&["never"]]),
+    (Rule::term_class, &[&["products"], &["c"], &["groups"]]),
+    (Rule::keep_round, &[&["keep"]]),
+    (Rule::drop_below, &[&["drop", "below"]]),
+    (Rule::reference, &[&["max", "exponent"], &["exponent"]]),
+    (Rule::max_exponent, &[&["max", "exponent"]]),
+    (Rule::fixed_exponent, &[&["exponent"]]),
+    (Rule::source, &[&["products"]]),
+    (Rule::products_source, &[&["products"]]),
+    (Rule::products_part, &[&["even"], &["odd"]]),
+    (Rule::norm_to, &[&["to"]]),
+    (Rule::norm_range, &[&["range"]]),
+    (Rule::norm_precision, &[&["precision"]]),
+    (Rule::norm_round, &[&["round"]]),
+    (Rule::norm_overflow, &[&["overflow"]]),
+    // instruction statements
+    (Rule::for_stmt, &[&["for"]]),
+    (Rule::shape_stmt, &[&["shape"]]),
+    (Rule::types_stmt, &[&["types"]]),
+    (Rule::scale_stmt, &[&["scale"]]),
+    (Rule::uses_stmt, &[&["uses"]]),
+    (Rule::shape_x, &[&["x"]]),
+];
+
+/// The length of the longest list in [`RULE_KEYWORDS`] (`add pairwise groups of`).
+const LONGEST_KEYWORD_LIST: usize = 4;
+
+/// The keyword lists `r` starts with (see [`RULE_KEYWORDS`]); none for most rules.
+fn rule_keywords(r: Rule) -> &'static [&'static [&'static str]] {
+    RULE_KEYWORDS
+        .iter()
+        .find(|(rule, _)| *rule == r)
+        .map_or(&[], |(_, lists)| lists)
+}
+
+/// Whether byte `b` can be part of a name or a keyword.
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// The name-like word (a letter or `_`, then letters, digits and `_`) that byte offset
+/// `pos` is in or right after.
+fn word_at(text: &str, pos: usize) -> Option<Span> {
+    let b = text.as_bytes();
+    let pos = pos.min(b.len());
+    let start = pos
+        - b[..pos]
+            .iter()
+            .rev()
+            .take_while(|c| is_word_byte(**c))
+            .count();
+    let end = pos + b[pos..].iter().take_while(|c| is_word_byte(**c)).count();
+    (start < end && !b[start].is_ascii_digit()).then_some(Span::new(start, end))
+}
+
+/// The offset of the first byte at or after `pos` that is not blank or in a `//` comment.
+fn skip_blank(text: &str, mut pos: usize) -> usize {
+    let b = text.as_bytes();
+    loop {
+        while pos < b.len() && matches!(b[pos], b' ' | b'\t' | b'\r' | b'\n') {
+            pos += 1;
+        }
+        if !text[pos..].starts_with("//") {
+            return pos;
+        }
+        pos = text[pos..].find('\n').map_or(b.len(), |n| pos + n);
+    }
+}
+
+/// The word at `pos` (see [`word_at`]) and the words after it that only blanks and
+/// comments separate from it: at most `n`.
+fn words_from(text: &str, pos: usize, n: usize) -> Vec<Span> {
+    let mut words = vec![];
+    let mut next = word_at(text, pos);
+    while let Some(w) = next {
+        if words.len() == n {
+            break;
+        }
+        words.push(w);
+        let p = skip_blank(text, w.end);
+        next = word_at(text, p).filter(|x| x.start == p);
+    }
+    words
+}
+
+/// The text of a span.
+fn text_of(text: &str, s: Span) -> &str {
+    &text[s.start..s.end]
+}
+
+/// A word that is likely a misspelled keyword.
+#[derive(Debug, PartialEq)]
+struct Misspelling {
+    /// The misspelled word.
+    word: Span,
+    /// The correct keywords before it that the expected rule starts with (`max` before
+    /// `exponnt`).
+    after: Vec<Span>,
+    /// The keywords the grammar expects at the word; empty when found by [`reparse_fix`].
+    expected: Vec<&'static str>,
+    /// The keyword it is close to.
+    meant: String,
+}
+
+/// The misspelled keyword at an error pest placed at `pos`, expecting `positives`: the
+/// keywords those rules start with (see [`RULE_KEYWORDS`]) are read from `pos` on, and the
+/// first word that differs from all of them is compared with the keywords expected there.
+/// If none is close, the words there are tried against every keyword by [`reparse_fix`].
+fn misspelled_keyword(text: &str, pos: usize, positives: &[Rule]) -> Option<Misspelling> {
+    let words = words_from(text, pos, LONGEST_KEYWORD_LIST);
+    // the longest run of correct keywords, and the keywords that may follow it
+    let mut best: Option<usize> = None;
+    let mut expected: Vec<&'static str> = vec![];
+    for list in positives.iter().flat_map(|r| rule_keywords(*r)) {
+        let k = list
+            .iter()
+            .zip(&words)
+            .take_while(|(kw, w)| **kw == text_of(text, **w))
+            .count();
+        if k == list.len() || k == words.len() || best.is_some_and(|b| b > k) {
+            continue;
+        }
+        if best != Some(k) {
+            best = Some(k);
+            expected.clear();
+        }
+        if !expected.contains(&list[k]) {
+            expected.push(list[k]);
+        }
+    }
+    let found = best.and_then(|k| {
+        let word = words[k];
+        let meant = closest(text_of(text, word), expected.iter().copied())?;
+        (meant != text_of(text, word)).then(|| Misspelling {
+            word,
+            after: words[..k].to_vec(),
+            expected: expected.clone(),
+            meant,
+        })
+    });
+    found.or_else(|| reparse_fix(text, &words))
+}
+
+/// The first of `words` that, replaced by the keyword closest to it, lets the parser get
+/// past it: for a misspelling where pest names no rule that starts with a keyword (`keep F
+/// bitz`, after an expression) or names the word before it (`bits rund`).
+fn reparse_fix(text: &str, words: &[Span]) -> Option<Misspelling> {
+    words.iter().find_map(|&w| {
+        let word = text_of(text, w);
+        let meant = closest(word, KEYWORDS.iter().copied().filter(|k| *k != word))?;
+        let fixed = format!("{}{meant}{}", &text[..w.start], &text[w.end..]);
+        let past = match MmaParser::parse(Rule::file, &fixed) {
+            Ok(_) => true,
+            Err(e) => error_start(&e) >= w.start + meant.len(),
+        };
+        past.then(|| Misspelling {
+            word: w,
+            after: vec![],
+            expected: vec![],
+            meant,
+        })
+    })
+}
+
+/// Where pest placed an error.
+fn error_start(e: &pest::error::Error<Rule>) -> usize {
+    match e.location {
+        pest::error::InputLocation::Pos(p) => p,
+        pest::error::InputLocation::Span((s, _)) => s,
+    }
+}
+
+impl Misspelling {
+    /// The diagnostic: the whole word labelled, the keyword it is close to as the help.
+    fn diag(&self, text: &str, positives: &[Rule]) -> Diag {
+        let word = text_of(text, self.word);
+        let message = if self.expected.is_empty() {
+            format!("syntax error: unexpected `{word}`")
+        } else if self.after.is_empty() {
+            // the rules a word can start: a word was not meant to be a string or the end
+            let starts: Vec<Rule> = positives
+                .iter()
+                .copied()
+                .filter(|r| !rule_keywords(*r).is_empty())
+                .collect();
+            format!(
+                "syntax error: expected {}, found `{word}`",
+                expected(&starts)
+            )
+        } else {
+            let after: Vec<&str> = self.after.iter().map(|s| text_of(text, *s)).collect();
+            let options: Vec<String> = self.expected.iter().map(|k| format!("`{k}`")).collect();
+            format!(
+                "syntax error: expected {} after `{}`, found `{word}`",
+                options.join(" or "),
+                after.join(" ")
+            )
+        };
+        let label = if KEYWORDS.contains(&word) {
+            "not valid here"
+        } else {
+            "not a keyword"
+        };
+        Diag::new("syntax", self.word, message)
+            .label(label)
+            .help(format!("did you mean `{}`?", self.meant))
+    }
 }
 
 fn ident(p: Pair<Rule>) -> Ident {
@@ -742,5 +1012,224 @@ mod tests {
                 assert!(text.is_empty() || s.start < s.end, "{cut}: empty span");
             }
         }
+    }
+
+    /// The misspelled word of `src`'s syntax error and the help, or the error's message.
+    fn suggestion(src: &str) -> (String, String) {
+        let e = parse(src).unwrap_err();
+        match e
+            .help
+            .as_deref()
+            .and_then(|h| h.strip_prefix("did you mean "))
+        {
+            Some(h) => (src[e.span.start..e.span.end].to_string(), h.to_string()),
+            None => (String::new(), e.message),
+        }
+    }
+
+    fn pipeline(stages: &str) -> String {
+        format!("pipeline p(F) {{\n    multiply exact\n    {stages}\n}}\n")
+    }
+
+    #[test]
+    fn misspelled_keywords_get_a_suggestion() {
+        let cases = [
+            // where an item, a stage or an instruction statement starts
+            (
+                "arch x\npipline t(F) {\n}\n".to_string(),
+                "pipline",
+                "`pipeline`?",
+            ),
+            (
+                "instruction x {\n    shpe 16 x 8 x 16\n}\n".to_string(),
+                "shpe",
+                "`shape`?",
+            ),
+            (
+                pipeline("allign products, c to max exponent keep F bits round toward_zero"),
+                "allign",
+                "`align`?",
+            ),
+            // a later keyword of a rule that starts with several
+            (
+                pipeline("align products, c to max exponnt keep F bits round toward_zero"),
+                "exponnt",
+                "`exponent`?",
+            ),
+            (
+                pipeline("flush subnormol a to zero"),
+                "subnormol",
+                "`subnormal`?",
+            ),
+            (pipeline("chain evry 16"), "evry", "`every`?"),
+            (pipeline("zero exponnt -133"), "exponnt", "`exponent`?"),
+            (
+                pipeline("add pairwise grups of 2 in f32 round down"),
+                "grups",
+                "`groups`?",
+            ),
+            // a keyword where another one close to it belongs
+            (pipeline("multiply exact, scale"), "scale", "`scaled`?"),
+            (pipeline("multiply exct"), "exct", "`exact`?"),
+            // after an expression, where pest names only the operators
+            (
+                pipeline("align products, c to max exponent keep F bitz round toward_zero"),
+                "bitz",
+                "`bits`?",
+            ),
+            (
+                pipeline("align products, c to max exponent keep F bits rund toward_zero"),
+                "rund",
+                "`round`?",
+            ),
+            // a keyword with letters after it
+            (pipeline("sum exactt"), "exactt", "`exact`?"),
+        ];
+        for (src, word, help) in cases {
+            assert_eq!(
+                suggestion(&src),
+                (word.to_string(), help.to_string()),
+                "{src}"
+            );
+        }
+    }
+
+    #[test]
+    fn suggestions_say_what_was_expected() {
+        let e = parse(&pipeline("allign products, c to max exponent")).unwrap_err();
+        assert_eq!(
+            e.message,
+            "syntax error: expected a pipeline stage, found `allign`"
+        );
+        assert_eq!(e.label, "not a keyword");
+        let e = parse(&pipeline("zero exponnt -133")).unwrap_err();
+        assert_eq!(
+            e.message,
+            "syntax error: expected `exponent` or `result` after `zero`, found `exponnt`"
+        );
+        let e = parse(&pipeline("multiply exact, scale")).unwrap_err();
+        assert_eq!(e.label, "not valid here");
+        let e = parse(&pipeline("multiply exct")).unwrap_err();
+        assert_eq!(
+            e.message,
+            "syntax error: expected `and`, `exact`, `integer`, `round to` or `xor`, found `exct`"
+        );
+        let e = parse(&pipeline("accumulate in f32 rund down")).unwrap_err();
+        assert_eq!(e.message, "syntax error: unexpected `rund`");
+    }
+
+    #[test]
+    fn nothing_close_keeps_the_plain_error() {
+        for src in [
+            pipeline("frobnicate products, c to max exponent"),
+            pipeline("align products, c to max exponent keep F widgets round down"),
+            "instruction x {\n    sh 16 x 8 x 16\n}\n".to_string(),
+        ] {
+            let e = parse(&src).unwrap_err();
+            assert_eq!(e.help.as_deref(), Some(SYNTAX_HELP), "{src}");
+            assert!(e.message.starts_with("syntax error: expected "), "{src}");
+        }
+    }
+
+    #[test]
+    fn words_are_read_past_blanks_and_comments() {
+        let text = "align  max // note\n  exponnt, c\n16x _y";
+        let words: Vec<&str> = words_from(text, 0, 9)
+            .into_iter()
+            .map(|w| text_of(text, w))
+            .collect();
+        assert_eq!(words, ["align", "max", "exponnt"]);
+        assert_eq!(words_from(text, 7, 2).len(), 2);
+        // in a word, right after one, or neither; numbers are not words
+        assert_eq!(word_at(text, 2), Some(Span::new(0, 5)));
+        assert_eq!(word_at(text, 5), Some(Span::new(0, 5)));
+        assert_eq!(word_at(text, 6), None);
+        assert_eq!(word_at(text, 32), None);
+        assert_eq!(word_at(text, 35), None);
+        assert_eq!(word_at(text, 36), Some(Span::new(36, 38)));
+        assert_eq!(word_at(text, 99), Some(Span::new(36, 38)));
+        assert_eq!(skip_blank(text, 10), 21);
+    }
+
+    /// The literals of the grammar's `keyword` rule.
+    fn grammar_keywords() -> Vec<&'static str> {
+        let grammar = include_str!("../../grammar/mma.pest");
+        let start = grammar.find("keyword = @{").unwrap();
+        let body = &grammar[start..start + grammar[start..].find("!ident_char").unwrap()];
+        body.split('"').skip(1).step_by(2).collect()
+    }
+
+    #[test]
+    fn keyword_list_is_the_grammars() {
+        let mut ours = KEYWORDS.to_vec();
+        let mut grammar = grammar_keywords();
+        ours.sort();
+        grammar.sort();
+        assert_eq!(ours, grammar);
+    }
+
+    /// Every keyword list of [`RULE_KEYWORDS`] is how its rule starts: the rule reads all of
+    /// it, and the words are keywords (or one of the few other literals).
+    #[test]
+    fn rule_keyword_table_follows_the_grammar() {
+        let other_literals = ["c", "even", "odd", "x"];
+        for (rule, lists) in RULE_KEYWORDS {
+            for list in *lists {
+                assert!(list.len() <= LONGEST_KEYWORD_LIST, "{rule:?}");
+                let src = list.join(" ");
+                match MmaParser::parse(*rule, &src) {
+                    Ok(_) => {}
+                    Err(e) => assert!(error_start(&e) >= src.len(), "{rule:?} on {src:?}: {e}"),
+                }
+                for kw in *list {
+                    assert!(KEYWORDS.contains(kw) || other_literals.contains(kw), "{kw}");
+                }
+            }
+        }
+    }
+
+    /// Every rule of the grammar that starts with keywords is in [`RULE_KEYWORDS`], with
+    /// those keywords as its first list.
+    #[test]
+    fn rules_starting_with_keywords_are_in_the_table() {
+        let grammar = include_str!("../../grammar/mma.pest");
+        let mut checked = 0;
+        for line in grammar.lines() {
+            let Some((name, body)) = line.split_once('=') else {
+                continue;
+            };
+            let name = name.trim();
+            let body = body.trim_start().trim_start_matches(['_', '@', '$', '!']);
+            let Some(body) = body.strip_prefix('{') else {
+                continue;
+            };
+            if name.is_empty() || name.contains(' ') || name.starts_with("//") {
+                continue;
+            }
+            // the run of `"word" ~` the rule opens with
+            let mut lead = vec![];
+            let mut rest = body.trim_start();
+            while let Some(r) = rest.strip_prefix('"') {
+                let (lit, after) = r.split_once('"').unwrap();
+                if !lit.bytes().all(|b| b.is_ascii_alphabetic()) {
+                    break;
+                }
+                lead.push(lit);
+                match after.trim_start().strip_prefix('~') {
+                    Some(a) => rest = a.trim_start(),
+                    None => break,
+                }
+            }
+            if lead.is_empty() || name == "keyword" {
+                continue;
+            }
+            let entry = RULE_KEYWORDS
+                .iter()
+                .find(|(r, _)| format!("{r:?}") == name)
+                .unwrap_or_else(|| panic!("rule {name} starts with {lead:?} but has no entry"));
+            assert_eq!(entry.1[0], lead.as_slice(), "{name}");
+            checked += 1;
+        }
+        assert!(checked > 30, "only {checked} rules found in the grammar");
     }
 }
