@@ -1,7 +1,8 @@
 //! Parsing: source text -> pest parse tree (grammar/mma.pest) -> [`ast::File`].
 //!
 //! pest `Pair`s never leave this module; syntax errors become [`Diag`]s with the span pest
-//! reports and a hint from the rules it expected.
+//! reports and a hint from the rules it expected: a missing `}` is reported at the `{` it
+//! should close, and a misspelled keyword gets the keyword it is close to.
 
 #![allow(clippy::result_large_err)]
 
@@ -115,6 +116,9 @@ fn syntax_error(text: &str, e: pest::error::Error<Rule>) -> Diag {
             positives,
             negatives,
         } => {
+            if let Some(d) = missing_brace(text, start) {
+                return d;
+            }
             if let Some(m) = misspelled_keyword(text, start, positives) {
                 return m.diag(text, positives);
             }
@@ -444,6 +448,175 @@ impl Misspelling {
             .label(label)
             .help(format!("did you mean `{}`?", self.meant))
     }
+}
+
+// ---------------------------------------------------------------- unclosed braces
+
+/// Keywords whose construct has a `{ ... }` body, which the missing-`}` message names.
+const BLOCK_KEYWORDS: [&str; 4] = ["format", "pipeline", "instruction", "match"];
+
+/// Keywords that start a top-level item.
+const ITEM_KEYWORDS: [&str; 5] = ["arch", "import", "format", "pipeline", "instruction"];
+
+/// A `{` still open, and the construct it opens as far as the text before it tells.
+#[derive(Debug, PartialEq)]
+struct OpenBrace {
+    /// The offset of the `{`.
+    at: usize,
+    /// The construct, as a message names it: `` `pipeline t_fdpa` ``, `` this `match` ``.
+    what: Option<String>,
+}
+
+/// The innermost bracket still open at offset `end`, if it is a `{`. The text before
+/// `end` is scanned for `(`, `[` and `{` and their closers, skipping `//` comments and
+/// `"strings"`; a closer that does not match the innermost open bracket is ignored.
+fn unclosed_brace(text: &str, end: usize) -> Option<OpenBrace> {
+    let b = text.as_bytes();
+    let end = end.min(b.len());
+    // the open brackets, innermost last
+    let mut open: Vec<(u8, OpenBrace)> = vec![];
+    // at each depth, the last block keyword that no `{` has taken yet
+    let mut keyword: Vec<Option<Span>> = vec![None];
+    let mut i = 0;
+    while i < end {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                i = text[i..].find('\n').map_or(b.len(), |n| i + n);
+                continue;
+            }
+            b'"' => {
+                // a string ends at its closing quote, or unterminated at the end of the line
+                i = match text[i + 1..].find(['"', '\n']) {
+                    Some(n) if b[i + 1 + n] == b'"' => i + n + 2,
+                    Some(n) => i + n + 1,
+                    None => b.len(),
+                };
+                continue;
+            }
+            c @ (b'(' | b'[' | b'{') => {
+                let what = if c == b'{' && !is_placeholder(text, i) {
+                    let k = keyword.last_mut().and_then(Option::take);
+                    k.and_then(|k| block_name(text, k, i))
+                } else {
+                    None
+                };
+                open.push((c, OpenBrace { at: i, what }));
+                keyword.push(None);
+            }
+            c @ (b')' | b']' | b'}') => {
+                let opener = match c {
+                    b')' => b'(',
+                    b']' => b'[',
+                    _ => b'{',
+                };
+                if open.last().is_some_and(|(o, _)| *o == opener) {
+                    open.pop();
+                    keyword.pop();
+                }
+            }
+            c if is_word_byte(c) => {
+                let len = b[i..].iter().take_while(|c| is_word_byte(**c)).count();
+                let word = &text[i..i + len];
+                let in_name = i > 0 && matches!(b[i - 1], b'.' | b':');
+                if !in_name
+                    && BLOCK_KEYWORDS.contains(&word)
+                    && let Some(k) = keyword.last_mut()
+                {
+                    *k = Some(Span::new(i, i + len));
+                }
+                i += len;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    match open.pop() {
+        Some((b'{', brace)) => Some(brace),
+        _ => None,
+    }
+}
+
+/// Whether the `{` at `at` opens a placeholder of an instruction name (`mma.m16n8k{K}`):
+/// right after the name's text, with a name and `}` right after it.
+fn is_placeholder(text: &str, at: usize) -> bool {
+    let b = text.as_bytes();
+    let after_text = at > 0 && (is_word_byte(b[at - 1]) || matches!(b[at - 1], b'.' | b':' | b'}'));
+    after_text
+        && word_at(text, at + 1).is_some_and(|w| w.start == at + 1 && b.get(w.end) == Some(&b'}'))
+}
+
+/// How a message names the construct that block keyword `kw` starts and the `{` at
+/// `brace` opens: `` `pipeline t_fdpa` ``, `` `instruction mma.m16n8k{K}.f32` ``,
+/// `` this `match` ``.
+fn block_name(text: &str, kw: Span, brace: usize) -> Option<String> {
+    let keyword = text_of(text, kw);
+    let head = text[kw.end..brace].trim();
+    let name = match keyword {
+        "instruction" => head,
+        "pipeline" | "format" => {
+            let w = word_at(text, skip_blank(text, kw.end))?;
+            if w.end > brace {
+                return None;
+            }
+            text_of(text, w)
+        }
+        _ => "",
+    };
+    Some(if name.is_empty() || name.contains(char::is_whitespace) {
+        format!("this `{keyword}`")
+    } else {
+        format!("`{keyword} {name}`")
+    })
+}
+
+/// The error for a missing `}`, if that is what pest's error at `pos` is: the text ends
+/// there or a top-level keyword starts there, a `}` inserted there would be read, and
+/// the innermost bracket still open there is a `{`, which gets a label of its own.
+fn missing_brace(text: &str, pos: usize) -> Option<Diag> {
+    let pos = pos.min(text.len());
+    let item =
+        word_at(text, pos).filter(|w| w.start == pos && ITEM_KEYWORDS.contains(&text_of(text, *w)));
+    if item.is_none() && skip_blank(text, pos) < text.len() {
+        return None;
+    }
+    let brace = unclosed_brace(text, pos)?;
+    let closed = format!("{}}}\n{}", &text[..pos], &text[pos..]);
+    if let Err(e) = MmaParser::parse(Rule::file, &closed)
+        && error_start(&e) <= pos
+    {
+        return None;
+    }
+    let what = brace.what.unwrap_or_else(|| "this block".to_string());
+    let end_of = what.replacen("this ", "the ", 1);
+    let (span, label, help) = match item {
+        Some(w) => (
+            w,
+            format!("expected `}}` before this `{}`", text_of(text, w)),
+            format!(
+                "add a `}}` at the end of {end_of}, before `{}`",
+                text_of(text, w)
+            ),
+        ),
+        None => (
+            error_span(text, text.len(), text.len()),
+            "the file ends here".to_string(),
+            format!("add a `}}` at the end of {end_of}"),
+        ),
+    };
+    Some(
+        Diag::new(
+            "syntax",
+            span,
+            format!("{what} is missing its closing `}}`"),
+        )
+        .label(label)
+        .also(
+            Span::new(brace.at, brace.at + 1),
+            "this `{` is never closed",
+        )
+        .help(help),
+    )
 }
 
 fn ident(p: Pair<Rule>) -> Ident {
@@ -1027,6 +1200,7 @@ mod tests {
         }
     }
 
+    /// A pipeline whose second stage is `stages`.
     fn pipeline(stages: &str) -> String {
         format!("pipeline p(F) {{\n    multiply exact\n    {stages}\n}}\n")
     }
@@ -1231,5 +1405,136 @@ mod tests {
             checked += 1;
         }
         assert!(checked > 30, "only {checked} rules found in the grammar");
+    }
+
+    /// The innermost `{` open at the end of `text`: its offset and how it is named.
+    fn open_at_end(text: &str) -> Option<(usize, Option<String>)> {
+        unclosed_brace(text, text.len()).map(|b| (b.at, b.what))
+    }
+
+    /// The offset of the `{` that ends the first `before` in `text`.
+    fn brace_of(text: &str, before: &str) -> usize {
+        text.find(before).unwrap() + before.len() - 1
+    }
+
+    #[test]
+    fn unclosed_braces_are_found_by_their_construct() {
+        let cases = [
+            (
+                "pipeline t_fdpa(F, rho = match out { f16 => nearest_even }) {\n    chain every 4\n",
+                ") {",
+                "`pipeline t_fdpa`",
+            ),
+            (
+                "instruction mma.m16n8k{K}.{D} {\n    for K in [8, 16]\n",
+                "} {",
+                "`instruction mma.m16n8k{K}.{D}`",
+            ),
+            ("format e3m2x { exponent = 3", "x {", "`format e3m2x`"),
+            // the innermost one
+            (
+                "instruction x {\n    uses p(L = match K { 8 => 1",
+                "K {",
+                "this `match`",
+            ),
+            // a keyword inside a name does not name a block
+            (
+                "instruction mma.format {",
+                "t {",
+                "`instruction mma.format`",
+            ),
+        ];
+        for (text, before, what) in cases {
+            let at = brace_of(text, before);
+            assert_eq!(
+                open_at_end(text),
+                Some((at, Some(what.to_string()))),
+                "{text}"
+            );
+        }
+        // all closed, or the innermost open bracket is not a `{`
+        assert_eq!(open_at_end("format x { a = 1 }\n"), None);
+        assert_eq!(open_at_end("instruction x {\n    uses p(L = 1"), None);
+        assert_eq!(open_at_end("instruction x {\n    for K in [8"), None);
+        // a `{` with no block keyword before it
+        assert_eq!(open_at_end("x {"), Some((2, None)));
+        // a placeholder's `{` does not take the instruction's name
+        assert!(is_placeholder("a{K}", 1) && !is_placeholder("a {K}", 2));
+        assert!(!is_placeholder("a{\n", 1) && !is_placeholder("a{K", 1));
+    }
+
+    #[test]
+    fn braces_in_comments_and_strings_do_not_count() {
+        let text = "arch x \"a { b\"\n// a } here\nformat f { // and { here\n    a = \"}\"\n";
+        let at = brace_of(text, "f {");
+        assert_eq!(
+            open_at_end(text),
+            Some((at, Some("`format f`".to_string())))
+        );
+        assert_eq!(open_at_end(&format!("{text}}}\n// {{\n")), None);
+        // an unterminated string ends at the end of its line
+        let text = "arch x \"a { b\npipeline p() {\n";
+        let at = brace_of(text, ") {");
+        assert_eq!(
+            open_at_end(text),
+            Some((at, Some("`pipeline p`".to_string())))
+        );
+        // a stray closer is ignored; the scan stops at the position given
+        let text = "pipeline p() { ) ] \n multiply exact }";
+        assert_eq!(open_at_end(text), None);
+        assert_eq!(unclosed_brace(text, 20).map(|b| b.at), Some(13));
+    }
+
+    #[test]
+    fn a_missing_brace_points_at_the_open_one() {
+        // at the end of the text
+        let src = "arch demo\npipeline p(F) {\n    multiply exact\n";
+        let e = parse(src).unwrap_err();
+        assert_eq!(e.message, "`pipeline p` is missing its closing `}`");
+        assert_eq!(e.label, "the file ends here");
+        assert_eq!(e.span, Span::new(src.len() - 1, src.len()));
+        assert_eq!(
+            e.secondary,
+            vec![(Span::new(24, 25), "this `{` is never closed".to_string())]
+        );
+        assert_eq!(
+            e.help.as_deref(),
+            Some("add a `}` at the end of `pipeline p`")
+        );
+        // before the next item
+        let src = "format f { exponent = 3, mantissa = 2\npipeline p() {\n}\n";
+        let e = parse(src).unwrap_err();
+        assert_eq!(e.message, "`format f` is missing its closing `}`");
+        assert_eq!(
+            (e.span, e.label.as_str()),
+            (Span::new(38, 46), "expected `}` before this `pipeline`")
+        );
+        assert_eq!(e.secondary[0].0, Span::new(9, 10));
+        // the innermost open `{`
+        let src = "instruction x {\n    uses p(L = match K { 8 => 1, _ => 2 )\n";
+        let e = parse(src).unwrap_err();
+        assert!(e.secondary.is_empty(), "{e:?}");
+        let src = "instruction x {\n    uses p(L = match K { 8 => 1, _ => 2";
+        let e = parse(src).unwrap_err();
+        assert_eq!(e.message, "this `match` is missing its closing `}`");
+        assert_eq!(e.secondary[0].0.start, src.rfind('{').unwrap());
+        let src = "pipeline p(L = match K { 8 => 1\n";
+        let e = parse(src).unwrap_err();
+        assert_eq!(e.message, "this `match` is missing its closing `}`");
+        assert_eq!(
+            e.help.as_deref(),
+            Some("add a `}` at the end of the `match`")
+        );
+    }
+
+    #[test]
+    fn an_unfinished_statement_is_not_a_missing_brace() {
+        // a `}` would not be read where the text ends
+        let e = parse("instruction x {\n    shape 16 x 8 x").unwrap_err();
+        assert_eq!(e.message, "syntax error: expected an expression");
+        assert!(e.secondary.is_empty());
+        // an item keyword where a name belongs
+        let e = parse("import\npipeline p() {\n}\n").unwrap_err();
+        assert!(e.secondary.is_empty(), "{e:?}");
     }
 }
