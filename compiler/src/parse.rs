@@ -1,10 +1,11 @@
-//! Parsing: source text -> pest parse tree (grammar/mma.pest) -> [`ast::File`].
+//! Parsing: source text -> pest parse tree (grammar/mma.pest) -> [`File`].
 //!
 //! pest `Pair`s never leave this module; syntax errors become [`Diag`]s with the span pest
-//! reports and a hint from the rules it expected.
+//! reports and a hint from the rules it expected: a missing `}` is reported at the `{` it
+//! should close, and a misspelled keyword gets the keyword it is close to.
 
 use crate::ast::*;
-use crate::diagnostic::{Code, Diag, Span};
+use crate::diagnostic::{Code, Diag, Span, closest};
 use pest::Parser;
 use pest::iterators::Pair;
 
@@ -14,7 +15,7 @@ struct MmaParser;
 
 /// Parse a whole file.
 pub fn parse(text: &str) -> Result<File, Diag> {
-    let mut pairs = MmaParser::parse(Rule::file, text).map_err(syntax_error)?;
+    let mut pairs = MmaParser::parse(Rule::file, text).map_err(|e| syntax_error(text, e))?;
     let file = pairs
         .next()
         .expect("the file rule always produces one pair");
@@ -46,6 +47,7 @@ fn span(p: &Pair<Rule>) -> Span {
     Span::new(s.start(), s.start() + end)
 }
 
+/// How a rule pest expected reads in a message.
 fn rule_name(r: &Rule) -> &'static str {
     match r {
         Rule::ident => "a name",
@@ -97,10 +99,14 @@ fn rule_name(r: &Rule) -> &'static str {
     }
 }
 
-fn syntax_error(e: pest::error::Error<Rule>) -> Diag {
+/// The help line of a syntax error that has nothing more specific to say.
+const SYNTAX_HELP: &str = "see docs/language.md for the grammar; statements start with a keyword such as `align` or `instruction`";
+
+/// Turn pest's error into a [`Diag`] about `text`.
+fn syntax_error(text: &str, e: pest::error::Error<Rule>) -> Diag {
     use pest::error::{ErrorVariant, InputLocation};
     let (start, end) = match e.location {
-        InputLocation::Pos(p) => (p, p + 1),
+        InputLocation::Pos(p) => (p, p),
         InputLocation::Span((s, t)) => (s, t),
     };
     let (message, label) = match &e.variant {
@@ -108,24 +114,19 @@ fn syntax_error(e: pest::error::Error<Rule>) -> Diag {
             positives,
             negatives,
         } => {
-            let mut names: Vec<&str> = positives.iter().map(rule_name).collect();
-            names.dedup();
-            names.sort();
-            names.dedup();
-            let exp = match names.len() {
-                0 => "something else".to_string(),
-                1 => names[0].to_string(),
-                _ => {
-                    let (last, rest) = names.split_last().unwrap();
-                    format!("{} or {}", rest.join(", "), last)
-                }
-            };
+            if let Some(d) = missing_brace(text, start) {
+                return d;
+            }
+            if let Some(m) = misspelled_keyword(text, start, positives) {
+                return m.diag(text, positives);
+            }
             if positives.is_empty() && !negatives.is_empty() {
                 (
                     "unexpected input".to_string(),
                     "not expected here".to_string(),
                 )
             } else {
+                let exp = expected(positives);
                 (
                     format!("syntax error: expected {exp}"),
                     format!("expected {exp}"),
@@ -134,9 +135,486 @@ fn syntax_error(e: pest::error::Error<Rule>) -> Diag {
         }
         ErrorVariant::CustomError { message } => (message.clone(), "here".to_string()),
     };
-    Diag::new(Code::Syntax, Span::new(start, end), message)
+    Diag::new(Code::Syntax, error_span(text, start, end), message)
         .label(label)
-        .help("see docs/language.md for the grammar; statements start with a keyword such as `align` or `instruction`")
+        .help(SYNTAX_HELP)
+}
+
+/// What pest expected, in words: `a pipeline stage`, `a name or an expression`; a rule
+/// [`rule_name`] has no words for is named by the keywords it starts with (`` `exact` ``).
+fn expected(positives: &[Rule]) -> String {
+    let mut names: Vec<String> = positives
+        .iter()
+        .flat_map(|r| match (rule_name(r), rule_keywords(*r)) {
+            ("more input", lists) if !lists.is_empty() => {
+                lists.iter().map(|l| format!("`{}`", l.join(" "))).collect()
+            }
+            (name, _) => vec![name.to_string()],
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    match names.split_last() {
+        None => "something else".to_string(),
+        Some((only, [])) => only.to_string(),
+        Some((last, rest)) => format!("{} or {}", rest.join(", "), last),
+    }
+}
+
+/// The span to report for an error pest placed at `start..end`, kept inside `text` and on
+/// character boundaries, as miette needs. A position covers the character there; at the
+/// end of the text, where miette would show no label, it covers the character after the
+/// last non-blank one (or the last character), so the label lands where the text stops.
+fn error_span(text: &str, start: usize, end: usize) -> Span {
+    let len = text.len();
+    let mut start = start.min(len);
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = end.clamp(start, len);
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    if start < end {
+        return Span::new(start, end);
+    }
+    if start == len {
+        let trimmed = text.trim_end().len();
+        start = if trimmed < len {
+            trimmed
+        } else {
+            text.char_indices().next_back().map_or(0, |(i, _)| i)
+        };
+    }
+    let width = text[start..].chars().next().map_or(0, char::len_utf8);
+    Span::new(start, start + width)
+}
+
+// ---------------------------------------------------------------- misspelled keywords
+
+/// Every keyword of the language: the grammar's `keyword` rule (names cannot be these).
+#[rustfmt::skip]
+const KEYWORDS: &[&str] = &[
+    "arch", "import", "format", "pipeline", "instruction", "for", "in", "shape", "types",
+    "scale", "block", "uses", "chain", "every", "bytes", "flush", "subnormal", "multiply",
+    "exact", "scaled", "overflow", "at", "zero", "exponent", "never", "group", "products",
+    "as", "align", "to", "max", "keep", "bits", "round", "drop", "below", "sum", "normalize",
+    "range", "precision", "accumulate", "add", "pairwise", "groups", "of", "nan", "result",
+    "match", "step", "sign", "integer", "xor", "and",
+];
+
+/// The keywords each rule pest may name as expected starts with, one list per way the rule
+/// can start. A list holds all the keywords before the rule's first other element
+/// (`chain every`), so that a misspelling of a later one is found too.
+const RULE_KEYWORDS: &[(Rule, &[&[&str]])] = &[
+    (Rule::arch_decl, &[&["arch"]]),
+    (Rule::import_decl, &[&["import"]]),
+    (Rule::format_decl, &[&["format"]]),
+    (Rule::pipeline_decl, &[&["pipeline"]]),
+    (Rule::instruction_decl, &[&["instruction"]]),
+    (Rule::match_expr, &[&["match"]]),
+    // pipeline stages
+    (Rule::chain, &[&["chain", "every"]]),
+    (Rule::flush, &[&["flush", "subnormal"]]),
+    (Rule::multiply, &[&["multiply"]]),
+    (Rule::zero_exponent, &[&["zero", "exponent"]]),
+    (Rule::zero_result, &[&["zero", "result"]]),
+    (Rule::group, &[&["group"]]),
+    (Rule::align, &[&["align"]]),
+    (Rule::sum_exact, &[&["sum", "exact"]]),
+    (Rule::normalize, &[&["normalize"]]),
+    (Rule::accumulate, &[&["accumulate", "in"]]),
+    (Rule::pairwise, &[&["add", "pairwise", "groups", "of"]]),
+    (Rule::nan_rule, &[&["nan"]]),
+    // inside stages
+    (Rule::bytes_unit, &[&["bytes"]]),
+    (Rule::mul_exact, &[&["exact"]]),
+    (Rule::mul_round, &[&["round", "to"]]),
+    (Rule::mul_integer, &[&["integer"]]),
+    (Rule::mul_xor, &[&["xor"]]),
+    (Rule::mul_and, &[&["and"]]),
+    (Rule::scaled, &[&["scaled"]]),
+    (Rule::overflow_at, &[&["overflow", "at"]]),
+    (
+        Rule::flush_keep_sign,
+        &[&["flush", "subnormal", "keep", "sign"]],
+    ),
+    (Rule::never, &[&["never"]]),
+    (Rule::term_class, &[&["products"], &["c"], &["groups"]]),
+    (Rule::keep_round, &[&["keep"]]),
+    (Rule::drop_below, &[&["drop", "below"]]),
+    (Rule::reference, &[&["max", "exponent"], &["exponent"]]),
+    (Rule::max_exponent, &[&["max", "exponent"]]),
+    (Rule::fixed_exponent, &[&["exponent"]]),
+    (Rule::source, &[&["products"]]),
+    (Rule::products_source, &[&["products"]]),
+    (Rule::products_part, &[&["even"], &["odd"]]),
+    (Rule::norm_to, &[&["to"]]),
+    (Rule::norm_range, &[&["range"]]),
+    (Rule::norm_precision, &[&["precision"]]),
+    (Rule::norm_round, &[&["round"]]),
+    (Rule::norm_overflow, &[&["overflow"]]),
+    // instruction statements
+    (Rule::for_stmt, &[&["for"]]),
+    (Rule::shape_stmt, &[&["shape"]]),
+    (Rule::types_stmt, &[&["types"]]),
+    (Rule::scale_stmt, &[&["scale"]]),
+    (Rule::uses_stmt, &[&["uses"]]),
+    (Rule::shape_x, &[&["x"]]),
+];
+
+/// The length of the longest list in [`RULE_KEYWORDS`] (`add pairwise groups of`).
+const LONGEST_KEYWORD_LIST: usize = 4;
+
+/// The keyword lists `r` starts with (see [`RULE_KEYWORDS`]); none for most rules.
+fn rule_keywords(r: Rule) -> &'static [&'static [&'static str]] {
+    RULE_KEYWORDS
+        .iter()
+        .find(|(rule, _)| *rule == r)
+        .map_or(&[], |(_, lists)| lists)
+}
+
+/// Whether byte `b` can be part of a name or a keyword.
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// The name-like word (a letter or `_`, then letters, digits and `_`) that byte offset
+/// `pos` is in or right after.
+fn word_at(text: &str, pos: usize) -> Option<Span> {
+    let b = text.as_bytes();
+    let pos = pos.min(b.len());
+    let start = pos
+        - b[..pos]
+            .iter()
+            .rev()
+            .take_while(|c| is_word_byte(**c))
+            .count();
+    let end = pos + b[pos..].iter().take_while(|c| is_word_byte(**c)).count();
+    (start < end && !b[start].is_ascii_digit()).then_some(Span::new(start, end))
+}
+
+/// The offset of the first byte at or after `pos` that is not blank or in a `//` comment.
+fn skip_blank(text: &str, mut pos: usize) -> usize {
+    let b = text.as_bytes();
+    loop {
+        while pos < b.len() && matches!(b[pos], b' ' | b'\t' | b'\r' | b'\n') {
+            pos += 1;
+        }
+        if !text[pos..].starts_with("//") {
+            return pos;
+        }
+        pos = text[pos..].find('\n').map_or(b.len(), |n| pos + n);
+    }
+}
+
+/// The word at `pos` (see [`word_at`]) and the words after it that only blanks and
+/// comments separate from it: at most `n`.
+fn words_from(text: &str, pos: usize, n: usize) -> Vec<Span> {
+    let mut words = vec![];
+    let mut next = word_at(text, pos);
+    while let Some(w) = next {
+        if words.len() == n {
+            break;
+        }
+        words.push(w);
+        let p = skip_blank(text, w.end);
+        next = word_at(text, p).filter(|x| x.start == p);
+    }
+    words
+}
+
+/// The text of a span.
+fn text_of(text: &str, s: Span) -> &str {
+    &text[s.start..s.end]
+}
+
+/// A word that is likely a misspelled keyword.
+#[derive(Debug, PartialEq)]
+struct Misspelling {
+    /// The misspelled word.
+    word: Span,
+    /// The correct keywords before it that the expected rule starts with (`max` before
+    /// `exponnt`).
+    after: Vec<Span>,
+    /// The keywords the grammar expects at the word; empty when found by [`reparse_fix`].
+    expected: Vec<&'static str>,
+    /// The keyword it is close to.
+    meant: String,
+}
+
+/// The misspelled keyword at an error pest placed at `pos`, expecting `positives`: the
+/// keywords those rules start with (see [`RULE_KEYWORDS`]) are read from `pos` on, and the
+/// first word that differs from all of them is compared with the keywords expected there.
+/// If none is close, the words there are tried against every keyword by [`reparse_fix`].
+fn misspelled_keyword(text: &str, pos: usize, positives: &[Rule]) -> Option<Misspelling> {
+    let words = words_from(text, pos, LONGEST_KEYWORD_LIST);
+    // the longest run of correct keywords, and the keywords that may follow it
+    let mut best: Option<usize> = None;
+    let mut expected: Vec<&'static str> = vec![];
+    for list in positives.iter().flat_map(|r| rule_keywords(*r)) {
+        let k = list
+            .iter()
+            .zip(&words)
+            .take_while(|(kw, w)| **kw == text_of(text, **w))
+            .count();
+        if k == list.len() || k == words.len() || best.is_some_and(|b| b > k) {
+            continue;
+        }
+        if best != Some(k) {
+            best = Some(k);
+            expected.clear();
+        }
+        if !expected.contains(&list[k]) {
+            expected.push(list[k]);
+        }
+    }
+    let found = best.and_then(|k| {
+        let word = words[k];
+        let meant = closest(text_of(text, word), expected.iter().copied())?;
+        (meant != text_of(text, word)).then(|| Misspelling {
+            word,
+            after: words[..k].to_vec(),
+            expected: expected.clone(),
+            meant,
+        })
+    });
+    found.or_else(|| reparse_fix(text, &words))
+}
+
+/// The first of `words` that, replaced by the keyword closest to it, lets the parser get
+/// past it: for a misspelling where pest names no rule that starts with a keyword (`keep F
+/// bitz`, after an expression) or names the word before it (`bits rund`).
+fn reparse_fix(text: &str, words: &[Span]) -> Option<Misspelling> {
+    words.iter().find_map(|&w| {
+        let word = text_of(text, w);
+        let meant = closest(word, KEYWORDS.iter().copied().filter(|k| *k != word))?;
+        let fixed = format!("{}{meant}{}", &text[..w.start], &text[w.end..]);
+        let past = match MmaParser::parse(Rule::file, &fixed) {
+            Ok(_) => true,
+            Err(e) => error_start(&e) >= w.start + meant.len(),
+        };
+        past.then(|| Misspelling {
+            word: w,
+            after: vec![],
+            expected: vec![],
+            meant,
+        })
+    })
+}
+
+/// Where pest placed an error.
+fn error_start(e: &pest::error::Error<Rule>) -> usize {
+    match e.location {
+        pest::error::InputLocation::Pos(p) => p,
+        pest::error::InputLocation::Span((s, _)) => s,
+    }
+}
+
+impl Misspelling {
+    /// The diagnostic: the whole word labelled, the keyword it is close to as the help.
+    fn diag(&self, text: &str, positives: &[Rule]) -> Diag {
+        let word = text_of(text, self.word);
+        let message = if self.expected.is_empty() {
+            format!("syntax error: unexpected `{word}`")
+        } else if self.after.is_empty() {
+            // the rules a word can start: a word was not meant to be a string or the end
+            let starts: Vec<Rule> = positives
+                .iter()
+                .copied()
+                .filter(|r| !rule_keywords(*r).is_empty())
+                .collect();
+            format!(
+                "syntax error: expected {}, found `{word}`",
+                expected(&starts)
+            )
+        } else {
+            let after: Vec<&str> = self.after.iter().map(|s| text_of(text, *s)).collect();
+            let options: Vec<String> = self.expected.iter().map(|k| format!("`{k}`")).collect();
+            format!(
+                "syntax error: expected {} after `{}`, found `{word}`",
+                options.join(" or "),
+                after.join(" ")
+            )
+        };
+        let label = if KEYWORDS.contains(&word) {
+            "not valid here"
+        } else {
+            "not a keyword"
+        };
+        Diag::new(Code::Syntax, self.word, message)
+            .label(label)
+            .help(format!("did you mean `{}`?", self.meant))
+    }
+}
+
+// ---------------------------------------------------------------- unclosed braces
+
+/// Keywords whose construct has a `{ ... }` body, which the missing-`}` message names.
+const BLOCK_KEYWORDS: [&str; 4] = ["format", "pipeline", "instruction", "match"];
+
+/// Keywords that start a top-level item.
+const ITEM_KEYWORDS: [&str; 5] = ["arch", "import", "format", "pipeline", "instruction"];
+
+/// A `{` still open, and the construct it opens as far as the text before it tells.
+#[derive(Debug, PartialEq)]
+struct OpenBrace {
+    /// The offset of the `{`.
+    at: usize,
+    /// The construct, as a message names it: `` `pipeline t_fdpa` ``, `` this `match` ``.
+    what: Option<String>,
+}
+
+/// The innermost bracket still open at offset `end`, if it is a `{`. The text before
+/// `end` is scanned for `(`, `[` and `{` and their closers, skipping `//` comments and
+/// `"strings"`; a closer that does not match the innermost open bracket is ignored.
+fn unclosed_brace(text: &str, end: usize) -> Option<OpenBrace> {
+    let b = text.as_bytes();
+    let end = end.min(b.len());
+    // the open brackets, innermost last
+    let mut open: Vec<(u8, OpenBrace)> = vec![];
+    // at each depth, the last block keyword that no `{` has taken yet
+    let mut keyword: Vec<Option<Span>> = vec![None];
+    let mut i = 0;
+    while i < end {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                i = text[i..].find('\n').map_or(b.len(), |n| i + n);
+                continue;
+            }
+            b'"' => {
+                // a string ends at its closing quote, or unterminated at the end of the line
+                i = match text[i + 1..].find(['"', '\n']) {
+                    Some(n) if b[i + 1 + n] == b'"' => i + n + 2,
+                    Some(n) => i + n + 1,
+                    None => b.len(),
+                };
+                continue;
+            }
+            c @ (b'(' | b'[' | b'{') => {
+                let what = if c == b'{' && !is_placeholder(text, i) {
+                    let k = keyword.last_mut().and_then(Option::take);
+                    k.and_then(|k| block_name(text, k, i))
+                } else {
+                    None
+                };
+                open.push((c, OpenBrace { at: i, what }));
+                keyword.push(None);
+            }
+            c @ (b')' | b']' | b'}') => {
+                let opener = match c {
+                    b')' => b'(',
+                    b']' => b'[',
+                    _ => b'{',
+                };
+                if open.last().is_some_and(|(o, _)| *o == opener) {
+                    open.pop();
+                    keyword.pop();
+                }
+            }
+            c if is_word_byte(c) => {
+                let len = b[i..].iter().take_while(|c| is_word_byte(**c)).count();
+                let word = &text[i..i + len];
+                let in_name = i > 0 && matches!(b[i - 1], b'.' | b':');
+                if !in_name
+                    && BLOCK_KEYWORDS.contains(&word)
+                    && let Some(k) = keyword.last_mut()
+                {
+                    *k = Some(Span::new(i, i + len));
+                }
+                i += len;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    match open.pop() {
+        Some((b'{', brace)) => Some(brace),
+        _ => None,
+    }
+}
+
+/// Whether the `{` at `at` opens a placeholder of an instruction name (`mma.m16n8k{K}`):
+/// right after the name's text, with a name and `}` right after it.
+fn is_placeholder(text: &str, at: usize) -> bool {
+    let b = text.as_bytes();
+    let after_text = at > 0 && (is_word_byte(b[at - 1]) || matches!(b[at - 1], b'.' | b':' | b'}'));
+    after_text
+        && word_at(text, at + 1).is_some_and(|w| w.start == at + 1 && b.get(w.end) == Some(&b'}'))
+}
+
+/// How a message names the construct that block keyword `kw` starts and the `{` at
+/// `brace` opens: `` `pipeline t_fdpa` ``, `` `instruction mma.m16n8k{K}.f32` ``,
+/// `` this `match` ``.
+fn block_name(text: &str, kw: Span, brace: usize) -> Option<String> {
+    let keyword = text_of(text, kw);
+    let head = text[kw.end..brace].trim();
+    let name = match keyword {
+        "instruction" => head,
+        "pipeline" | "format" => {
+            let w = word_at(text, skip_blank(text, kw.end))?;
+            if w.end > brace {
+                return None;
+            }
+            text_of(text, w)
+        }
+        _ => "",
+    };
+    Some(if name.is_empty() || name.contains(char::is_whitespace) {
+        format!("this `{keyword}`")
+    } else {
+        format!("`{keyword} {name}`")
+    })
+}
+
+/// The error for a missing `}`, if that is what pest's error at `pos` is: the text ends
+/// there or a top-level keyword starts there, a `}` inserted there would be read, and
+/// the innermost bracket still open there is a `{`, which gets a label of its own.
+fn missing_brace(text: &str, pos: usize) -> Option<Diag> {
+    let pos = pos.min(text.len());
+    let item =
+        word_at(text, pos).filter(|w| w.start == pos && ITEM_KEYWORDS.contains(&text_of(text, *w)));
+    if item.is_none() && skip_blank(text, pos) < text.len() {
+        return None;
+    }
+    let brace = unclosed_brace(text, pos)?;
+    let closed = format!("{}}}\n{}", &text[..pos], &text[pos..]);
+    if let Err(e) = MmaParser::parse(Rule::file, &closed)
+        && error_start(&e) <= pos
+    {
+        return None;
+    }
+    let what = brace.what.unwrap_or_else(|| "this block".to_string());
+    let end_of = what.replacen("this ", "the ", 1);
+    let (span, label, help) = match item {
+        Some(w) => (
+            w,
+            format!("expected `}}` before this `{}`", text_of(text, w)),
+            format!(
+                "add a `}}` at the end of {end_of}, before `{}`",
+                text_of(text, w)
+            ),
+        ),
+        None => (
+            error_span(text, text.len(), text.len()),
+            "the file ends here".to_string(),
+            format!("add a `}}` at the end of {end_of}"),
+        ),
+    };
+    Some(
+        Diag::new(
+            Code::Syntax,
+            span,
+            format!("{what} is missing its closing `}}`"),
+        )
+        .label(label)
+        .also(
+            Span::new(brace.at, brace.at + 1),
+            "this `{` is never closed",
+        )
+        .help(help),
+    )
 }
 
 fn ident(p: Pair<Rule>) -> Ident {
@@ -674,5 +1152,387 @@ mod tests {
         let e = parse("arch x\npipeline p( { }").unwrap_err();
         assert_eq!(e.code, Code::Syntax);
         assert!(e.span.start >= 18, "{:?}", e.span);
+    }
+
+    #[test]
+    fn error_spans_stay_inside_the_text() {
+        // a position covers the character there, a whole one
+        assert_eq!(error_span("ab", 0, 0), Span::new(0, 1));
+        assert_eq!(error_span("a\u{e9}b", 1, 1), Span::new(1, 3));
+        assert_eq!(error_span("a\u{e9}b", 2, 2), Span::new(1, 3));
+        // at the end: the character after the last non-blank one, else the last one
+        assert_eq!(error_span("ab\n\n", 4, 4), Span::new(2, 3));
+        assert_eq!(error_span("ab", 2, 2), Span::new(1, 2));
+        assert_eq!(error_span("a\u{e9}", 3, 3), Span::new(1, 3));
+        assert_eq!(error_span("ab", 7, 9), Span::new(1, 2));
+        assert_eq!(error_span("", 0, 1), Span::new(0, 0));
+        // a real span is kept, clipped to the text
+        assert_eq!(error_span("abcd", 1, 3), Span::new(1, 3));
+        assert_eq!(error_span("abcd", 1, 30), Span::new(1, 4));
+    }
+
+    #[test]
+    fn syntax_errors_of_truncated_text_point_inside_it() {
+        let src = "arch demo \"d\u{e9}mo\"\npipeline p(F) {\n    multiply exact // \u{2192} exact\n    align products, c to max exponent keep F bits round toward_zero\n}\n";
+        for cut in (0..=src.len()).filter(|&i| src.is_char_boundary(i)) {
+            let text = &src[..cut];
+            if let Err(e) = parse(text) {
+                let s = e.span;
+                assert!(s.start <= s.end && s.end <= text.len(), "{cut}: {s:?}");
+                assert!(text.is_char_boundary(s.start) && text.is_char_boundary(s.end));
+                assert!(text.is_empty() || s.start < s.end, "{cut}: empty span");
+            }
+        }
+    }
+
+    /// The misspelled word of `src`'s syntax error and the help, or the error's message.
+    fn suggestion(src: &str) -> (String, String) {
+        let e = parse(src).unwrap_err();
+        match e
+            .help
+            .as_deref()
+            .and_then(|h| h.strip_prefix("did you mean "))
+        {
+            Some(h) => (src[e.span.start..e.span.end].to_string(), h.to_string()),
+            None => (String::new(), e.message),
+        }
+    }
+
+    /// A pipeline whose second stage is `stages`.
+    fn pipeline(stages: &str) -> String {
+        format!("pipeline p(F) {{\n    multiply exact\n    {stages}\n}}\n")
+    }
+
+    #[test]
+    fn misspelled_keywords_get_a_suggestion() {
+        let cases = [
+            // where an item, a stage or an instruction statement starts
+            (
+                "arch x\npipline t(F) {\n}\n".to_string(),
+                "pipline",
+                "`pipeline`?",
+            ),
+            (
+                "instruction x {\n    shpe 16 x 8 x 16\n}\n".to_string(),
+                "shpe",
+                "`shape`?",
+            ),
+            (
+                pipeline("allign products, c to max exponent keep F bits round toward_zero"),
+                "allign",
+                "`align`?",
+            ),
+            // a later keyword of a rule that starts with several
+            (
+                pipeline("align products, c to max exponnt keep F bits round toward_zero"),
+                "exponnt",
+                "`exponent`?",
+            ),
+            (
+                pipeline("flush subnormol a to zero"),
+                "subnormol",
+                "`subnormal`?",
+            ),
+            (pipeline("chain evry 16"), "evry", "`every`?"),
+            (pipeline("zero exponnt -133"), "exponnt", "`exponent`?"),
+            (
+                pipeline("add pairwise grups of 2 in f32 round down"),
+                "grups",
+                "`groups`?",
+            ),
+            // a keyword where another one close to it belongs
+            (pipeline("multiply exact, scale"), "scale", "`scaled`?"),
+            (pipeline("multiply exct"), "exct", "`exact`?"),
+            // after an expression, where pest names only the operators
+            (
+                pipeline("align products, c to max exponent keep F bitz round toward_zero"),
+                "bitz",
+                "`bits`?",
+            ),
+            (
+                pipeline("align products, c to max exponent keep F bits rund toward_zero"),
+                "rund",
+                "`round`?",
+            ),
+            // a keyword with letters after it
+            (pipeline("sum exactt"), "exactt", "`exact`?"),
+        ];
+        for (src, word, help) in cases {
+            assert_eq!(
+                suggestion(&src),
+                (word.to_string(), help.to_string()),
+                "{src}"
+            );
+        }
+    }
+
+    #[test]
+    fn suggestions_say_what_was_expected() {
+        let e = parse(&pipeline("allign products, c to max exponent")).unwrap_err();
+        assert_eq!(
+            e.message,
+            "syntax error: expected a pipeline stage, found `allign`"
+        );
+        assert_eq!(e.label, "not a keyword");
+        let e = parse(&pipeline("zero exponnt -133")).unwrap_err();
+        assert_eq!(
+            e.message,
+            "syntax error: expected `exponent` or `result` after `zero`, found `exponnt`"
+        );
+        let e = parse(&pipeline("multiply exact, scale")).unwrap_err();
+        assert_eq!(e.label, "not valid here");
+        let e = parse(&pipeline("multiply exct")).unwrap_err();
+        assert_eq!(
+            e.message,
+            "syntax error: expected `and`, `exact`, `integer`, `round to` or `xor`, found `exct`"
+        );
+        let e = parse(&pipeline("accumulate in f32 rund down")).unwrap_err();
+        assert_eq!(e.message, "syntax error: unexpected `rund`");
+    }
+
+    #[test]
+    fn nothing_close_keeps_the_plain_error() {
+        for src in [
+            pipeline("frobnicate products, c to max exponent"),
+            pipeline("align products, c to max exponent keep F widgets round down"),
+            "instruction x {\n    sh 16 x 8 x 16\n}\n".to_string(),
+        ] {
+            let e = parse(&src).unwrap_err();
+            assert_eq!(e.help.as_deref(), Some(SYNTAX_HELP), "{src}");
+            assert!(e.message.starts_with("syntax error: expected "), "{src}");
+        }
+    }
+
+    #[test]
+    fn words_are_read_past_blanks_and_comments() {
+        let text = "align  max // note\n  exponnt, c\n16x _y";
+        let words: Vec<&str> = words_from(text, 0, 9)
+            .into_iter()
+            .map(|w| text_of(text, w))
+            .collect();
+        assert_eq!(words, ["align", "max", "exponnt"]);
+        assert_eq!(words_from(text, 7, 2).len(), 2);
+        // in a word, right after one, or neither; numbers are not words
+        assert_eq!(word_at(text, 2), Some(Span::new(0, 5)));
+        assert_eq!(word_at(text, 5), Some(Span::new(0, 5)));
+        assert_eq!(word_at(text, 6), None);
+        assert_eq!(word_at(text, 32), None);
+        assert_eq!(word_at(text, 35), None);
+        assert_eq!(word_at(text, 36), Some(Span::new(36, 38)));
+        assert_eq!(word_at(text, 99), Some(Span::new(36, 38)));
+        assert_eq!(skip_blank(text, 10), 21);
+    }
+
+    /// The literals of the grammar's `keyword` rule.
+    fn grammar_keywords() -> Vec<&'static str> {
+        let grammar = include_str!("../../grammar/mma.pest");
+        let start = grammar.find("keyword = @{").unwrap();
+        let body = &grammar[start..start + grammar[start..].find("!ident_char").unwrap()];
+        body.split('"').skip(1).step_by(2).collect()
+    }
+
+    #[test]
+    fn keyword_list_is_the_grammars() {
+        let mut ours = KEYWORDS.to_vec();
+        let mut grammar = grammar_keywords();
+        ours.sort();
+        grammar.sort();
+        assert_eq!(ours, grammar);
+    }
+
+    /// Every keyword list of [`RULE_KEYWORDS`] is how its rule starts: the rule reads all of
+    /// it, and the words are keywords (or one of the few other literals).
+    #[test]
+    fn rule_keyword_table_follows_the_grammar() {
+        let other_literals = ["c", "even", "odd", "x"];
+        for (rule, lists) in RULE_KEYWORDS {
+            for list in *lists {
+                assert!(list.len() <= LONGEST_KEYWORD_LIST, "{rule:?}");
+                let src = list.join(" ");
+                match MmaParser::parse(*rule, &src) {
+                    Ok(_) => {}
+                    Err(e) => assert!(error_start(&e) >= src.len(), "{rule:?} on {src:?}: {e}"),
+                }
+                for kw in *list {
+                    assert!(KEYWORDS.contains(kw) || other_literals.contains(kw), "{kw}");
+                }
+            }
+        }
+    }
+
+    /// Every rule of the grammar that starts with keywords is in [`RULE_KEYWORDS`], with
+    /// those keywords as its first list.
+    #[test]
+    fn rules_starting_with_keywords_are_in_the_table() {
+        let grammar = include_str!("../../grammar/mma.pest");
+        let mut checked = 0;
+        for line in grammar.lines() {
+            let Some((name, body)) = line.split_once('=') else {
+                continue;
+            };
+            let name = name.trim();
+            let body = body.trim_start().trim_start_matches(['_', '@', '$', '!']);
+            let Some(body) = body.strip_prefix('{') else {
+                continue;
+            };
+            if name.is_empty() || name.contains(' ') || name.starts_with("//") {
+                continue;
+            }
+            // the run of `"word" ~` the rule opens with
+            let mut lead = vec![];
+            let mut rest = body.trim_start();
+            while let Some(r) = rest.strip_prefix('"') {
+                let (lit, after) = r.split_once('"').unwrap();
+                if !lit.bytes().all(|b| b.is_ascii_alphabetic()) {
+                    break;
+                }
+                lead.push(lit);
+                match after.trim_start().strip_prefix('~') {
+                    Some(a) => rest = a.trim_start(),
+                    None => break,
+                }
+            }
+            if lead.is_empty() || name == "keyword" {
+                continue;
+            }
+            let entry = RULE_KEYWORDS
+                .iter()
+                .find(|(r, _)| format!("{r:?}") == name)
+                .unwrap_or_else(|| panic!("rule {name} starts with {lead:?} but has no entry"));
+            assert_eq!(entry.1[0], lead.as_slice(), "{name}");
+            checked += 1;
+        }
+        assert!(checked > 30, "only {checked} rules found in the grammar");
+    }
+
+    /// The innermost `{` open at the end of `text`: its offset and how it is named.
+    fn open_at_end(text: &str) -> Option<(usize, Option<String>)> {
+        unclosed_brace(text, text.len()).map(|b| (b.at, b.what))
+    }
+
+    /// The offset of the `{` that ends the first `before` in `text`.
+    fn brace_of(text: &str, before: &str) -> usize {
+        text.find(before).unwrap() + before.len() - 1
+    }
+
+    #[test]
+    fn unclosed_braces_are_found_by_their_construct() {
+        let cases = [
+            (
+                "pipeline t_fdpa(F, rho = match out { f16 => nearest_even }) {\n    chain every 4\n",
+                ") {",
+                "`pipeline t_fdpa`",
+            ),
+            (
+                "instruction mma.m16n8k{K}.{D} {\n    for K in [8, 16]\n",
+                "} {",
+                "`instruction mma.m16n8k{K}.{D}`",
+            ),
+            ("format e3m2x { exponent = 3", "x {", "`format e3m2x`"),
+            // the innermost one
+            (
+                "instruction x {\n    uses p(L = match K { 8 => 1",
+                "K {",
+                "this `match`",
+            ),
+            // a keyword inside a name does not name a block
+            (
+                "instruction mma.format {",
+                "t {",
+                "`instruction mma.format`",
+            ),
+        ];
+        for (text, before, what) in cases {
+            let at = brace_of(text, before);
+            assert_eq!(
+                open_at_end(text),
+                Some((at, Some(what.to_string()))),
+                "{text}"
+            );
+        }
+        // all closed, or the innermost open bracket is not a `{`
+        assert_eq!(open_at_end("format x { a = 1 }\n"), None);
+        assert_eq!(open_at_end("instruction x {\n    uses p(L = 1"), None);
+        assert_eq!(open_at_end("instruction x {\n    for K in [8"), None);
+        // a `{` with no block keyword before it
+        assert_eq!(open_at_end("x {"), Some((2, None)));
+        // a placeholder's `{` does not take the instruction's name
+        assert!(is_placeholder("a{K}", 1) && !is_placeholder("a {K}", 2));
+        assert!(!is_placeholder("a{\n", 1) && !is_placeholder("a{K", 1));
+    }
+
+    #[test]
+    fn braces_in_comments_and_strings_do_not_count() {
+        let text = "arch x \"a { b\"\n// a } here\nformat f { // and { here\n    a = \"}\"\n";
+        let at = brace_of(text, "f {");
+        assert_eq!(
+            open_at_end(text),
+            Some((at, Some("`format f`".to_string())))
+        );
+        assert_eq!(open_at_end(&format!("{text}}}\n// {{\n")), None);
+        // an unterminated string ends at the end of its line
+        let text = "arch x \"a { b\npipeline p() {\n";
+        let at = brace_of(text, ") {");
+        assert_eq!(
+            open_at_end(text),
+            Some((at, Some("`pipeline p`".to_string())))
+        );
+        // a stray closer is ignored; the scan stops at the position given
+        let text = "pipeline p() { ) ] \n multiply exact }";
+        assert_eq!(open_at_end(text), None);
+        assert_eq!(unclosed_brace(text, 20).map(|b| b.at), Some(13));
+    }
+
+    #[test]
+    fn a_missing_brace_points_at_the_open_one() {
+        // at the end of the text
+        let src = "arch demo\npipeline p(F) {\n    multiply exact\n";
+        let e = parse(src).unwrap_err();
+        assert_eq!(e.message, "`pipeline p` is missing its closing `}`");
+        assert_eq!(e.label, "the file ends here");
+        assert_eq!(e.span, Span::new(src.len() - 1, src.len()));
+        assert_eq!(
+            e.secondary,
+            vec![(Span::new(24, 25), "this `{` is never closed".to_string())]
+        );
+        assert_eq!(
+            e.help.as_deref(),
+            Some("add a `}` at the end of `pipeline p`")
+        );
+        // before the next item
+        let src = "format f { exponent = 3, mantissa = 2\npipeline p() {\n}\n";
+        let e = parse(src).unwrap_err();
+        assert_eq!(e.message, "`format f` is missing its closing `}`");
+        assert_eq!(
+            (e.span, e.label.as_str()),
+            (Span::new(38, 46), "expected `}` before this `pipeline`")
+        );
+        assert_eq!(e.secondary[0].0, Span::new(9, 10));
+        // the innermost open `{`
+        let src = "instruction x {\n    uses p(L = match K { 8 => 1, _ => 2 )\n";
+        let e = parse(src).unwrap_err();
+        assert!(e.secondary.is_empty(), "{e:?}");
+        let src = "instruction x {\n    uses p(L = match K { 8 => 1, _ => 2";
+        let e = parse(src).unwrap_err();
+        assert_eq!(e.message, "this `match` is missing its closing `}`");
+        assert_eq!(e.secondary[0].0.start, src.rfind('{').unwrap());
+        let src = "pipeline p(L = match K { 8 => 1\n";
+        let e = parse(src).unwrap_err();
+        assert_eq!(e.message, "this `match` is missing its closing `}`");
+        assert_eq!(
+            e.help.as_deref(),
+            Some("add a `}` at the end of the `match`")
+        );
+    }
+
+    #[test]
+    fn an_unfinished_statement_is_not_a_missing_brace() {
+        // a `}` would not be read where the text ends
+        let e = parse("instruction x {\n    shape 16 x 8 x").unwrap_err();
+        assert_eq!(e.message, "syntax error: expected an expression");
+        assert!(e.secondary.is_empty());
+        // an item keyword where a name belongs
+        let e = parse("import\npipeline p() {\n}\n").unwrap_err();
+        assert!(e.secondary.is_empty(), "{e:?}");
     }
 }
