@@ -1,85 +1,19 @@
-//! The subcommands: each reads its inputs, calls the compiler or runtime, prints data to
-//! stdout and diagnostics to stderr, and returns the exit code.
+//! The spec and vector subcommands: `check`, `list`, `show`, `probe`, `run` (one dot
+//! product, on the JIT or the interpreter) and `test` (conformance vectors). Each reads its
+//! inputs, calls the compiler or runtime, prints data to stdout and diagnostics to stderr,
+//! and returns the exit code.
 
-use super::{Command, Engine};
-use mmac_compiler::engine::Operands;
+use super::Engine;
+use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, instruction, load};
+use mmac_compiler::engine::{EvalError, Operands};
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
+use mmac_compiler::jit;
 use mmac_runtime::listing;
-use mmac_runtime::specs::{self, LoadedSpec};
+use mmac_runtime::specs;
 use std::path::Path;
 
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_FAILED: i32 = 1;
-pub const EXIT_USAGE: i32 = 2;
-
-pub fn dispatch(cmd: Command, color: bool) -> i32 {
-    match cmd {
-        Command::Check { files } => check(&files, color),
-        Command::List { file, markdown } => list(&file, markdown, color),
-        Command::Run {
-            file,
-            instr,
-            c,
-            a,
-            b,
-            sa,
-            sb,
-            engine,
-            trace,
-        } => run(
-            &file,
-            &instr,
-            &c,
-            &a,
-            &b,
-            sa.as_deref(),
-            sb.as_deref(),
-            engine,
-            trace,
-            color,
-        ),
-        Command::Test {
-            spec,
-            vectors,
-            engine,
-        } => test(&spec, &vectors, engine, color),
-        Command::Compile { file, emit } => super::jit::compile(&file, emit, color),
-        Command::Bench {
-            file,
-            instr,
-            engine,
-            json,
-        } => super::jit::bench(&file, &instr, engine, json, color),
-        Command::Probe { file, instr } => probe(&file, instr.as_deref(), color),
-        Command::Show { file, instr } => show(&file, &instr, color),
-        Command::Mma { args, c } => super::matrix::run(&args, Some(&c), None, true, color),
-        Command::Gemm { args, c, threads } => {
-            super::matrix::run(&args, c.as_deref(), threads, false, color)
-        }
-    }
-}
-
-/// The named instruction of a loaded spec, or a usage error on stderr.
-pub(super) fn instruction<'s>(spec: &'s LoadedSpec, name: &str) -> Result<&'s Instruction, i32> {
-    spec.spec.instruction(name).ok_or_else(|| {
-        let file = spec.path.display();
-        eprintln!("error: `{file}` declares no instruction `{name}`\n  help: `mmac list {file}` shows its instructions");
-        EXIT_USAGE
-    })
-}
-
-pub(super) fn load(path: &Path, color: bool) -> Result<LoadedSpec, i32> {
-    specs::load_file(path).map_err(|e| {
-        eprint!("{}", e.render(color));
-        match e {
-            specs::LoadError::Io(..) => EXIT_USAGE,
-            specs::LoadError::Invalid(_) => EXIT_FAILED,
-        }
-    })
-}
-
-fn check(files: &[std::path::PathBuf], color: bool) -> i32 {
+pub fn check(files: &[std::path::PathBuf], color: bool) -> i32 {
     let mut code = EXIT_OK;
     for f in files {
         match specs::load_file(f) {
@@ -104,7 +38,7 @@ fn check(files: &[std::path::PathBuf], color: bool) -> i32 {
     code
 }
 
-fn list(file: &Path, markdown: bool, color: bool) -> i32 {
+pub fn list(file: &Path, markdown: bool, color: bool) -> i32 {
     let s = match load(file, color) {
         Ok(s) => s,
         Err(c) => return c,
@@ -119,7 +53,7 @@ fn list(file: &Path, markdown: bool, color: bool) -> i32 {
     EXIT_OK
 }
 
-fn show(file: &Path, name: &str, color: bool) -> i32 {
+pub fn show(file: &Path, name: &str, color: bool) -> i32 {
     let s = match load(file, color) {
         Ok(s) => s,
         Err(c) => return c,
@@ -136,7 +70,7 @@ fn show(file: &Path, name: &str, color: bool) -> i32 {
     }
 }
 
-fn probe(file: &Path, instr: Option<&str>, color: bool) -> i32 {
+pub fn probe(file: &Path, instr: Option<&str>, color: bool) -> i32 {
     let s = match load(file, color) {
         Ok(s) => s,
         Err(c) => return c,
@@ -179,7 +113,7 @@ fn parse_hex_list(s: &str, what: &str) -> Result<Vec<u64>, String> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run(
+pub fn run(
     file: &Path,
     instr: &str,
     c: &str,
@@ -251,7 +185,7 @@ fn run(
     let result = if trace {
         interp::run_traced(inst, &ops)
     } else if engine == Engine::Jit {
-        super::jit::run_one(&s.spec, inst, &ops).map(|d| (d, vec![]))
+        run_one(inst, &ops).map(|d| (d, vec![]))
     } else {
         interp::run(inst, &ops).map(|d| (d, vec![]))
     };
@@ -275,7 +209,21 @@ fn run(
     }
 }
 
-fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> i32 {
+/// One dot product on the JIT; an instruction the JIT refuses runs on the interpreter
+/// after a note on stderr.
+fn run_one(inst: &Instruction, ops: &Operands) -> Result<u64, EvalError> {
+    let refused = match jit::compile_instruction(inst) {
+        Ok(c) => match c.kernel(&inst.name) {
+            Ok(k) => return k.dot(ops),
+            Err(e) => e,
+        },
+        Err(e) => e,
+    };
+    eprintln!("note: {refused}; using the interpreter");
+    interp::run(inst, ops)
+}
+
+pub fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> i32 {
     let (loaded, errors) = specs::load_all(spec);
     for e in &errors {
         eprint!("{}", e.render(color));

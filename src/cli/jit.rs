@@ -1,13 +1,12 @@
 //! The JIT subcommands: `compile` (JIT-compile a whole spec, optionally printing the
 //! Cranelift IR) and `bench` (time an instruction on either engine against a native f32
-//! dot product), plus the single-dot JIT path `run` uses.
+//! dot product).
 
 use super::Engine;
-use super::commands::{EXIT_FAILED, EXIT_OK, load};
+use super::common::{EXIT_FAILED, EXIT_OK, instruction, load};
 use clap::ValueEnum;
-use mmac_compiler::engine::{EvalError, Operands};
+use mmac_compiler::engine::Operands;
 use mmac_compiler::interp;
-use mmac_compiler::ir::{Instruction, Spec};
 use mmac_compiler::jit;
 use mmac_compiler::records::{Records, Rng};
 use std::hint::black_box;
@@ -22,24 +21,6 @@ pub enum Emit {
     Clif,
     /// The machine code of every kernel's dot entry.
     Asm,
-}
-
-/// One dot product on the JIT; an instruction the JIT refuses runs on the interpreter
-/// after a note on stderr.
-pub fn run_one(spec: &Spec, inst: &Instruction, ops: &Operands) -> Result<u64, EvalError> {
-    let _ = spec;
-    match jit::compile_instruction(inst) {
-        Ok(c) => match c.kernel(&inst.name) {
-            Ok(k) => k.dot(ops),
-            Err(e) => fallback(inst, ops, &e),
-        },
-        Err(e) => fallback(inst, ops, &e),
-    }
-}
-
-fn fallback(inst: &Instruction, ops: &Operands, e: &jit::JitError) -> Result<u64, EvalError> {
-    eprintln!("note: {e}; using the interpreter");
-    interp::run(inst, ops)
 }
 
 pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> i32 {
@@ -124,7 +105,7 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
         Ok(s) => s,
         Err(c) => return c,
     };
-    let inst = match super::commands::instruction(&s, instr) {
+    let inst = match instruction(&s, instr) {
         Ok(i) => i,
         Err(code) => return code,
     };

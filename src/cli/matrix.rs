@@ -1,6 +1,6 @@
 //! `mmac mma` and `mmac gemm`: instructions and GEMMs on .npy matrices.
 
-use super::commands::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, load};
+use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, instruction, load};
 use super::{Engine, MatrixArgs};
 use mmac_runtime::gemm::{self, Interpreter, Problem};
 use mmac_runtime::matrix::{self, Matrix};
@@ -20,7 +20,7 @@ pub fn run(
         Ok(s) => s,
         Err(code) => return code,
     };
-    let inst = match super::commands::instruction(&spec, &args.instr) {
+    let inst = match instruction(&spec, &args.instr) {
         Ok(i) => i,
         Err(code) => return code,
     };

@@ -1,6 +1,9 @@
-//! Command-line parsing (clap) and the subcommands.
+//! Command-line parsing (clap) and dispatch to the subcommands: `commands` (check, list,
+//! show, probe, run, test), `jit` (compile, bench) and `matrix` (mma, gemm), which share
+//! only the leaf `common`.
 
 mod commands;
+mod common;
 mod jit;
 mod matrix;
 
@@ -192,5 +195,52 @@ pub fn main() -> i32 {
                 && std::env::var_os("NO_COLOR").is_none()
         }
     };
-    commands::dispatch(cli.command, color)
+    dispatch(cli.command, color)
+}
+
+fn dispatch(cmd: Command, color: bool) -> i32 {
+    match cmd {
+        Command::Check { files } => commands::check(&files, color),
+        Command::List { file, markdown } => commands::list(&file, markdown, color),
+        Command::Run {
+            file,
+            instr,
+            c,
+            a,
+            b,
+            sa,
+            sb,
+            engine,
+            trace,
+        } => commands::run(
+            &file,
+            &instr,
+            &c,
+            &a,
+            &b,
+            sa.as_deref(),
+            sb.as_deref(),
+            engine,
+            trace,
+            color,
+        ),
+        Command::Test {
+            spec,
+            vectors,
+            engine,
+        } => commands::test(&spec, &vectors, engine, color),
+        Command::Compile { file, emit } => jit::compile(&file, emit, color),
+        Command::Bench {
+            file,
+            instr,
+            engine,
+            json,
+        } => jit::bench(&file, &instr, engine, json, color),
+        Command::Probe { file, instr } => commands::probe(&file, instr.as_deref(), color),
+        Command::Show { file, instr } => commands::show(&file, &instr, color),
+        Command::Mma { args, c } => matrix::run(&args, Some(&c), None, true, color),
+        Command::Gemm { args, c, threads } => {
+            matrix::run(&args, c.as_deref(), threads, false, color)
+        }
+    }
 }
