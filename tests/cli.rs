@@ -208,3 +208,86 @@ fn show_prints_a_resolved_spec_that_checks() {
     );
     assert!(mmac_compiler::compile("shown.mma", &out).is_ok());
 }
+
+/// Run mmac with stdout on a pipe that the reader closes after `keep` lines (at once for
+/// 0), as `mmac ... | head -n keep` does; returns the exit code and stderr.
+fn with_closed_stdout(args: &[&str], keep: usize) -> (Option<i32>, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mmac"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mmac runs");
+    let pipe = child.stdout.take().unwrap();
+    if keep > 0 {
+        let mut lines = std::io::BufReader::new(pipe).lines();
+        for _ in 0..keep {
+            lines.next().expect("a line").expect("readable");
+        }
+    } // the pipe's read end is dropped here
+    let o = child.wait_with_output().unwrap();
+    (o.status.code(), stderr(&o))
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let f16 = mmac_compiler::format::builtin("f16").unwrap();
+    let f32 = mmac_compiler::format::builtin("f32").unwrap();
+    let zeros = |rows, cols| mmac_runtime::matrix::Matrix::filled(rows, cols, 0);
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    mmac_runtime::matrix::write(dir.path().join("a.npy").as_path(), &f16, &zeros(16, 16)).unwrap();
+    mmac_runtime::matrix::write(dir.path().join("b.npy").as_path(), &f16, &zeros(16, 8)).unwrap();
+    mmac_runtime::matrix::write(dir.path().join("c.npy").as_path(), &f32, &zeros(16, 8)).unwrap();
+    let hopper_f16 = ["--instr", "mma.m16n8k16.f32.f16.f16.f32"];
+    let (a, b, c, d) = (path("a.npy"), path("b.npy"), path("c.npy"), path("d.npy"));
+    let runs: Vec<(Vec<&str>, usize)> = vec![
+        (vec!["list", "specs/hopper.mma"], 1),
+        (vec!["probe", "specs/hopper.mma"], 1),
+        (vec!["list", "specs/hopper.mma"], 0),
+        (vec!["list", "specs/hopper.mma", "--markdown"], 0),
+        (vec!["probe", "specs/volta.mma"], 0),
+        ([&["show", "specs/hopper.mma"][..], &hopper_f16].concat(), 0),
+        (vec!["compile", "specs/volta.mma", "--emit", "clif"], 1),
+        (vec!["compile", "specs/volta.mma"], 0),
+        (
+            vec!["test", "specs", "--vectors", "tests/data/hopper_small.mmv"],
+            0,
+        ),
+        (
+            [
+                &["run", "specs/hopper.mma"][..],
+                &hopper_f16,
+                &["--c", "0", "--a", "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0"],
+                &["--b", "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0"],
+            ]
+            .concat(),
+            0,
+        ),
+        (
+            [&["bench", "specs/hopper.mma"][..], &hopper_f16].concat(),
+            0,
+        ),
+        (
+            [
+                &["mma", "specs/hopper.mma"][..],
+                &hopper_f16,
+                &["--a", &a, "--b", &b, "--c", &c, "-o", &d, "--report"],
+            ]
+            .concat(),
+            0,
+        ),
+    ];
+    for (args, keep) in runs {
+        let (code, err) = with_closed_stdout(&args, keep);
+        assert!(
+            !err.contains("panicked") && code != Some(101),
+            "`mmac {}` after {keep} lines: exit {code:?}\n{err}",
+            args.join(" ")
+        );
+        assert_eq!(code, Some(0), "`mmac {}`: {err}", args.join(" "));
+    }
+}

@@ -4,16 +4,17 @@
 //! and returns the exit code.
 
 use super::Engine;
-use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, instruction, load};
+use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, instruction, load};
 use mmac_compiler::engine::{EvalError, Operands};
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
 use mmac_compiler::jit;
 use mmac_runtime::listing;
 use mmac_runtime::specs;
+use std::io::Write as _;
 use std::path::Path;
 
-pub fn check(files: &[std::path::PathBuf], color: bool) -> i32 {
+pub fn check(files: &[std::path::PathBuf], color: bool) -> Outcome {
     let mut code = EXIT_OK;
     for f in files {
         match specs::load_file(f) {
@@ -35,51 +36,40 @@ pub fn check(files: &[std::path::PathBuf], color: bool) -> i32 {
             }
         }
     }
-    code
+    Ok(code)
 }
 
-pub fn list(file: &Path, markdown: bool, color: bool) -> i32 {
-    let s = match load(file, color) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
+pub fn list(file: &Path, markdown: bool, color: bool) -> Outcome {
+    let s = load(file, color)?;
+    let mut out = std::io::stdout().lock();
     if markdown {
-        print!("{}", listing::markdown(&s.spec));
+        write!(out, "{}", listing::markdown(&s.spec))?;
     } else {
         for i in &s.spec.instructions {
-            println!("{}", listing::line(i));
+            writeln!(out, "{}", listing::line(i))?;
         }
     }
-    EXIT_OK
+    out.flush()?;
+    Ok(EXIT_OK)
 }
 
-pub fn show(file: &Path, name: &str, color: bool) -> i32 {
-    let s = match load(file, color) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
-    match instruction(&s, name) {
-        Ok(inst) => {
-            print!(
-                "{}",
-                mmac_compiler::printer::print_instruction(&s.spec.arch, inst)
-            );
-            EXIT_OK
-        }
-        Err(code) => code,
-    }
+pub fn show(file: &Path, name: &str, color: bool) -> Outcome {
+    let s = load(file, color)?;
+    let inst = instruction(&s, name)?;
+    let mut out = std::io::stdout().lock();
+    write!(
+        out,
+        "{}",
+        mmac_compiler::printer::print_instruction(&s.spec.arch, inst)
+    )?;
+    out.flush()?;
+    Ok(EXIT_OK)
 }
 
-pub fn probe(file: &Path, instr: Option<&str>, color: bool) -> i32 {
-    let s = match load(file, color) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
+pub fn probe(file: &Path, instr: Option<&str>, color: bool) -> Outcome {
+    let s = load(file, color)?;
     let chosen: Vec<_> = match instr {
-        Some(name) => match instruction(&s, name) {
-            Ok(i) => vec![i],
-            Err(code) => return code,
-        },
+        Some(name) => vec![instruction(&s, name)?],
         None => {
             // one instruction per distinct arithmetic: shape families answer alike
             let mut seen = std::collections::HashSet::new();
@@ -95,10 +85,12 @@ pub fn probe(file: &Path, instr: Option<&str>, color: bool) -> i32 {
                 .collect()
         }
     };
+    let mut out = std::io::stdout().lock();
     for i in chosen {
-        println!("{}\n{}", i.name, mmac_runtime::probes::report(i));
+        writeln!(out, "{}\n{}", i.name, mmac_runtime::probes::report(i))?;
     }
-    EXIT_OK
+    out.flush()?;
+    Ok(EXIT_OK)
 }
 
 fn parse_hex_list(s: &str, what: &str) -> Result<Vec<u64>, String> {
@@ -124,15 +116,9 @@ pub fn run(
     engine: Engine,
     trace: bool,
     color: bool,
-) -> i32 {
-    let s = match load(file, color) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
-    let inst = match instruction(&s, instr) {
-        Ok(i) => i,
-        Err(code) => return code,
-    };
+) -> Outcome {
+    let s = load(file, color)?;
+    let inst = instruction(&s, instr)?;
     let parsed = (|| -> Result<_, String> {
         let c = parse_hex_list(c, "c")?;
         if c.len() != 1 {
@@ -154,7 +140,7 @@ pub fn run(
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: {e}");
-            return EXIT_USAGE;
+            return Ok(EXIT_USAGE);
         }
     };
     for (name, vals, f) in [
@@ -172,7 +158,7 @@ pub fn run(
                 f.name,
                 f.storage_bits()
             );
-            return EXIT_USAGE;
+            return Ok(EXIT_USAGE);
         }
     }
     let ops = Operands {
@@ -191,20 +177,23 @@ pub fn run(
     };
     match result {
         Ok((d, lines)) => {
+            let mut out = std::io::stdout().lock();
             for l in lines {
-                println!("{l}");
+                writeln!(out, "{l}")?;
             }
-            println!(
+            writeln!(
+                out,
                 "d={:0w$x} {}",
                 d,
                 inst.d.decode(d).describe(),
                 w = inst.d.hex_digits()
-            );
-            EXIT_OK
+            )?;
+            out.flush()?;
+            Ok(EXIT_OK)
         }
         Err(e) => {
             eprintln!("error: {e}");
-            EXIT_USAGE
+            Ok(EXIT_USAGE)
         }
     }
 }
@@ -223,14 +212,14 @@ fn run_one(inst: &Instruction, ops: &Operands) -> Result<u64, EvalError> {
     interp::run(inst, ops)
 }
 
-pub fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> i32 {
+pub fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> Outcome {
     let (loaded, errors) = specs::load_all(spec);
     for e in &errors {
         eprint!("{}", e.render(color));
     }
     if !vectors.exists() {
         eprintln!("error: {}: no such file or folder", vectors.display());
-        return EXIT_USAGE;
+        return Ok(EXIT_USAGE);
     }
     let engine = match engine {
         Engine::Interp => mmac_runtime::conformance::Engine::Interp,
@@ -238,17 +227,19 @@ pub fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> i32 {
     };
     match mmac_runtime::conformance::run_with(&loaded, vectors, engine) {
         Ok(sum) => {
-            print!("{}", sum.report);
-            println!("{} passed, {} failed", sum.passed, sum.failed);
-            if sum.failed > 0 || !errors.is_empty() {
+            let mut out = std::io::stdout().lock();
+            write!(out, "{}", sum.report)?;
+            writeln!(out, "{} passed, {} failed", sum.passed, sum.failed)?;
+            out.flush()?;
+            Ok(if sum.failed > 0 || !errors.is_empty() {
                 EXIT_FAILED
             } else {
                 EXIT_OK
-            }
+            })
         }
         Err(e) => {
             eprintln!("error: reading {}: {e}", vectors.display());
-            EXIT_USAGE
+            Ok(EXIT_USAGE)
         }
     }
 }

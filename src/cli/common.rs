@@ -1,9 +1,11 @@
-//! What every subcommand shares: the exit codes, loading a spec and looking up one of its
-//! instructions (each printing its own diagnostic). A leaf: it imports nothing from the
-//! other modules of `cli`.
+//! What every subcommand shares: the exit codes, how a subcommand stops ([`Halt`]: a
+//! diagnostic already printed, or a failed write to stdout, quiet for a closed pipe),
+//! loading a spec and looking up one of its instructions (each printing its own
+//! diagnostic). A leaf: it imports nothing from the other modules of `cli`.
 
 use mmac_compiler::ir::Instruction;
 use mmac_runtime::specs::{self, LoadedSpec};
+use std::io;
 use std::path::Path;
 
 /// Success.
@@ -13,23 +15,55 @@ pub const EXIT_FAILED: i32 = 1;
 /// Bad usage or unreadable input.
 pub const EXIT_USAGE: i32 = 2;
 
+/// Why a subcommand stopped before finishing.
+#[derive(Debug)]
+pub enum Halt {
+    /// The diagnostic is on stderr; exit with this code.
+    Exit(i32),
+    /// Writing to stdout failed (`mmac list F | head -1` closes the pipe early).
+    Stdout(io::Error),
+}
+
+impl From<io::Error> for Halt {
+    fn from(e: io::Error) -> Halt {
+        Halt::Stdout(e)
+    }
+}
+
+/// What a subcommand returns: the exit code once it has finished, or why it stopped.
+/// Subcommands write data through a locked stdout with `writeln!(out, ...)?`.
+pub type Outcome = Result<i32, Halt>;
+
+/// The process exit code of a subcommand's outcome. A closed stdout is the reader's
+/// choice, not an error: it ends quietly with success.
+pub fn exit_code(outcome: Outcome) -> i32 {
+    match outcome {
+        Ok(code) | Err(Halt::Exit(code)) => code,
+        Err(Halt::Stdout(e)) if e.kind() == io::ErrorKind::BrokenPipe => EXIT_OK,
+        Err(Halt::Stdout(e)) => {
+            eprintln!("error: cannot write to stdout: {e}");
+            EXIT_USAGE
+        }
+    }
+}
+
 /// Parse and check one spec file; on failure the diagnostics are on stderr and the error
 /// is the exit code (unreadable file: usage, invalid spec: failed).
-pub fn load(path: &Path, color: bool) -> Result<LoadedSpec, i32> {
+pub fn load(path: &Path, color: bool) -> Result<LoadedSpec, Halt> {
     specs::load_file(path).map_err(|e| {
         eprint!("{}", e.render(color));
-        match e {
+        Halt::Exit(match e {
             specs::LoadError::Io(..) => EXIT_USAGE,
             specs::LoadError::Invalid(_) => EXIT_FAILED,
-        }
+        })
     })
 }
 
 /// The named instruction of a loaded spec, or a usage error on stderr.
-pub fn instruction<'s>(spec: &'s LoadedSpec, name: &str) -> Result<&'s Instruction, i32> {
+pub fn instruction<'s>(spec: &'s LoadedSpec, name: &str) -> Result<&'s Instruction, Halt> {
     spec.spec.instruction(name).ok_or_else(|| {
         let file = spec.path.display();
         eprintln!("error: `{file}` declares no instruction `{name}`\n  help: `mmac list {file}` shows its instructions");
-        EXIT_USAGE
+        Halt::Exit(EXIT_USAGE)
     })
 }

@@ -3,7 +3,7 @@
 //! dot product).
 
 use super::Engine;
-use super::common::{EXIT_FAILED, EXIT_OK, instruction, load};
+use super::common::{EXIT_FAILED, EXIT_OK, Outcome, instruction, load};
 use clap::ValueEnum;
 use mmac_compiler::engine::Operands;
 use mmac_compiler::interp;
@@ -23,11 +23,8 @@ pub enum Emit {
     Asm,
 }
 
-pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> i32 {
-    let s = match load(file, color) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
+pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> Outcome {
+    let s = load(file, color)?;
     let options = jit::Options {
         emit_clif: emit == Some(Emit::Clif),
         emit_asm: emit == Some(Emit::Asm),
@@ -36,30 +33,28 @@ pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> i32 {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
-            return EXIT_FAILED;
+            return Ok(EXIT_FAILED);
         }
     };
-    // a closed pipe (`| head`) ends the listing quietly
     let mut out = std::io::stdout().lock();
     for (label, text) in compiled.clif().iter().chain(compiled.asm()) {
-        if writeln!(out, "; {label}\n{text}").is_err() {
-            return EXIT_OK;
-        }
+        writeln!(out, "; {label}\n{text}")?;
     }
-    drop(out);
     for e in compiled.refused() {
         eprintln!(
             "warning: {e}\n  help: `--engine interp` computes it; `run` and `test` fall back to the interpreter for it"
         );
     }
-    println!(
+    writeln!(
+        out,
         "compiled {} of {} instructions ({} kernels) in {:.1} ms",
         compiled.compiled_count(),
         s.spec.instructions.len(),
         compiled.kernel_count(),
         compiled.compile_time.as_secs_f64() * 1e3
-    );
-    EXIT_OK
+    )?;
+    out.flush()?;
+    Ok(EXIT_OK)
 }
 
 /// The best (smallest) ns per dot over `rounds` rounds of at least `min` each, where one
@@ -100,15 +95,9 @@ fn baseline_ns_per_dot(k: usize, n: usize) -> f64 {
     })
 }
 
-pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) -> i32 {
-    let s = match load(file, color) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
-    let inst = match instruction(&s, instr) {
-        Ok(i) => i,
-        Err(code) => return code,
-    };
+pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) -> Outcome {
+    let s = load(file, color)?;
+    let inst = instruction(&s, instr)?;
     let k = inst.k();
     let sc = inst.scale_count();
     let (engine_name, ns) = match engine {
@@ -117,14 +106,14 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("error: {e}\n  help: `--engine interp` times the interpreter");
-                    return EXIT_FAILED;
+                    return Ok(EXIT_FAILED);
                 }
             };
             let kernel = match compiled.kernel(&inst.name) {
                 Ok(k) => k,
                 Err(e) => {
                     eprintln!("error: {e}");
-                    return EXIT_FAILED;
+                    return Ok(EXIT_FAILED);
                 }
             };
             let rec = Records::random(inst, 1024);
@@ -156,18 +145,24 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
     };
     let baseline = baseline_ns_per_dot(k, 1024);
     let dots_per_s = 1e9 / ns;
-    println!("instruction          {}", inst.name);
-    println!("engine               {engine_name}");
-    println!("k                    {k}");
-    println!("ns_per_dot           {ns:.2}");
-    println!("dots_per_s           {dots_per_s:.0}");
-    println!("baseline_ns_per_dot  {baseline:.2}  (native f32 dot, k = {k})");
-    println!("ratio_to_baseline    {:.1}", ns / baseline);
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "instruction          {}", inst.name)?;
+    writeln!(out, "engine               {engine_name}")?;
+    writeln!(out, "k                    {k}")?;
+    writeln!(out, "ns_per_dot           {ns:.2}")?;
+    writeln!(out, "dots_per_s           {dots_per_s:.0}")?;
+    writeln!(
+        out,
+        "baseline_ns_per_dot  {baseline:.2}  (native f32 dot, k = {k})"
+    )?;
+    writeln!(out, "ratio_to_baseline    {:.1}", ns / baseline)?;
     if json {
-        println!(
+        writeln!(
+            out,
             "{{\"instruction\":\"{}\",\"engine\":\"{engine_name}\",\"ns_per_dot\":{ns:.3},\"dots_per_s\":{dots_per_s:.1},\"baseline_ns_per_dot\":{baseline:.3}}}",
             inst.name.replace('\\', "\\\\").replace('"', "\\\"")
-        );
+        )?;
     }
-    EXIT_OK
+    out.flush()?;
+    Ok(EXIT_OK)
 }

@@ -195,10 +195,10 @@ pub fn main() -> i32 {
                 && std::env::var_os("NO_COLOR").is_none()
         }
     };
-    dispatch(cli.command, color)
+    common::exit_code(dispatch(cli.command, color))
 }
 
-fn dispatch(cmd: Command, color: bool) -> i32 {
+fn dispatch(cmd: Command, color: bool) -> common::Outcome {
     match cmd {
         Command::Check { files } => commands::check(&files, color),
         Command::List { file, markdown } => commands::list(&file, markdown, color),
