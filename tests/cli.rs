@@ -34,9 +34,22 @@ fn check_exit_codes() {
         err.contains("unknown name `f61`") && err.contains("unknown_name.mma:5:"),
         "{err}"
     );
+    // an unreadable file is bad input (2), worse than a failed check (1)
     let missing = mmac(&["check", "no/such/file.mma"]);
-    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(missing.status.code(), Some(2));
     assert!(stderr(&missing).contains("cannot read no/such/file.mma"));
+    let both = mmac(&[
+        "check",
+        "no/such/file.mma",
+        "tests/checker/fail/unknown_name.mma",
+        "specs/hopper.mma",
+    ]);
+    assert_eq!(both.status.code(), Some(2));
+    let err = stderr(&both);
+    assert!(
+        err.contains("unknown name `f61`") && err.contains("specs/hopper.mma: ok"),
+        "every file is checked: {err}"
+    );
 }
 
 #[test]
@@ -152,6 +165,18 @@ fn test_summary_line_and_exit_code() {
     let out = stdout(&unmatched);
     assert!(out.contains("no spec declares arch `hopperx`"), "{out}");
     assert_eq!(out.lines().last(), Some("3 passed, 1 failed"));
+    for missing in [
+        ["test", "no/such.mma", "--vectors", "tests/data"],
+        ["test", "specs", "--vectors", "no/such/vectors"],
+    ] {
+        let o = mmac(&missing);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(": no such file or folder"),
+            "{}",
+            stderr(&o)
+        );
+    }
 }
 
 #[test]

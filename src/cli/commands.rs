@@ -4,7 +4,7 @@
 //! and returns the exit code.
 
 use super::Engine;
-use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, instruction, load};
+use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, instruction, load};
 use mmac_compiler::engine::{EvalError, Operands};
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
@@ -14,10 +14,12 @@ use mmac_runtime::specs;
 use std::io::Write as _;
 use std::path::Path;
 
+/// Check every file; the exit code is the worst outcome (an unreadable file is a usage
+/// error, 2; an invalid spec a failed check, 1).
 pub fn check(files: &[std::path::PathBuf], color: bool) -> Outcome {
     let mut code = EXIT_OK;
     for f in files {
-        match specs::load_file(f) {
+        match load(f, color) {
             Ok(s) => {
                 if !s.spec.arch.is_empty() {
                     eprintln!(
@@ -30,10 +32,8 @@ pub fn check(files: &[std::path::PathBuf], color: bool) -> Outcome {
                     eprintln!("{}: ok (library)", f.display());
                 }
             }
-            Err(e) => {
-                eprint!("{}", e.render(color));
-                code = EXIT_FAILED;
-            }
+            Err(Halt::Exit(c)) => code = code.max(c),
+            Err(halt) => return Err(halt),
         }
     }
     Ok(code)
@@ -213,14 +213,17 @@ fn run_one(inst: &Instruction, ops: &Operands) -> Result<u64, EvalError> {
 }
 
 pub fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> Outcome {
+    for path in [spec, vectors] {
+        if !path.exists() {
+            eprintln!("error: {}: no such file or folder", path.display());
+            return Ok(EXIT_USAGE);
+        }
+    }
     let (loaded, errors) = specs::load_all(spec);
     for e in &errors {
         eprint!("{}", e.render(color));
     }
-    if !vectors.exists() {
-        eprintln!("error: {}: no such file or folder", vectors.display());
-        return Ok(EXIT_USAGE);
-    }
+    let unreadable = errors.iter().any(|e| matches!(e, specs::LoadError::Io(..)));
     let engine = match engine {
         Engine::Interp => mmac_runtime::conformance::Engine::Interp,
         Engine::Jit => mmac_runtime::conformance::Engine::Jit,
@@ -231,7 +234,9 @@ pub fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> Outcome
             write!(out, "{}", sum.report)?;
             writeln!(out, "{} passed, {} failed", sum.passed, sum.failed)?;
             out.flush()?;
-            Ok(if sum.failed > 0 || !errors.is_empty() {
+            Ok(if unreadable {
+                EXIT_USAGE
+            } else if sum.failed > 0 || !errors.is_empty() {
                 EXIT_FAILED
             } else {
                 EXIT_OK

@@ -38,7 +38,8 @@ pub enum Engine {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Parse and check spec files; exit 1 with diagnostics on stderr if any fails.
+    /// Parse and check spec files; diagnostics on stderr, exit 1 if any fails to check, 2 if
+    /// any cannot be read.
     Check {
         #[arg(required = true)]
         files: Vec<PathBuf>,
