@@ -390,3 +390,145 @@ fn error_report_is_exact() {
     let r = gemm::error_report(inst, &p, &d);
     assert!(r.mean_signed < 0.0 && r.max_abs > 0.0, "{r:?}");
 }
+
+/// `mmac gemm` of the block-scaled RTX Blackwell instruction on files in `dir` (see
+/// `write_problem`), writing D to `out`; `dir`-relative names.
+fn gemm_block_scaled(dir: &Path, out: &str, extra: &[&str]) -> Output {
+    let rb = "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3";
+    let p = |x: &str| dir.join(x).display().to_string();
+    let mut args: Vec<String> = ["gemm", "specs/rtx_blackwell.mma", "--instr", rb]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for (flag, file) in [
+        ("--a", "a.npy"),
+        ("--b", "b.npy"),
+        ("--c", "c.npy"),
+        ("--sa", "sa.npy"),
+        ("--sb", "sb.npy"),
+    ] {
+        args.extend([flag.to_string(), p(file)]);
+    }
+    args.extend(["-o".to_string(), p(out)]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    mmac(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+}
+
+#[test]
+fn the_output_is_never_an_input() {
+    let s = spec("specs/rtx_blackwell.mma");
+    let inst = s
+        .instruction("mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3")
+        .unwrap();
+    let dir = tempfile::TempDir::new().unwrap();
+    std::fs::create_dir(dir.path().join("x")).unwrap();
+    write_problem(dir.path(), inst, 16, 8, 64, 21);
+    for (flag, file) in [
+        ("--a", "a.npy"),
+        ("--b", "b.npy"),
+        ("--c", "c.npy"),
+        ("--sa", "sa.npy"),
+        ("--sb", "sb.npy"),
+    ] {
+        let before = std::fs::read(dir.path().join(file)).unwrap();
+        // the same file, spelled differently
+        let o = gemm_block_scaled(dir.path(), &format!("x/../{file}"), &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("x/../{file} is the input {flag} ")) && err.contains("refusing"),
+            "{err}"
+        );
+        assert!(!err.contains("dot products in"), "nothing ran: {err}");
+        assert_eq!(
+            std::fs::read(dir.path().join(file)).unwrap(),
+            before,
+            "{file} unchanged"
+        );
+    }
+    // and a distinct output is fine
+    let o = gemm_block_scaled(dir.path(), "x/d.npy", &[]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+}
+
+#[test]
+fn an_output_that_cannot_be_created_is_refused_before_any_work() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let d = dir.path().join("nodir/D.npy");
+    // missing inputs too: the output is checked first
+    let o = mmac(&[
+        "gemm",
+        "specs/hopper.mma",
+        "--instr",
+        "mma.m16n8k16.f32.f16.f16.f32",
+        "--a",
+        "missing_a.npy",
+        "--b",
+        "missing_b.npy",
+        "-o",
+        d.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "cannot create {}: there is no folder",
+            d.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("missing_a.npy"), "{err}");
+    // a folder in the way
+    let o = mmac(&[
+        "gemm",
+        "specs/hopper.mma",
+        "--instr",
+        "mma.m16n8k16.f32.f16.f16.f32",
+        "--a",
+        "missing_a.npy",
+        "--b",
+        "missing_b.npy",
+        "-o",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("it is a folder"));
+}
+
+/// A write that fails half-way (here: past a file-size limit) leaves the previous D as it
+/// was and no temporary file behind.
+#[cfg(unix)]
+#[test]
+fn a_failed_write_leaves_the_previous_output_whole() {
+    let s = spec("specs/hopper.mma");
+    let inst = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let dir = tempfile::TempDir::new().unwrap();
+    write_problem(dir.path(), inst, 64, 64, 16, 31);
+    let p = |x: &str| dir.path().join(x).display().to_string();
+    let old = b"the previous D".to_vec();
+    std::fs::write(dir.path().join("d.npy"), &old).unwrap();
+    let files_before = std::fs::read_dir(dir.path()).unwrap().count();
+    // D is 64 x 64 f32, 16 KiB; allow 4 blocks (2 or 4 KiB). An ignored SIGXFSZ stays
+    // ignored across exec, so the write fails with EFBIG instead of killing mmac.
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 4; exec \"$0\" gemm specs/hopper.mma --instr mma.m16n8k16.f32.f16.f16.f32 --a {} --b {} --c {} -o {}",
+        p("a.npy"),
+        p("b.npy"),
+        p("c.npy"),
+        p("d.npy")
+    );
+    let o = Command::new("sh")
+        .args(["-c", &script, env!("CARGO_BIN_EXE_mmac")])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("d.npy"), "{err}");
+    assert_eq!(std::fs::read(dir.path().join("d.npy")).unwrap(), old);
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        files_before,
+        "no temporary file left"
+    );
+}

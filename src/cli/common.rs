@@ -1,12 +1,14 @@
 //! What every subcommand shares: the exit codes, how a subcommand stops ([`Halt`]: a
 //! diagnostic already printed, or a failed write to stdout, quiet for a closed pipe),
-//! loading a spec and looking up one of its instructions (each printing its own
-//! diagnostic). A leaf: it imports nothing from the other modules of `cli`.
+//! loading a spec and looking up one of its instructions, and starting an output file
+//! that is not one of the inputs (each printing its own diagnostic). A leaf: it imports
+//! nothing from the other modules of `cli`.
 
 use mmac_compiler::ir::Instruction;
+use mmac_runtime::matrix;
 use mmac_runtime::specs::{self, LoadedSpec};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Success.
 pub const EXIT_OK: i32 = 0;
@@ -64,6 +66,41 @@ pub fn instruction<'s>(spec: &'s LoadedSpec, name: &str) -> Result<&'s Instructi
     spec.spec.instruction(name).ok_or_else(|| {
         let file = spec.path.display();
         eprintln!("error: `{file}` declares no instruction `{name}`\n  help: `mmac list {file}` shows its instructions");
+        Halt::Exit(EXIT_USAGE)
+    })
+}
+
+/// Where a path would be once created: the canonical path of an existing file, else its
+/// canonical folder joined with its name.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    if let Ok(p) = path.canonicalize() {
+        return Some(p);
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    Some(dir.canonicalize().ok()?.join(path.file_name()?))
+}
+
+/// Start the output file `path` (`-o`) before any work is done: refuse a path that names
+/// one of the `inputs` (`(option, path)`, compared as canonical paths, so `./x/../A.npy`
+/// is `A.npy`), and one that cannot be created. Both are usage errors.
+pub fn create_output(path: &Path, inputs: &[(&str, &Path)]) -> Result<matrix::Output, Halt> {
+    if let Some(out) = resolved(path) {
+        for (option, input) in inputs {
+            if input.canonicalize().is_ok_and(|i| i == out) {
+                eprintln!(
+                    "error: -o {} is the input {option} {}; refusing to overwrite it\n  help: write the result to another file",
+                    path.display(),
+                    input.display()
+                );
+                return Err(Halt::Exit(EXIT_USAGE));
+            }
+        }
+    }
+    matrix::Output::create(path).map_err(|e| {
+        eprintln!("error: {e}");
         Halt::Exit(EXIT_USAGE)
     })
 }

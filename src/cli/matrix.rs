@@ -1,6 +1,6 @@
 //! `mmac mma` and `mmac gemm`: instructions and GEMMs on .npy matrices.
 
-use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, instruction, load};
+use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, create_output, instruction, load};
 use super::{Engine, MatrixArgs};
 use mmac_runtime::gemm::{self, Interpreter, Problem};
 use mmac_runtime::matrix::{self, Matrix};
@@ -19,6 +19,15 @@ pub fn run(
 ) -> Outcome {
     let spec = load(&args.spec, color)?;
     let inst = instruction(&spec, &args.instr)?;
+    let mut inputs = vec![("--a", args.a.as_path()), ("--b", args.b.as_path())];
+    for (option, path) in [
+        ("--c", c),
+        ("--sa", args.sa.as_deref()),
+        ("--sb", args.sb.as_deref()),
+    ] {
+        inputs.extend(path.map(|p| (option, p)));
+    }
+    let output = create_output(&args.output, &inputs)?;
     let problem = (|| -> Result<Problem, String> {
         let a = matrix::read(&args.a, &inst.a, "A").map_err(|e| e.to_string())?;
         let b = matrix::read(&args.b, &inst.b, "B").map_err(|e| e.to_string())?;
@@ -114,7 +123,7 @@ pub fn run(
         }
     };
     let elapsed = started.elapsed();
-    if let Err(e) = matrix::write(&args.output, &inst.d, &d) {
+    if let Err(e) = output.finish(&inst.d, &d) {
         eprintln!("error: {e}");
         return Ok(EXIT_FAILED);
     }

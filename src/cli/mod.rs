@@ -169,7 +169,8 @@ pub struct MatrixArgs {
     /// Scale factors of B's columns (K/block x N).
     #[arg(long)]
     pub sb: Option<PathBuf>,
-    /// Where to write D (M x N) as .npy.
+    /// Where to write D (M x N) as .npy: checked before any work, never one of the inputs,
+    /// and written whole or not at all (a temporary file renamed into place).
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
     /// Print max/mean absolute and relative error and the bias against the exact result.
