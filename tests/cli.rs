@@ -1,5 +1,6 @@
 //! The command-line contract: output streams, exit codes and formats other tools rely on.
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn mmac(args: &[&str]) -> Output {
@@ -160,11 +161,22 @@ fn test_summary_line_and_exit_code() {
     let ok = mmac(&["test", "specs", "--vectors", "tests/data/hopper_small.mmv"]);
     assert_eq!(ok.status.code(), Some(0), "{}{}", stdout(&ok), stderr(&ok));
     assert_eq!(stdout(&ok).lines().last(), Some("3 passed, 0 failed"));
-    let unmatched = mmac(&["test", "specs", "--vectors", "tests/data"]);
-    assert_eq!(unmatched.status.code(), Some(1));
-    let out = stdout(&unmatched);
-    assert!(out.contains("no spec declares arch `hopperx`"), "{out}");
-    assert_eq!(out.lines().last(), Some("3 passed, 1 failed"));
+    // tests/data also holds a file of an architecture no spec declares (skipped and
+    // counted) and one naming an instruction Hopper does not have (failed)
+    let mixed = mmac(&["test", "specs", "--vectors", "tests/data"]);
+    assert_eq!(mixed.status.code(), Some(1));
+    let out = stdout(&mixed);
+    assert!(
+        out.contains(
+            "SKIP tests/data/unknown_arch.mmv: no given spec declares arch `hopperx` (1 case)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("FAIL tests/data/missing_instruction.mmv: arch `hopper` declares no instruction `mma.m16n8k8.f32.f16.f16.f33` (2 cases)\n  help: did you mean `mma.m16n8k8.f32.f16.f16.f32`?"),
+        "{out}"
+    );
+    assert_eq!(out.lines().last(), Some("3 passed, 2 failed, 1 skipped"));
     for missing in [
         ["test", "no/such.mma", "--vectors", "tests/data"],
         ["test", "specs", "--vectors", "no/such/vectors"],
@@ -177,6 +189,39 @@ fn test_summary_line_and_exit_code() {
             stderr(&o)
         );
     }
+}
+
+/// One spec against every architecture's vectors: the other architectures' files are
+/// skipped and counted, the run passes.
+#[test]
+fn test_skips_architectures_no_spec_declares() {
+    let o = mmac(&["test", "specs/hopper.mma", "--vectors", "tests/vectors"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    let cases = |dir: &str| -> usize {
+        let mut n = 0;
+        for e in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)).unwrap() {
+            let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+            n += text.lines().filter(|l| l.starts_with("c=")).count();
+        }
+        n
+    };
+    let hopper = cases("tests/vectors/hopper");
+    let others: usize = ["ada", "ampere", "blackwell", "cdna1", "cdna2", "cdna3"]
+        .iter()
+        .chain(&["rtx_blackwell", "turing", "volta"])
+        .map(|a| cases(&format!("tests/vectors/{a}")))
+        .sum();
+    assert_eq!(
+        out.lines().last(),
+        Some(format!("{hopper} passed, 0 failed, {others} skipped").as_str())
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("SKIP tests/vectors/cdna3/v_mfma_f32_16x16x32_fp8_fp8.mmv: no given spec declares arch `cdna3` (")),
+        "{out}"
+    );
+    assert!(!out.contains("SKIP tests/vectors/hopper/"), "{out}");
 }
 
 #[test]

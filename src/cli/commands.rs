@@ -232,7 +232,7 @@ pub fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> Outcome
         Ok(sum) => {
             let mut out = std::io::stdout().lock();
             write!(out, "{}", sum.report)?;
-            writeln!(out, "{} passed, {} failed", sum.passed, sum.failed)?;
+            writeln!(out, "{}", sum.line())?;
             out.flush()?;
             Ok(if unreadable {
                 EXIT_USAGE

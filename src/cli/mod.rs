@@ -79,7 +79,8 @@ pub enum Command {
         #[arg(long)]
         trace: bool,
     },
-    /// Run conformance vectors (.mmv) against specs; the last line is `N passed, M failed`.
+    /// Run conformance vectors (.mmv) against specs; the last line is `N passed, M failed`
+    /// (and `, S skipped`: the cases of files of an architecture no given spec declares).
     Test {
         /// A spec file or a folder of specs.
         spec: PathBuf,
