@@ -361,3 +361,40 @@ fn a_closed_stdout_ends_quietly() {
         assert_eq!(code, Some(0), "`mmac {}`: {err}", args.join(" "));
     }
 }
+
+/// A misspelled --instr gets the closest name; a name near none points at `mmac list`.
+#[test]
+fn misspelled_instructions_get_a_suggestion() {
+    let typo = "mma.m16n8k16.f32.f16.f16.f33";
+    let (right, hint) = (
+        "help: did you mean `mma.m16n8k16.f32.f16.f16.f32`?",
+        "help: `mmac list specs/hopper.mma` shows its instructions",
+    );
+    let k16 = "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0";
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["run", "--c", "0", "--a", k16, "--b", k16],
+        vec!["show"],
+        vec!["probe"],
+        vec!["bench"],
+        vec![
+            "mma", "--a", "a.npy", "--b", "b.npy", "--c", "c.npy", "-o", "d.npy",
+        ],
+        vec!["gemm", "--a", "a.npy", "--b", "b.npy", "-o", "d.npy"],
+    ];
+    for cmd in commands {
+        for (name, want) in [(typo, right), ("frobnicate", hint)] {
+            let mut args = vec![cmd[0], "specs/hopper.mma", "--instr", name];
+            args.extend(&cmd[1..]);
+            let o = mmac(&args);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{err}");
+            assert!(
+                err.contains(&format!(
+                    "error: `specs/hopper.mma` declares no instruction `{name}`\n  {want}\n"
+                )),
+                "mmac {}: {err}",
+                cmd[0]
+            );
+        }
+    }
+}

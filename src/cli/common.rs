@@ -4,6 +4,7 @@
 //! that is not one of the inputs (each printing its own diagnostic). A leaf: it imports
 //! nothing from the other modules of `cli`.
 
+use mmac_compiler::diagnostic::closest;
 use mmac_compiler::ir::Instruction;
 use mmac_runtime::matrix;
 use mmac_runtime::specs::{self, LoadedSpec};
@@ -61,11 +62,17 @@ pub fn load(path: &Path, color: bool) -> Result<LoadedSpec, Halt> {
     })
 }
 
-/// The named instruction of a loaded spec, or a usage error on stderr.
+/// The named instruction of a loaded spec, or a usage error on stderr that suggests the
+/// closest name (else points at `mmac list`).
 pub fn instruction<'s>(spec: &'s LoadedSpec, name: &str) -> Result<&'s Instruction, Halt> {
     spec.spec.instruction(name).ok_or_else(|| {
         let file = spec.path.display();
-        eprintln!("error: `{file}` declares no instruction `{name}`\n  help: `mmac list {file}` shows its instructions");
+        let names = spec.spec.instructions.iter().map(|i| i.name.as_str());
+        let help = match closest(name, names) {
+            Some(near) => format!("did you mean `{near}`?"),
+            None => format!("`mmac list {file}` shows its instructions"),
+        };
+        eprintln!("error: `{file}` declares no instruction `{name}`\n  help: {help}");
         Halt::Exit(EXIT_USAGE)
     })
 }
