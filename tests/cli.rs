@@ -131,7 +131,7 @@ fn run_rejects_bad_operands() {
         .concat(),
     );
     assert_eq!(bad_hex.status.code(), Some(2));
-    assert!(stderr(&bad_hex).contains("element 1 `zz` is not a hex encoding"));
+    assert!(stderr(&bad_hex).contains("--a element 1: `zz` is not a hex encoding"));
     let too_wide = mmac(
         &[
             &base[..],
@@ -397,4 +397,173 @@ fn misspelled_instructions_get_a_suggestion() {
             );
         }
     }
+}
+
+/// `mmac run` with the Hopper f16 instruction (K = 8) and extra arguments: (exit, stdout,
+/// stderr).
+fn run_f16(extra: &[&str]) -> (Option<i32>, String, String) {
+    let mut args = vec![
+        "run",
+        "specs/hopper.mma",
+        "--instr",
+        "mma.m16n8k8.f32.f16.f16.f32",
+    ];
+    args.extend(extra);
+    let o = mmac(&args);
+    (o.status.code(), stdout(&o), stderr(&o))
+}
+
+#[test]
+fn run_takes_exact_decimals() {
+    let hex = run_f16(&[
+        "--c",
+        "3f800000",
+        "--a",
+        "3800,3400,0400,0,0,0,0,0",
+        "--b",
+        "4000,c400,8000,0,0,0,0,0",
+    ]);
+    assert_eq!(hex.0, Some(0), "{}", hex.2);
+    assert_eq!(hex.1, "d=3f800000 1\n");
+    // the same operands as decimals: 1 + 0.5*2 + 0.25*-4 + 2^-14*-0
+    let decimal = run_f16(&[
+        "--c",
+        "1.0",
+        "--a",
+        "0.5,.25,6.103515625e-5,0,0,0,0,0",
+        "--b",
+        "+2,-4.0e0,-0.0,0,0,0,0,0",
+    ]);
+    assert_eq!(decimal, hex);
+    // a value the format cannot hold exactly is refused, never rounded
+    let (code, out, err) = run_f16(&[
+        "--c",
+        "0",
+        "--a",
+        "0.5,0.1,0,0,0,0,0,0",
+        "--b",
+        "0,0,0,0,0,0,0,0",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(out.is_empty());
+    assert_eq!(
+        err,
+        "error: --a element 1: 0.1 is not exactly representable in f16\n"
+    );
+    let (code, _, err) = run_f16(&["--c", "0.1", "--a", "0", "--b", "0", "--pad"]);
+    assert_eq!(
+        (code, err.as_str()),
+        (
+            Some(2),
+            "error: --c: 0.1 is not exactly representable in f32\n"
+        )
+    );
+    // specials
+    let (code, out, _) = run_f16(&["--c", "-INF", "--a", "nan", "--b", "1.0", "--pad"]);
+    assert_eq!((code, out.as_str()), (Some(0), "d=7fffffff nan\n"));
+    // a bare value among decimals is still hex, and a note says so
+    let (code, out, err) = run_f16(&["--c", "1.0", "--a", "0.5,2", "--b", "2.0,3c00", "--pad"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        err,
+        "note: --a element 1 `2` is read as the hex encoding 0x2 (1.1920928955078125e-7); write `+2` for the number\n",
+        "3c00 is no decimal number: no note for it"
+    );
+    assert_eq!(out, "d=40000000 2\n");
+}
+
+#[test]
+fn run_takes_signed_integers() {
+    let run = |c: &str, a: &str, b: &str| {
+        let o = mmac(&[
+            "run",
+            "specs/ampere.mma",
+            "--instr",
+            "mma.m16n8k32.s32.s8.s8.s32",
+            "--c",
+            c,
+            "--a",
+            a,
+            "--b",
+            b,
+            "--pad",
+        ]);
+        (o.status.code(), stdout(&o), stderr(&o))
+    };
+    // 12 + (-3)*5 + 2*(-1) = -5
+    let decimal = run("+12", "-3,+2", "+5,-1");
+    assert_eq!(decimal.0, Some(0), "{}", decimal.2);
+    assert_eq!(decimal.1, "d=fffffffb -5\n");
+    assert_eq!(run("0000000c", "fd,02", "05,ff"), decimal);
+    let (code, _, err) = run("+12", "+128", "+1");
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("--a element 0: +128 is not exactly representable in s8"),
+        "{err}"
+    );
+    let (code, _, err) = run("+12", "0.5", "+1");
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("0.5 is not exactly representable in s8"),
+        "{err}"
+    );
+}
+
+#[test]
+fn short_lists_need_pad() {
+    let full = run_f16(&[
+        "--c",
+        "1.0",
+        "--a",
+        "0.5,0,0,0,0,0,0,0",
+        "--b",
+        "2.0,0,0,0,0,0,0,0",
+    ]);
+    assert_eq!(full.0, Some(0), "{}", full.2);
+    assert_eq!(full.1, "d=40000000 2\n");
+    let padded = run_f16(&["--c", "1.0", "--a", "0.5", "--b", "2.0", "--pad"]);
+    assert_eq!(padded, full);
+    let (code, out, err) = run_f16(&["--c", "1.0", "--a", "0.5", "--b", "2.0"]);
+    assert_eq!(code, Some(2));
+    assert!(out.is_empty());
+    assert_eq!(
+        err,
+        "error: --a has 1 elements, but `mma.m16n8k8.f32.f16.f16.f32` takes 8\n  help: `--pad` fills missing a/b lanes with +0 and missing scale factors with 1.0\n"
+    );
+    // too many lanes are an error even with --pad
+    let (code, _, err) = run_f16(&["--c", "0", "--a", "0,0,0,0,0,0,0,0,0", "--b", "0", "--pad"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--a has 9 elements"), "{err}");
+
+    // block-scaled: missing scale factors are 1.0 (ue4m3 0x38)
+    let scaled = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "specs/rtx_blackwell.mma",
+            "--instr",
+            "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
+            "--c",
+            "1.0",
+            "--a",
+            "0.5,1.5",
+            "--b",
+            "3.0,-2",
+            "--pad",
+        ];
+        args.extend(extra);
+        let o = mmac(&args);
+        (o.status.code(), stdout(&o), stderr(&o))
+    };
+    let ones = scaled(&["--sa", "38,38,38,38", "--sb", "1.0,1.0,1.0,1.0"]);
+    assert_eq!(ones.0, Some(0), "{}", ones.2);
+    assert_eq!(ones.1, "d=bf000000 -0.5\n"); // 1 + 0.5*3 + 1.5*-2
+    assert_eq!(scaled(&[]), ones);
+    assert_eq!(scaled(&["--sa", "38"]), ones);
+    let help = run_f16(&["--c", "0", "--a", "0", "--b", "0", "--sa", "1.0", "--pad"]);
+    assert!(
+        help.2
+            .contains("takes no scale factors, but --sa was given"),
+        "{}",
+        help.2
+    );
 }

@@ -3,14 +3,16 @@
 //! inputs, calls the compiler or runtime, prints data to stdout and diagnostics to stderr,
 //! and returns the exit code.
 
-use super::Engine;
 use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, instruction, load};
+use super::{Engine, RunArgs};
 use mmac_compiler::engine::{EvalError, Operands};
+use mmac_compiler::exact::Dyadic;
+use mmac_compiler::format::Format;
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
 use mmac_compiler::jit;
 use mmac_runtime::listing;
-use mmac_runtime::specs;
+use mmac_runtime::{specs, values};
 use std::io::Write as _;
 use std::path::Path;
 
@@ -93,74 +95,125 @@ pub fn probe(file: &Path, instr: Option<&str>, color: bool) -> Outcome {
     Ok(EXIT_OK)
 }
 
-fn parse_hex_list(s: &str, what: &str) -> Result<Vec<u64>, String> {
-    s.split(',')
-        .enumerate()
-        .map(|(i, x)| {
-            let t = x.trim().trim_start_matches("0x");
-            u64::from_str_radix(t, 16)
-                .map_err(|_| format!("--{what}: element {i} `{x}` is not a hex encoding"))
-        })
-        .collect()
+/// The values of `--{option}`, comma-separated, in `format`; a note on stderr for a bare
+/// hex value among decimals that reads differently as a number (`--b 0.5,2`: `2` is the
+/// encoding 0x2, not 2.0).
+fn parse_values(text: &str, format: &Format, option: &str) -> Result<Vec<u64>, String> {
+    let items: Vec<&str> = text.split(',').map(str::trim).collect();
+    let decimals = items.iter().any(|x| values::is_decimal(x));
+    let mut out = Vec::with_capacity(items.len());
+    for (i, x) in items.iter().enumerate() {
+        let at = if option == "c" {
+            "--c".to_string()
+        } else {
+            format!("--{option} element {i}")
+        };
+        let v = values::parse(x, format).map_err(|e| format!("{at}: {e}"))?;
+        if decimals
+            && !values::is_decimal(x)
+            && !x.starts_with("0x")
+            && values::parse_decimal(x).is_ok()
+            && values::encode_decimal(x, format) != Ok(v)
+        {
+            eprintln!(
+                "note: {at} `{x}` is read as the hex encoding 0x{v:x} ({}); write `+{x}` for the number",
+                format.decode(v).describe()
+            );
+        }
+        out.push(v);
+    }
+    Ok(out)
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn run(
-    file: &Path,
-    instr: &str,
-    c: &str,
-    a: &str,
-    b: &str,
-    sa: Option<&str>,
-    sb: Option<&str>,
-    engine: Engine,
-    trace: bool,
-    color: bool,
-) -> Outcome {
-    let s = load(file, color)?;
-    let inst = instruction(&s, instr)?;
-    let parsed = (|| -> Result<_, String> {
-        let c = parse_hex_list(c, "c")?;
-        if c.len() != 1 {
-            return Err("--c takes one value".into());
+/// Check a lane count; with `pad`, fill missing lanes with `fill` (named in errors).
+fn lanes(
+    mut v: Vec<u64>,
+    want: usize,
+    option: &str,
+    inst: &Instruction,
+    pad: Option<(&str, Option<u64>, &Format)>,
+) -> Result<Vec<u64>, String> {
+    let have = v.len();
+    if have < want
+        && let Some((what, fill, format)) = pad
+    {
+        let fill = fill.ok_or_else(|| format!("--pad: `{}` has no {what}", format.name))?;
+        v.resize(want, fill);
+        return Ok(v);
+    }
+    if have != want {
+        let mut e = format!(
+            "--{option} has {have} elements, but `{}` takes {want}",
+            inst.name
+        );
+        if have < want {
+            e.push_str(
+                "\n  help: `--pad` fills missing a/b lanes with +0 and missing scale factors with 1.0",
+            );
         }
-        let a = parse_hex_list(a, "a")?;
-        let b = parse_hex_list(b, "b")?;
-        let sa = sa
-            .map(|x| parse_hex_list(x, "sa"))
-            .transpose()?
-            .unwrap_or_default();
-        let sb = sb
-            .map(|x| parse_hex_list(x, "sb"))
-            .transpose()?
-            .unwrap_or_default();
-        Ok((c[0], a, b, sa, sb))
-    })();
-    let (c, a, b, sa, sb) = match parsed {
+        return Err(e);
+    }
+    Ok(v)
+}
+
+/// The operands of `mmac run`, parsed in the instruction's formats and counted.
+fn operands(args: &RunArgs, inst: &Instruction) -> Result<(u64, [Vec<u64>; 4]), String> {
+    let c = parse_values(&args.c, &inst.c, "c")?;
+    if c.len() != 1 {
+        return Err("--c takes one value".into());
+    }
+    let k = inst.k();
+    let zero = |f: &Format| f.encode_finite(false, &Dyadic::zero());
+    let pad = |f| args.pad.then(|| ("+0 to pad with", zero(f), f));
+    let a = lanes(
+        parse_values(&args.a, &inst.a, "a")?,
+        k,
+        "a",
+        inst,
+        pad(&inst.a),
+    )?;
+    let b = lanes(
+        parse_values(&args.b, &inst.b, "b")?,
+        k,
+        "b",
+        inst,
+        pad(&inst.b),
+    )?;
+    let mut scales = [vec![], vec![]];
+    for (i, (option, text)) in [("sa", &args.sa), ("sb", &args.sb)].into_iter().enumerate() {
+        scales[i] = match (&inst.scale, text) {
+            (None, None) => vec![],
+            (None, Some(_)) => {
+                return Err(format!(
+                    "`{}` takes no scale factors, but --{option} was given",
+                    inst.name
+                ));
+            }
+            (Some(s), text) => {
+                let given = match text {
+                    Some(t) => parse_values(t, &s.format, option)?,
+                    None => vec![],
+                };
+                let one = s.format.encode_finite(false, &Dyadic::pow2(0));
+                let pad = args.pad.then_some(("1.0 to pad with", one, &s.format));
+                lanes(given, inst.scale_count(), option, inst, pad)?
+            }
+        };
+    }
+    let [sa, sb] = scales;
+    Ok((c[0], [a, b, sa, sb]))
+}
+
+pub fn run(args: &RunArgs, color: bool) -> Outcome {
+    let s = load(&args.file, color)?;
+    let inst = instruction(&s, &args.instr)?;
+    let (c, [a, b, sa, sb]) = match operands(args, inst) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: {e}");
             return Ok(EXIT_USAGE);
         }
     };
-    for (name, vals, f) in [
-        ("c", std::slice::from_ref(&c), Some(&inst.c)),
-        ("a", &a[..], Some(&inst.a)),
-        ("b", &b[..], Some(&inst.b)),
-        ("sa", &sa[..], inst.scale.as_ref().map(|s| &s.format)),
-        ("sb", &sb[..], inst.scale.as_ref().map(|s| &s.format)),
-    ] {
-        if let Some(f) = f
-            && let Some(v) = vals.iter().find(|v| **v & !f.storage_mask() != 0)
-        {
-            eprintln!(
-                "error: --{name} value {v:x} does not fit `{}` ({} bits)",
-                f.name,
-                f.storage_bits()
-            );
-            return Ok(EXIT_USAGE);
-        }
-    }
     let ops = Operands {
         c,
         a: &a,
@@ -168,9 +221,9 @@ pub fn run(
         sa: &sa,
         sb: &sb,
     };
-    let result = if trace {
+    let result = if args.trace {
         interp::run_traced(inst, &ops)
-    } else if engine == Engine::Jit {
+    } else if args.engine == Engine::Jit {
         run_one(inst, &ops).map(|d| (d, vec![]))
     } else {
         interp::run(inst, &ops).map(|d| (d, vec![]))

@@ -51,34 +51,10 @@ pub enum Command {
         #[arg(long)]
         markdown: bool,
     },
-    /// Run one dot-product-add of an instruction on raw encodings.
-    Run {
-        file: PathBuf,
-        /// Instruction name, as in `mmac list`.
-        #[arg(long)]
-        instr: String,
-        /// c, as a hex encoding.
-        #[arg(long, allow_hyphen_values = true)]
-        c: String,
-        /// a[0..K], comma-separated hex encodings.
-        #[arg(long)]
-        a: String,
-        /// b[0..K], comma-separated hex encodings.
-        #[arg(long)]
-        b: String,
-        /// Scale factors of A's row, one per block.
-        #[arg(long)]
-        sa: Option<String>,
-        /// Scale factors of B's column, one per block.
-        #[arg(long)]
-        sb: Option<String>,
-        #[arg(long, value_enum, default_value_t = Engine::Jit)]
-        engine: Engine,
-        /// Print every stage: decoded inputs, exponents, alignment, rounding, result
-        /// (the trace comes from the interpreter).
-        #[arg(long)]
-        trace: bool,
-    },
+    /// Run one dot-product-add of an instruction on values given as hex encodings or exact
+    /// decimals.
+    #[command(after_help = RUN_VALUES)]
+    Run(RunArgs),
     /// Run conformance vectors (.mmv) against specs; the last line is `N passed, M failed`
     /// (and `, S skipped`: the cases of files of an architecture no given spec declares).
     Test {
@@ -150,6 +126,49 @@ pub enum Command {
     },
 }
 
+const RUN_VALUES: &str = "\
+Values: hex encodings by default (`3f800000`, or `0x3f800000`). A value is a decimal
+when it contains a `.`, starts with `+` or `-`, or is `inf`, `-inf` or `nan` (any case):
+`1.0`, `-0.0`, `+12`, `6.25e-2`. A decimal is read exactly and must be exactly
+representable in the operand's format; it is never rounded (`0.1` is an error in every
+binary format). `inf` and `nan` need a format that has them.
+
+Lanes: --a and --b take K values and --sa/--sb one scale factor per block, unless --pad
+is given: then missing a/b lanes are +0 and missing scale factors 1.0.";
+
+/// The instruction, operands and options of `mmac run`.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    pub file: PathBuf,
+    /// Instruction name, as in `mmac list`.
+    #[arg(long)]
+    pub instr: String,
+    /// c: one value (a hex encoding or an exact decimal, see below).
+    #[arg(long, allow_hyphen_values = true)]
+    pub c: String,
+    /// a[0..K], comma-separated values.
+    #[arg(long, allow_hyphen_values = true)]
+    pub a: String,
+    /// b[0..K], comma-separated values.
+    #[arg(long, allow_hyphen_values = true)]
+    pub b: String,
+    /// Scale factors of A's row, one per block.
+    #[arg(long, allow_hyphen_values = true)]
+    pub sa: Option<String>,
+    /// Scale factors of B's column, one per block.
+    #[arg(long, allow_hyphen_values = true)]
+    pub sb: Option<String>,
+    /// Fill missing a/b lanes with +0 and missing scale factors with 1.0.
+    #[arg(long)]
+    pub pad: bool,
+    #[arg(long, value_enum, default_value_t = Engine::Jit)]
+    pub engine: Engine,
+    /// Print every stage: decoded inputs, exponents, alignment, rounding, result
+    /// (the trace comes from the interpreter).
+    #[arg(long)]
+    pub trace: bool,
+}
+
 /// Operands and output of `mma` and `gemm`.
 #[derive(clap::Args, Debug)]
 pub struct MatrixArgs {
@@ -205,28 +224,7 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
     match cmd {
         Command::Check { files } => commands::check(&files, color),
         Command::List { file, markdown } => commands::list(&file, markdown, color),
-        Command::Run {
-            file,
-            instr,
-            c,
-            a,
-            b,
-            sa,
-            sb,
-            engine,
-            trace,
-        } => commands::run(
-            &file,
-            &instr,
-            &c,
-            &a,
-            &b,
-            sa.as_deref(),
-            sb.as_deref(),
-            engine,
-            trace,
-            color,
-        ),
+        Command::Run(args) => commands::run(&args, color),
         Command::Test {
             spec,
             vectors,
