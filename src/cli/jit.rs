@@ -95,6 +95,16 @@ fn baseline_ns_per_dot(k: usize, n: usize) -> f64 {
     })
 }
 
+/// The last line of `mmac bench --json`.
+#[derive(serde::Serialize)]
+struct BenchJson<'a> {
+    instruction: &'a str,
+    engine: &'a str,
+    ns_per_dot: f64,
+    dots_per_s: f64,
+    baseline_ns_per_dot: f64,
+}
+
 pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) -> Outcome {
     let s = load(file, color)?;
     let inst = instruction(&s, instr)?;
@@ -157,11 +167,15 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
     )?;
     writeln!(out, "ratio_to_baseline    {:.1}", ns / baseline)?;
     if json {
-        writeln!(
-            out,
-            "{{\"instruction\":\"{}\",\"engine\":\"{engine_name}\",\"ns_per_dot\":{ns:.3},\"dots_per_s\":{dots_per_s:.1},\"baseline_ns_per_dot\":{baseline:.3}}}",
-            inst.name.replace('\\', "\\\\").replace('"', "\\\"")
-        )?;
+        let line = BenchJson {
+            instruction: &inst.name,
+            engine: engine_name,
+            ns_per_dot: ns,
+            dots_per_s,
+            baseline_ns_per_dot: baseline,
+        };
+        serde_json::to_writer(&mut out, &line).map_err(std::io::Error::from)?;
+        writeln!(out)?;
     }
     out.flush()?;
     Ok(EXIT_OK)
