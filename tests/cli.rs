@@ -567,3 +567,25 @@ fn short_lists_need_pad() {
         help.2
     );
 }
+
+/// A symbolic link loop under --vectors or the spec folder is bad input, named.
+#[cfg(unix)]
+#[test]
+fn symlink_loops_are_reported() {
+    let dir = tempfile::TempDir::new().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink("..", dir.path().join("sub/up")).unwrap();
+    let d = dir.path().to_str().unwrap();
+    for args in [
+        ["test", "specs/hopper.mma", "--vectors", d],
+        ["test", d, "--vectors", "tests/data/hopper_small.mmv"],
+    ] {
+        let o = mmac(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("symbolic link loop: {d}/sub/up leads back to {d}")),
+            "{err}"
+        );
+    }
+}
