@@ -7,7 +7,7 @@ use mmac_compiler::interp;
 use mmac_compiler::ir::{Instruction, Spec};
 use mmac_runtime::gemm::{self, Problem};
 use mmac_runtime::matrix::{self, Matrix};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn root() -> &'static Path {
@@ -18,12 +18,6 @@ fn spec(name: &str) -> Spec {
     mmac_runtime::specs::load_file(&root().join(name))
         .unwrap()
         .spec
-}
-
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mmac-gemm-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// Deterministic pseudo-random finite encodings of a format.
@@ -144,9 +138,10 @@ fn mma_equals_the_per_element_dot_products() {
     ] {
         let s = spec(file);
         let inst = s.instruction(name).unwrap();
-        let dir = tmpdir(&format!("mma{}", inst.k()));
+        let tmp = tempfile::TempDir::new().unwrap();
+        let dir = tmp.path();
         let (m, n, k) = (inst.shape.m as usize, inst.shape.n as usize, inst.k());
-        let p = write_problem(&dir, inst, m, n, k, 7);
+        let p = write_problem(dir, inst, m, n, k, 7);
         let mut args = vec![
             "mma", file, "--instr", name, "--a", "a.npy", "--b", "b.npy", "--c", "c.npy", "-o",
             "d.npy",
@@ -179,7 +174,6 @@ fn mma_equals_the_per_element_dot_products() {
             mma_by_elements(inst, &p.a, &p.b, &p.c, p.sa.as_ref(), p.sb.as_ref()),
             "{name}"
         );
-        std::fs::remove_dir_all(&dir).ok();
     }
 }
 
@@ -187,9 +181,10 @@ fn mma_equals_the_per_element_dot_products() {
 fn gemm_equals_a_loop_of_mma_calls_in_order() {
     let s = spec("specs/hopper.mma");
     let inst = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
-    let dir = tmpdir("gemm");
+    let tmp = tempfile::TempDir::new().unwrap();
+    let dir = tmp.path();
     let (m, n, k) = (32, 24, 48);
-    let p = write_problem(&dir, inst, m, n, k, 11);
+    let p = write_problem(dir, inst, m, n, k, 11);
     // the documented order: tiles of m x n; K in k-steps, increasing; D fed back as C
     let (tm, tn, tk) = (16, 8, 16);
     let mut want = Matrix::filled(m, n, 0);
@@ -246,15 +241,15 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
     // and the library with the interpreter engine agrees
     let lib = gemm::gemm(inst, &gemm::Interpreter(inst), &p, &|_| {}).unwrap();
     assert_eq!(lib, want);
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
 fn errors_name_what_was_expected() {
     let s = spec("specs/hopper.mma");
     let inst = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
-    let dir = tmpdir("errors");
-    write_problem(&dir, inst, 16, 8, 16, 3);
+    let tmp = tempfile::TempDir::new().unwrap();
+    let dir = tmp.path();
+    write_problem(dir, inst, 16, 8, 16, 3);
     let f32 = mmac_compiler::format::builtin("f32").unwrap();
     matrix::write(&dir.join("a32.npy"), &f32, &Matrix::filled(16, 16, 0)).unwrap();
     let f16 = mmac_compiler::format::builtin("f16").unwrap();
@@ -309,7 +304,7 @@ fn errors_name_what_was_expected() {
     let rb = "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3";
     let s2 = spec("specs/rtx_blackwell.mma");
     let i2 = s2.instruction(rb).unwrap();
-    write_problem(&dir, i2, 16, 8, 64, 5);
+    write_problem(dir, i2, 16, 8, 64, 5);
     let out = mmac(&[
         "mma",
         "specs/rtx_blackwell.mma",
@@ -329,7 +324,6 @@ fn errors_name_what_was_expected() {
         String::from_utf8_lossy(&out.stderr)
             .contains("is block-scaled (ue4m3 per 16 elements of k): give --sa and --sb")
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

@@ -274,8 +274,8 @@ fn mutated_vector_files_never_panic() {
 #[test]
 fn malformed_npy_files_never_panic() {
     use mmac_runtime::matrix::{self, Matrix};
-    let dir = std::env::temp_dir().join(format!("mmac-npy-fuzz-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::TempDir::new().unwrap();
+    let dir = tmp.path();
     let f16 = mmac_compiler::format::builtin("f16").unwrap();
     let e2m1 = mmac_compiler::format::builtin("e2m1").unwrap();
     let good = dir.join("good.npy");
@@ -317,5 +317,4 @@ fn malformed_npy_files_never_panic() {
             assert!(r.is_ok(), "the .npy reader panicked on round {round}");
         }
     }
-    std::fs::remove_dir_all(&dir).ok();
 }

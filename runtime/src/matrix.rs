@@ -354,14 +354,9 @@ mod tests {
     use super::*;
     use mmac_compiler::format::builtin;
 
-    fn tmp(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("mmac-matrix-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join(name)
-    }
-
     #[test]
     fn round_trip_every_dtype() {
+        let dir = tempfile::TempDir::new().unwrap();
         for name in [
             "f64", "f32", "f16", "bf16", "tf32", "e4m3", "e2m1", "ue8m0", "s8", "u8", "s32", "s4",
             "b1",
@@ -375,7 +370,7 @@ mod tests {
                     .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) & mask)
                     .collect(),
             };
-            let p = tmp(&format!("round-trip-{name}.npy"));
+            let p = dir.path().join(format!("round-trip-{name}.npy"));
             write(&p, &f, &m).unwrap();
             assert_eq!(read(&p, &f, "a").unwrap(), m, "{name}");
         }
@@ -383,7 +378,8 @@ mod tests {
 
     #[test]
     fn wrong_dtype_names_what_was_expected() {
-        let p = tmp("wrong-dtype-f32.npy");
+        let dir = tempfile::TempDir::new().unwrap();
+        let p = dir.path().join("wrong-dtype-f32.npy");
         write(&p, &builtin("f32").unwrap(), &Matrix::filled(2, 2, 0)).unwrap();
         let e = read(&p, &builtin("f16").unwrap(), "a")
             .unwrap_err()
@@ -396,7 +392,8 @@ mod tests {
 
     #[test]
     fn out_of_range_encodings_are_refused() {
-        let p = tmp("out-of-range-u1.npy");
+        let dir = tempfile::TempDir::new().unwrap();
+        let p = dir.path().join("out-of-range-u1.npy");
         write(
             &p,
             &builtin("u8").unwrap(),
