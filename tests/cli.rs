@@ -87,7 +87,7 @@ fn run_prints_d_and_value() {
 
 #[test]
 fn run_trace_shows_every_stage() {
-    // 1 + 2^-24 + 2^-26: the alignment at F = 25 truncates the 2^-26 product away
+    // 1 + 2^-22 + 2^-26: the alignment at F = 25 truncates the 2^-26 product away
     let o = mmac(&[
         "run",
         "specs/hopper.mma",

@@ -50,8 +50,8 @@ pub fn exit_code(outcome: Outcome) -> i32 {
     }
 }
 
-/// Parse and check one spec file; on failure the diagnostics are on stderr and the error
-/// is the exit code (unreadable file: usage, invalid spec: failed).
+/// Parse and check one spec file; on failure the diagnostics are on stderr and the
+/// subcommand halts with the exit code (unreadable file: usage, invalid spec: failed).
 pub fn load(path: &Path, color: bool) -> Result<LoadedSpec, Halt> {
     specs::load_file(path).map_err(|e| {
         eprint!("{}", e.render(color));
