@@ -5,6 +5,7 @@
 use mmac_compiler::engine::Operands;
 use mmac_compiler::interp;
 use mmac_compiler::ir::{Instruction, Spec};
+use mmac_compiler::records::Rng;
 use mmac_runtime::gemm::{self, Problem};
 use mmac_runtime::matrix::{self, Matrix};
 use std::path::Path;
@@ -20,19 +21,11 @@ fn spec(name: &str) -> Spec {
         .spec
 }
 
-/// Deterministic pseudo-random finite encodings of a format.
-fn random(inst_fmt: &mmac_compiler::format::Format, rows: usize, cols: usize, seed: u64) -> Matrix {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut data = Vec::with_capacity(rows * cols);
-    while data.len() < rows * cols {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let v = x & inst_fmt.storage_mask();
-        if let mmac_compiler::format::Decoded::Finite(_) = inst_fmt.decode(v) {
-            data.push(v);
-        }
-    }
+/// Deterministic pseudo-random finite encodings of a format (the shared generator of
+/// `mmac bench`, seeded per matrix).
+fn random(format: &mmac_compiler::format::Format, rows: usize, cols: usize, seed: u64) -> Matrix {
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let data = (0..rows * cols).map(|_| rng.finite(format)).collect();
     Matrix { rows, cols, data }
 }
 
@@ -44,7 +37,8 @@ fn mmac(args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// Problem files for an instruction of shape (m, n, k) scaled by (rm, rn, rk).
+/// Random problem files (a, b, c, and sa, sb for a block-scaled instruction) of an
+/// m x k by k x n product in `dir`.
 fn write_problem(
     dir: &Path,
     inst: &Instruction,

@@ -2,23 +2,22 @@
 //! the parser and checker (and their diagnostics are rendered), and mutated vector files
 //! through the vector reader.
 
+use mmac_compiler::records::Rng;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
-/// A small deterministic generator (xorshift64*), so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
+/// The shared deterministic generator (so failures reproduce), drawing indices.
+trait Below {
+    /// A value in `0..n` (0 when n = 0).
+    fn below(&mut self, n: usize) -> usize;
+}
+
+impl Below for Rng {
     fn below(&mut self, n: usize) -> usize {
         if n == 0 {
             0
         } else {
-            (self.next() % n as u64) as usize
+            (self.next_u64() % n as u64) as usize
         }
     }
 }
@@ -298,7 +297,7 @@ fn malformed_npy_files_never_panic() {
             0 => b.truncate(rng.below(b.len() + 1)),
             1 => {
                 let i = rng.below(b.len());
-                b[i] = rng.next() as u8;
+                b[i] = rng.next_u64() as u8;
             }
             _ => {
                 // rewrite part of the header text
