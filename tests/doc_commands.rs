@@ -13,6 +13,7 @@
 //!
 //! Commands that need more than a clone (cargo itself, `../shared`) are not shown in
 //! ```console blocks.
+#![cfg(unix)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
