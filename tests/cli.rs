@@ -1,5 +1,6 @@
 //! The command-line contract: output streams, exit codes and formats other tools rely on.
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn mmac(args: &[&str]) -> Output {
@@ -34,9 +35,22 @@ fn check_exit_codes() {
         err.contains("unknown name `f61`") && err.contains("unknown_name.mma:6:"),
         "{err}"
     );
+    // an unreadable file is bad input (2), worse than a failed check (1)
     let missing = mmac(&["check", "no/such/file.mma"]);
-    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(missing.status.code(), Some(2));
     assert!(stderr(&missing).contains("cannot read no/such/file.mma"));
+    let both = mmac(&[
+        "check",
+        "no/such/file.mma",
+        "tests/checker/fail/unknown_name.mma",
+        "specs/hopper.mma",
+    ]);
+    assert_eq!(both.status.code(), Some(2));
+    let err = stderr(&both);
+    assert!(
+        err.contains("unknown name `f61`") && err.contains("specs/hopper.mma: ok"),
+        "every file is checked: {err}"
+    );
 }
 
 #[test]
@@ -73,7 +87,7 @@ fn run_prints_d_and_value() {
 
 #[test]
 fn run_trace_shows_every_stage() {
-    // 1 + 2^-24 + 2^-26: the alignment at F = 25 truncates the 2^-26 product away
+    // 1 + 2^-22 + 2^-26: the alignment at F = 25 truncates the 2^-26 product away
     let o = mmac(&[
         "run",
         "specs/hopper.mma",
@@ -117,7 +131,7 @@ fn run_rejects_bad_operands() {
         .concat(),
     );
     assert_eq!(bad_hex.status.code(), Some(2));
-    assert!(stderr(&bad_hex).contains("element 1 `zz` is not a hex encoding"));
+    assert!(stderr(&bad_hex).contains("--a element 1: `zz` is not a hex encoding"));
     let too_wide = mmac(
         &[
             &base[..],
@@ -147,11 +161,67 @@ fn test_summary_line_and_exit_code() {
     let ok = mmac(&["test", "specs", "--vectors", "tests/data/hopper_small.mmv"]);
     assert_eq!(ok.status.code(), Some(0), "{}{}", stdout(&ok), stderr(&ok));
     assert_eq!(stdout(&ok).lines().last(), Some("3 passed, 0 failed"));
-    let unmatched = mmac(&["test", "specs", "--vectors", "tests/data"]);
-    assert_eq!(unmatched.status.code(), Some(1));
-    let out = stdout(&unmatched);
-    assert!(out.contains("no spec declares arch `hopperx`"), "{out}");
-    assert_eq!(out.lines().last(), Some("3 passed, 1 failed"));
+    // tests/data also holds a file of an architecture no spec declares (skipped and
+    // counted) and one naming an instruction Hopper does not have (failed)
+    let mixed = mmac(&["test", "specs", "--vectors", "tests/data"]);
+    assert_eq!(mixed.status.code(), Some(1));
+    let out = stdout(&mixed);
+    assert!(
+        out.contains(
+            "SKIP tests/data/unknown_arch.mmv: no given spec declares arch `hopperx` (1 case)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("FAIL tests/data/missing_instruction.mmv: arch `hopper` declares no instruction `mma.m16n8k8.f32.f16.f16.f33` (2 cases)\n  help: did you mean `mma.m16n8k8.f32.f16.f16.f32`?"),
+        "{out}"
+    );
+    assert_eq!(out.lines().last(), Some("3 passed, 2 failed, 1 skipped"));
+    for missing in [
+        ["test", "no/such.mma", "--vectors", "tests/data"],
+        ["test", "specs", "--vectors", "no/such/vectors"],
+    ] {
+        let o = mmac(&missing);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(": no such file or folder"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
+/// One spec against every architecture's vectors: the other architectures' files are
+/// skipped and counted, the run passes.
+#[test]
+fn test_skips_architectures_no_spec_declares() {
+    let o = mmac(&["test", "specs/hopper.mma", "--vectors", "tests/vectors"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    let cases = |dir: &str| -> usize {
+        let mut n = 0;
+        for e in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)).unwrap() {
+            let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+            n += text.lines().filter(|l| l.starts_with("c=")).count();
+        }
+        n
+    };
+    let hopper = cases("tests/vectors/hopper");
+    let others: usize = ["ada", "ampere", "blackwell", "cdna1", "cdna2", "cdna3"]
+        .iter()
+        .chain(&["rtx_blackwell", "turing", "volta"])
+        .map(|a| cases(&format!("tests/vectors/{a}")))
+        .sum();
+    assert_eq!(
+        out.lines().last(),
+        Some(format!("{hopper} passed, 0 failed, {others} skipped").as_str())
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("SKIP tests/vectors/cdna3/v_mfma_f32_16x16x32_fp8_fp8.mmv: no given spec declares arch `cdna3` (")),
+        "{out}"
+    );
+    assert!(!out.contains("SKIP tests/vectors/hopper/"), "{out}");
 }
 
 #[test]
@@ -207,4 +277,315 @@ fn show_prints_a_resolved_spec_that_checks() {
         "{out}"
     );
     assert!(mmac_compiler::compile("shown.mma", &out).is_ok());
+}
+
+/// Run mmac with stdout on a pipe that the reader closes after `keep` lines (at once for
+/// 0), as `mmac ... | head -n keep` does; returns the exit code and stderr.
+fn with_closed_stdout(args: &[&str], keep: usize) -> (Option<i32>, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mmac"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mmac runs");
+    let pipe = child.stdout.take().unwrap();
+    if keep > 0 {
+        let mut lines = std::io::BufReader::new(pipe).lines();
+        for _ in 0..keep {
+            lines.next().expect("a line").expect("readable");
+        }
+    } // the pipe's read end is dropped here
+    let o = child.wait_with_output().unwrap();
+    (o.status.code(), stderr(&o))
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let f16 = mmac_compiler::format::builtin("f16").unwrap();
+    let f32 = mmac_compiler::format::builtin("f32").unwrap();
+    let zeros = |rows, cols| mmac_runtime::matrix::Matrix::filled(rows, cols, 0);
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    mmac_runtime::matrix::write(dir.path().join("a.npy").as_path(), &f16, &zeros(16, 16)).unwrap();
+    mmac_runtime::matrix::write(dir.path().join("b.npy").as_path(), &f16, &zeros(16, 8)).unwrap();
+    mmac_runtime::matrix::write(dir.path().join("c.npy").as_path(), &f32, &zeros(16, 8)).unwrap();
+    let hopper_f16 = ["--instr", "mma.m16n8k16.f32.f16.f16.f32"];
+    let (a, b, c, d) = (path("a.npy"), path("b.npy"), path("c.npy"), path("d.npy"));
+    let runs: Vec<(Vec<&str>, usize)> = vec![
+        (vec!["list", "specs/hopper.mma"], 1),
+        (vec!["probe", "specs/hopper.mma"], 1),
+        (vec!["list", "specs/hopper.mma"], 0),
+        (vec!["list", "specs/hopper.mma", "--markdown"], 0),
+        (vec!["probe", "specs/volta.mma"], 0),
+        ([&["show", "specs/hopper.mma"][..], &hopper_f16].concat(), 0),
+        (vec!["compile", "specs/volta.mma", "--emit", "clif"], 1),
+        (vec!["compile", "specs/volta.mma"], 0),
+        (
+            vec!["test", "specs", "--vectors", "tests/data/hopper_small.mmv"],
+            0,
+        ),
+        (
+            [
+                &["run", "specs/hopper.mma"][..],
+                &hopper_f16,
+                &["--c", "0", "--a", "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0"],
+                &["--b", "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0"],
+            ]
+            .concat(),
+            0,
+        ),
+        (
+            [&["bench", "specs/hopper.mma"][..], &hopper_f16].concat(),
+            0,
+        ),
+        (
+            [
+                &["mma", "specs/hopper.mma"][..],
+                &hopper_f16,
+                &["--a", &a, "--b", &b, "--c", &c, "-o", &d, "--report"],
+            ]
+            .concat(),
+            0,
+        ),
+    ];
+    for (args, keep) in runs {
+        let (code, err) = with_closed_stdout(&args, keep);
+        assert!(
+            !err.contains("panicked") && code != Some(101),
+            "`mmac {}` after {keep} lines: exit {code:?}\n{err}",
+            args.join(" ")
+        );
+        assert_eq!(code, Some(0), "`mmac {}`: {err}", args.join(" "));
+    }
+}
+
+/// A misspelled --instr gets the closest name; a name near none points at `mmac list`.
+#[test]
+fn misspelled_instructions_get_a_suggestion() {
+    let typo = "mma.m16n8k16.f32.f16.f16.f33";
+    let (right, hint) = (
+        "help: did you mean `mma.m16n8k16.f32.f16.f16.f32`?",
+        "help: `mmac list specs/hopper.mma` shows its instructions",
+    );
+    let k16 = "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0";
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["run", "--c", "0", "--a", k16, "--b", k16],
+        vec!["show"],
+        vec!["probe"],
+        vec!["bench"],
+        vec![
+            "mma", "--a", "a.npy", "--b", "b.npy", "--c", "c.npy", "-o", "d.npy",
+        ],
+        vec!["gemm", "--a", "a.npy", "--b", "b.npy", "-o", "d.npy"],
+    ];
+    for cmd in commands {
+        for (name, want) in [(typo, right), ("frobnicate", hint)] {
+            let mut args = vec![cmd[0], "specs/hopper.mma", "--instr", name];
+            args.extend(&cmd[1..]);
+            let o = mmac(&args);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{err}");
+            assert!(
+                err.contains(&format!(
+                    "error: `specs/hopper.mma` declares no instruction `{name}`\n  {want}\n"
+                )),
+                "mmac {}: {err}",
+                cmd[0]
+            );
+        }
+    }
+}
+
+/// `mmac run` with the Hopper f16 instruction (K = 8) and extra arguments: (exit, stdout,
+/// stderr).
+fn run_f16(extra: &[&str]) -> (Option<i32>, String, String) {
+    let mut args = vec![
+        "run",
+        "specs/hopper.mma",
+        "--instr",
+        "mma.m16n8k8.f32.f16.f16.f32",
+    ];
+    args.extend(extra);
+    let o = mmac(&args);
+    (o.status.code(), stdout(&o), stderr(&o))
+}
+
+#[test]
+fn run_takes_exact_decimals() {
+    let hex = run_f16(&[
+        "--c",
+        "3f800000",
+        "--a",
+        "3800,3400,0400,0,0,0,0,0",
+        "--b",
+        "4000,c400,8000,0,0,0,0,0",
+    ]);
+    assert_eq!(hex.0, Some(0), "{}", hex.2);
+    assert_eq!(hex.1, "d=3f800000 1\n");
+    // the same operands as decimals: 1 + 0.5*2 + 0.25*-4 + 2^-14*-0
+    let decimal = run_f16(&[
+        "--c",
+        "1.0",
+        "--a",
+        "0.5,.25,6.103515625e-5,0,0,0,0,0",
+        "--b",
+        "+2,-4.0e0,-0.0,0,0,0,0,0",
+    ]);
+    assert_eq!(decimal, hex);
+    // a value the format cannot hold exactly is refused, never rounded
+    let (code, out, err) = run_f16(&[
+        "--c",
+        "0",
+        "--a",
+        "0.5,0.1,0,0,0,0,0,0",
+        "--b",
+        "0,0,0,0,0,0,0,0",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(out.is_empty());
+    assert_eq!(
+        err,
+        "error: --a element 1: 0.1 is not exactly representable in f16\n"
+    );
+    let (code, _, err) = run_f16(&["--c", "0.1", "--a", "0", "--b", "0", "--pad"]);
+    assert_eq!(
+        (code, err.as_str()),
+        (
+            Some(2),
+            "error: --c: 0.1 is not exactly representable in f32\n"
+        )
+    );
+    // specials
+    let (code, out, _) = run_f16(&["--c", "-INF", "--a", "nan", "--b", "1.0", "--pad"]);
+    assert_eq!((code, out.as_str()), (Some(0), "d=7fffffff nan\n"));
+    // a bare value among decimals is still hex, and a note says so
+    let (code, out, err) = run_f16(&["--c", "1.0", "--a", "0.5,2", "--b", "2.0,3c00", "--pad"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        err,
+        "note: --a element 1 `2` is read as the hex encoding 0x2 (1.1920928955078125e-7); write `+2` for the number\n",
+        "3c00 is no decimal number: no note for it"
+    );
+    assert_eq!(out, "d=40000000 2\n");
+}
+
+#[test]
+fn run_takes_signed_integers() {
+    let run = |c: &str, a: &str, b: &str| {
+        let o = mmac(&[
+            "run",
+            "specs/ampere.mma",
+            "--instr",
+            "mma.m16n8k32.s32.s8.s8.s32",
+            "--c",
+            c,
+            "--a",
+            a,
+            "--b",
+            b,
+            "--pad",
+        ]);
+        (o.status.code(), stdout(&o), stderr(&o))
+    };
+    // 12 + (-3)*5 + 2*(-1) = -5
+    let decimal = run("+12", "-3,+2", "+5,-1");
+    assert_eq!(decimal.0, Some(0), "{}", decimal.2);
+    assert_eq!(decimal.1, "d=fffffffb -5\n");
+    assert_eq!(run("0000000c", "fd,02", "05,ff"), decimal);
+    let (code, _, err) = run("+12", "+128", "+1");
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("--a element 0: +128 is not exactly representable in s8"),
+        "{err}"
+    );
+    let (code, _, err) = run("+12", "0.5", "+1");
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("0.5 is not exactly representable in s8"),
+        "{err}"
+    );
+}
+
+#[test]
+fn short_lists_need_pad() {
+    let full = run_f16(&[
+        "--c",
+        "1.0",
+        "--a",
+        "0.5,0,0,0,0,0,0,0",
+        "--b",
+        "2.0,0,0,0,0,0,0,0",
+    ]);
+    assert_eq!(full.0, Some(0), "{}", full.2);
+    assert_eq!(full.1, "d=40000000 2\n");
+    let padded = run_f16(&["--c", "1.0", "--a", "0.5", "--b", "2.0", "--pad"]);
+    assert_eq!(padded, full);
+    let (code, out, err) = run_f16(&["--c", "1.0", "--a", "0.5", "--b", "2.0"]);
+    assert_eq!(code, Some(2));
+    assert!(out.is_empty());
+    assert_eq!(
+        err,
+        "error: --a has 1 elements, but `mma.m16n8k8.f32.f16.f16.f32` takes 8\n  help: `--pad` fills missing a/b lanes with +0 and missing scale factors with 1.0\n"
+    );
+    // too many lanes are an error even with --pad
+    let (code, _, err) = run_f16(&["--c", "0", "--a", "0,0,0,0,0,0,0,0,0", "--b", "0", "--pad"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--a has 9 elements"), "{err}");
+
+    // block-scaled: missing scale factors are 1.0 (ue4m3 0x38)
+    let scaled = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "specs/rtx_blackwell.mma",
+            "--instr",
+            "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
+            "--c",
+            "1.0",
+            "--a",
+            "0.5,1.5",
+            "--b",
+            "3.0,-2",
+            "--pad",
+        ];
+        args.extend(extra);
+        let o = mmac(&args);
+        (o.status.code(), stdout(&o), stderr(&o))
+    };
+    let ones = scaled(&["--sa", "38,38,38,38", "--sb", "1.0,1.0,1.0,1.0"]);
+    assert_eq!(ones.0, Some(0), "{}", ones.2);
+    assert_eq!(ones.1, "d=bf000000 -0.5\n"); // 1 + 0.5*3 + 1.5*-2
+    assert_eq!(scaled(&[]), ones);
+    assert_eq!(scaled(&["--sa", "38"]), ones);
+    let help = run_f16(&["--c", "0", "--a", "0", "--b", "0", "--sa", "1.0", "--pad"]);
+    assert!(
+        help.2
+            .contains("takes no scale factors, but --sa was given"),
+        "{}",
+        help.2
+    );
+}
+
+/// A symbolic link loop under --vectors or the spec folder is bad input, named.
+#[cfg(unix)]
+#[test]
+fn symlink_loops_are_reported() {
+    let dir = tempfile::TempDir::new().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink("..", dir.path().join("sub/up")).unwrap();
+    let d = dir.path().to_str().unwrap();
+    for args in [
+        ["test", "specs/hopper.mma", "--vectors", d],
+        ["test", d, "--vectors", "tests/data/hopper_small.mmv"],
+    ] {
+        let o = mmac(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("symbolic link loop: {d}/sub/up leads back to {d}")),
+            "{err}"
+        );
+    }
 }

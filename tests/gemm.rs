@@ -5,11 +5,12 @@
 use mmac_compiler::engine::Operands;
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
+use mmac_compiler::records::Rng;
 use mmac_compiler::valid::ArithmeticInfo;
 use mmac_runtime::gemm::{self, Problem};
 use mmac_runtime::matrix::{self, Matrix};
 use mmac_runtime::specs::LoadedSpec;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn root() -> &'static Path {
@@ -20,25 +21,11 @@ fn spec(name: &str) -> LoadedSpec {
     mmac_runtime::specs::load_file(&root().join(name)).unwrap()
 }
 
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mmac-gemm-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// Deterministic pseudo-random finite encodings of a format.
-fn random(inst_fmt: &mmac_compiler::format::Format, rows: usize, cols: usize, seed: u64) -> Matrix {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut data = Vec::with_capacity(rows * cols);
-    while data.len() < rows * cols {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let v = x & inst_fmt.storage_mask();
-        if let mmac_compiler::format::Decoded::Finite(_) = inst_fmt.decode(v) {
-            data.push(v);
-        }
-    }
+/// Deterministic pseudo-random finite encodings of a format (the shared generator of
+/// `mmac bench`, seeded per matrix).
+fn random(format: &mmac_compiler::format::Format, rows: usize, cols: usize, seed: u64) -> Matrix {
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let data = (0..rows * cols).map(|_| rng.finite(format)).collect();
     Matrix { rows, cols, data }
 }
 
@@ -50,7 +37,8 @@ fn mmac(args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// Problem files for an instruction of shape (m, n, k) scaled by (rm, rn, rk).
+/// Random problem files (a, b, c, and sa, sb for a block-scaled instruction) of an
+/// m x k by k x n product in `dir`.
 fn write_problem(
     dir: &Path,
     inst: &Instruction,
@@ -145,9 +133,10 @@ fn mma_equals_the_per_element_dot_products() {
     ] {
         let s = spec(file);
         let (inst, info) = s.instruction(name).unwrap();
-        let dir = tmpdir(&format!("mma{}", inst.k()));
+        let tmp = tempfile::TempDir::new().unwrap();
+        let dir = tmp.path();
         let (m, n, k) = (inst.m as usize, inst.n as usize, inst.k());
-        let p = write_problem(&dir, inst, m, n, k, 7);
+        let p = write_problem(dir, inst, m, n, k, 7);
         let mut args = vec![
             "mma", file, "--instr", name, "--a", "a.npy", "--b", "b.npy", "--c", "c.npy", "-o",
             "d.npy",
@@ -180,7 +169,6 @@ fn mma_equals_the_per_element_dot_products() {
             mma_by_elements(inst, info, &p.a, &p.b, &p.c, p.sa.as_ref(), p.sb.as_ref()),
             "{name}"
         );
-        std::fs::remove_dir_all(&dir).ok();
     }
 }
 
@@ -188,9 +176,10 @@ fn mma_equals_the_per_element_dot_products() {
 fn gemm_equals_a_loop_of_mma_calls_in_order() {
     let s = spec("specs/hopper.mma");
     let (inst, info) = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
-    let dir = tmpdir("gemm");
+    let tmp = tempfile::TempDir::new().unwrap();
+    let dir = tmp.path();
     let (m, n, k) = (32, 24, 48);
-    let p = write_problem(&dir, inst, m, n, k, 11);
+    let p = write_problem(dir, inst, m, n, k, 11);
     // the documented order: tiles of m x n; K in k-steps, increasing; D fed back as C
     let (tm, tn, tk) = (16, 8, 16);
     let mut want = Matrix::filled(m, n, 0);
@@ -248,15 +237,15 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
     // and the library with the interpreter engine agrees
     let lib = gemm::gemm(inst, &gemm::Interpreter(inst, info), &p, &|_| {}).unwrap();
     assert_eq!(lib, want);
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
 fn errors_name_what_was_expected() {
     let s = spec("specs/hopper.mma");
     let (inst, _) = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
-    let dir = tmpdir("errors");
-    write_problem(&dir, inst, 16, 8, 16, 3);
+    let tmp = tempfile::TempDir::new().unwrap();
+    let dir = tmp.path();
+    write_problem(dir, inst, 16, 8, 16, 3);
     let f32 = mmac_compiler::format::builtin("f32").unwrap();
     matrix::write(&dir.join("a32.npy"), &f32, &Matrix::filled(16, 16, 0)).unwrap();
     let f16 = mmac_compiler::format::builtin("f16").unwrap();
@@ -311,7 +300,7 @@ fn errors_name_what_was_expected() {
     let rb = "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3";
     let s2 = spec("specs/rtx_blackwell.mma");
     let (i2, _) = s2.instruction(rb).unwrap();
-    write_problem(&dir, i2, 16, 8, 64, 5);
+    write_problem(dir, i2, 16, 8, 64, 5);
     let out = mmac(&[
         "mma",
         "specs/rtx_blackwell.mma",
@@ -331,7 +320,6 @@ fn errors_name_what_was_expected() {
         String::from_utf8_lossy(&out.stderr)
             .contains("is block-scaled (ue4m3 per 16 elements of k): give --sa and --sb")
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -391,4 +379,146 @@ fn error_report_is_exact() {
     let d = gemm::gemm(inst, &gemm::Interpreter(inst, info), &p, &|_| {}).unwrap();
     let r = gemm::error_report(inst, &p, &d);
     assert!(r.mean_signed < 0.0 && r.max_abs > 0.0, "{r:?}");
+}
+
+/// `mmac gemm` of the block-scaled RTX Blackwell instruction on files in `dir` (see
+/// `write_problem`), writing D to `out`; `dir`-relative names.
+fn gemm_block_scaled(dir: &Path, out: &str, extra: &[&str]) -> Output {
+    let rb = "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3";
+    let p = |x: &str| dir.join(x).display().to_string();
+    let mut args: Vec<String> = ["gemm", "specs/rtx_blackwell.mma", "--instr", rb]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for (flag, file) in [
+        ("--a", "a.npy"),
+        ("--b", "b.npy"),
+        ("--c", "c.npy"),
+        ("--sa", "sa.npy"),
+        ("--sb", "sb.npy"),
+    ] {
+        args.extend([flag.to_string(), p(file)]);
+    }
+    args.extend(["-o".to_string(), p(out)]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    mmac(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+}
+
+#[test]
+fn the_output_is_never_an_input() {
+    let s = spec("specs/rtx_blackwell.mma");
+    let (inst, _) = s
+        .instruction("mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3")
+        .unwrap();
+    let dir = tempfile::TempDir::new().unwrap();
+    std::fs::create_dir(dir.path().join("x")).unwrap();
+    write_problem(dir.path(), inst, 16, 8, 64, 21);
+    for (flag, file) in [
+        ("--a", "a.npy"),
+        ("--b", "b.npy"),
+        ("--c", "c.npy"),
+        ("--sa", "sa.npy"),
+        ("--sb", "sb.npy"),
+    ] {
+        let before = std::fs::read(dir.path().join(file)).unwrap();
+        // the same file, spelled differently
+        let o = gemm_block_scaled(dir.path(), &format!("x/../{file}"), &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("x/../{file} is the input {flag} ")) && err.contains("refusing"),
+            "{err}"
+        );
+        assert!(!err.contains("dot products in"), "nothing ran: {err}");
+        assert_eq!(
+            std::fs::read(dir.path().join(file)).unwrap(),
+            before,
+            "{file} unchanged"
+        );
+    }
+    // and a distinct output is fine
+    let o = gemm_block_scaled(dir.path(), "x/d.npy", &[]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+}
+
+#[test]
+fn an_output_that_cannot_be_created_is_refused_before_any_work() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let d = dir.path().join("nodir/D.npy");
+    // missing inputs too: the output is checked first
+    let o = mmac(&[
+        "gemm",
+        "specs/hopper.mma",
+        "--instr",
+        "mma.m16n8k16.f32.f16.f16.f32",
+        "--a",
+        "missing_a.npy",
+        "--b",
+        "missing_b.npy",
+        "-o",
+        d.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "cannot create {}: there is no folder",
+            d.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("missing_a.npy"), "{err}");
+    // a folder in the way
+    let o = mmac(&[
+        "gemm",
+        "specs/hopper.mma",
+        "--instr",
+        "mma.m16n8k16.f32.f16.f16.f32",
+        "--a",
+        "missing_a.npy",
+        "--b",
+        "missing_b.npy",
+        "-o",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("it is a folder"));
+}
+
+/// A write that fails half-way (here: past a file-size limit) leaves the previous D as it
+/// was and no temporary file behind.
+#[cfg(unix)]
+#[test]
+fn a_failed_write_leaves_the_previous_output_whole() {
+    let s = spec("specs/hopper.mma");
+    let (inst, _) = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let dir = tempfile::TempDir::new().unwrap();
+    write_problem(dir.path(), inst, 64, 64, 16, 31);
+    let p = |x: &str| dir.path().join(x).display().to_string();
+    let old = b"the previous D".to_vec();
+    std::fs::write(dir.path().join("d.npy"), &old).unwrap();
+    let files_before = std::fs::read_dir(dir.path()).unwrap().count();
+    // D is 64 x 64 f32, 16 KiB; allow 4 blocks (2 or 4 KiB). An ignored SIGXFSZ stays
+    // ignored across exec, so the write fails with EFBIG instead of killing mmac.
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 4; exec \"$0\" gemm specs/hopper.mma --instr mma.m16n8k16.f32.f16.f16.f32 --a {} --b {} --c {} -o {}",
+        p("a.npy"),
+        p("b.npy"),
+        p("c.npy"),
+        p("d.npy")
+    );
+    let o = Command::new("sh")
+        .args(["-c", &script, env!("CARGO_BIN_EXE_mmac")])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("d.npy"), "{err}");
+    assert_eq!(std::fs::read(dir.path().join("d.npy")).unwrap(), old);
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        files_before,
+        "no temporary file left"
+    );
 }

@@ -53,12 +53,10 @@ fn a_flipped_bit_fails_on_the_jit() {
         "{head}d={:0width$x}",
         u64::from_str_radix(d.trim(), 16).unwrap() ^ 1
     );
-    let dir = std::env::temp_dir().join(format!("mmac-jit-flip-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("flip.mmv");
+    let dir = tempfile::TempDir::new().unwrap();
+    let file = dir.path().join("flip.mmv");
     std::fs::write(&file, format!("{}\n{case}\n{flipped}\n", header.join("\n"))).unwrap();
     let sum = conformance::run_with(&specs, &file, Engine::Jit).unwrap();
-    std::fs::remove_dir_all(&dir).ok();
     assert_eq!((sum.passed, sum.failed), (1, 1), "{}", sum.report);
     assert!(
         !sum.report.contains("runs on the interpreter"),

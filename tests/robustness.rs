@@ -2,26 +2,9 @@
 //! the parser and checker (and their diagnostics are rendered), and mutated vector files
 //! through the vector reader.
 
+use mmac_compiler::records::Rng;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
-
-/// A small deterministic generator (xorshift64*), so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
 
 const TOKENS: &[&str] = &[
     "{",
@@ -274,8 +257,8 @@ fn mutated_vector_files_never_panic() {
 #[test]
 fn malformed_npy_files_never_panic() {
     use mmac_runtime::matrix::{self, Matrix};
-    let dir = std::env::temp_dir().join(format!("mmac-npy-fuzz-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::TempDir::new().unwrap();
+    let dir = tmp.path();
     let f16 = mmac_compiler::format::builtin("f16").unwrap();
     let e2m1 = mmac_compiler::format::builtin("e2m1").unwrap();
     let good = dir.join("good.npy");
@@ -298,7 +281,7 @@ fn malformed_npy_files_never_panic() {
             0 => b.truncate(rng.below(b.len() + 1)),
             1 => {
                 let i = rng.below(b.len());
-                b[i] = rng.next() as u8;
+                b[i] = rng.next_u64() as u8;
             }
             _ => {
                 // rewrite part of the header text
@@ -317,5 +300,4 @@ fn malformed_npy_files_never_panic() {
             assert!(r.is_ok(), "the .npy reader panicked on round {round}");
         }
     }
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -204,7 +204,7 @@ fn host_fp_state_does_not_change_the_bits() {
             // tiny values: subnormal c (exponent field 0) and products at the bottom
             let tiny = |rng: &mut Rng, bits: u32, man: u32| -> u64 {
                 let sign = (rng.next_u64() & 1) << (bits - 1);
-                let e = rng.below(3);
+                let e = rng.below(3) as u64;
                 sign | (e << man) | (rng.next_u64() & ((1 << man) - 1))
             };
             let man = |f: &mmac_compiler::format::Format| f.as_float().unwrap().mantissa_bits;

@@ -1,15 +1,19 @@
 //! Conformance testing: runs every case of a set of vector files through the spec that
-//! declares the file's architecture and instruction, and compares bits.
+//! declares the file's architecture and instruction, and compares bits. Files of an
+//! architecture that none of the given specs declares are skipped and counted (testing one
+//! spec against a folder of every architecture's vectors); a loaded architecture's file
+//! whose instruction is missing fails.
 
 use crate::specs::LoadedSpec;
 use crate::vectors;
+use mmac_compiler::diagnostic::closest;
 use mmac_compiler::engine::Operands;
 use mmac_compiler::format::Format;
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
 use mmac_compiler::jit;
 use mmac_compiler::valid::ArithmeticInfo;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -21,13 +25,32 @@ pub const SHOWN_PER_FILE: usize = 3;
 pub struct Summary {
     pub passed: usize,
     pub failed: usize,
-    /// Human-readable report lines (mismatches, unmatched files, malformed lines).
+    /// Cases in files of an architecture that no given spec declares (not run).
+    pub skipped: usize,
+    /// Human-readable report lines (mismatches, unmatched and skipped files, malformed
+    /// lines).
     pub report: String,
+}
+
+impl Summary {
+    /// The last line of a run: `N passed, M failed`, and `, S skipped` when S > 0.
+    pub fn line(&self) -> String {
+        let mut line = format!("{} passed, {} failed", self.passed, self.failed);
+        if self.skipped > 0 {
+            let _ = write!(line, ", {} skipped", self.skipped);
+        }
+        line
+    }
 }
 
 /// Does `got` match the expected bits? Under `nan: any`, any NaN matches any NaN.
 pub fn matches(d: &Format, expected: u64, got: u64, nan_any: bool) -> bool {
     expected == got || (nan_any && d.decode(expected).is_nan() && d.decode(got).is_nan())
+}
+
+/// `1 case`, `2 cases`.
+fn count(cases: usize) -> String {
+    format!("{cases} case{}", if cases == 1 { "" } else { "s" })
 }
 
 fn hex(f: &Format, v: u64) -> String {
@@ -83,6 +106,7 @@ pub fn run_with(
     vectors_path: &Path,
     engine: Engine,
 ) -> std::io::Result<Summary> {
+    let archs: HashSet<&str> = specs.iter().map(|s| s.spec.arch.as_str()).collect();
     let mut by_name: HashMap<(&str, &str), (&Instruction, &ArithmeticInfo)> = HashMap::new();
     for s in specs {
         for (i, info) in s.instructions() {
@@ -114,19 +138,41 @@ pub fn run_with(
     for path in vectors::find_files(vectors_path)? {
         let (file, errors) = vectors::read(&path)?;
         let shown = path.display().to_string();
+        let cases = file.cases.len();
+        if let Some(arch) = file.arch.as_deref().filter(|a| !archs.contains(a)) {
+            let _ = writeln!(
+                sum.report,
+                "SKIP {shown}: no given spec declares arch `{arch}` ({})",
+                count(cases)
+            );
+            sum.skipped += cases;
+            continue;
+        }
         for e in &errors {
             let _ = writeln!(sum.report, "error: {e}");
         }
         sum.failed += errors.len();
-        let arch = file.arch.as_deref().unwrap_or("?");
+        let Some(arch) = file.arch.as_deref() else {
+            let _ = writeln!(
+                sum.report,
+                "FAIL {shown}: no `# arch:` header ({})",
+                count(cases)
+            );
+            sum.failed += cases;
+            continue;
+        };
         let name = file.instruction.as_deref().unwrap_or("?");
         let Some(&(inst, info)) = by_name.get(&(arch, name)) else {
             let _ = writeln!(
                 sum.report,
-                "FAIL {shown}: no spec declares arch `{arch}` instruction `{name}` ({} cases)",
-                file.cases.len()
+                "FAIL {shown}: arch `{arch}` declares no instruction `{name}` ({})",
+                count(cases)
             );
-            sum.failed += file.cases.len();
+            let names = by_name.keys().filter(|k| k.0 == arch).map(|k| k.1);
+            if let Some(near) = closest(name, names) {
+                let _ = writeln!(sum.report, "  help: did you mean `{near}`?");
+            }
+            sum.failed += cases;
             continue;
         };
         let kernel = match kernel_of(arch, name) {

@@ -1,6 +1,7 @@
 //! mmac-runtime: runs checked specs on data: conformance vector files ([`vectors`],
 //! [`conformance`]), spec loading from files and folders ([`specs`]), listings
-//! ([`listing`]) and feature probes ([`probes`]).
+//! ([`listing`]), feature probes ([`probes`]), `.npy` matrices and GEMMs ([`matrix`],
+//! [`gemm`]) and operand values typed by hand ([`values`]).
 
 pub mod conformance;
 pub mod gemm;
@@ -8,4 +9,5 @@ pub mod listing;
 pub mod matrix;
 pub mod probes;
 pub mod specs;
+pub mod values;
 pub mod vectors;

@@ -52,6 +52,8 @@ pub enum MatrixError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot create {path}: {why}")]
+    Create { path: PathBuf, why: String },
     #[error("{path}: not a readable .npy file: {message}")]
     Format { path: PathBuf, message: String },
     #[error(
@@ -241,29 +243,95 @@ pub fn read(path: &Path, format: &Format, operand: &str) -> Result<Matrix, Matri
     Ok(m)
 }
 
-/// Write a matrix of `format` encodings as a 2-D `.npy` file of its dtype.
+/// Write a matrix of `format` encodings as a 2-D `.npy` file of its dtype, atomically
+/// (see [`Output`]).
 pub fn write(path: &Path, format: &Format, m: &Matrix) -> Result<(), MatrixError> {
+    Output::create(path)?.finish(format, m)
+}
+
+/// An output `.npy` file on its way: a temporary file in the destination's folder,
+/// renamed over the destination only once it is complete. A run that fails (or is killed)
+/// before then never leaves a half-written file, and an existing file stays as it was.
+/// Creating it first checks that the destination can be written at all, before any work.
+#[derive(Debug)]
+pub struct Output {
+    path: PathBuf,
+    file: tempfile::NamedTempFile,
+}
+
+impl Output {
+    /// A new temporary file beside `path`; an error names `path` and says why it cannot be
+    /// created (no such folder, a folder in the way, no permission).
+    pub fn create(path: &Path) -> Result<Output, MatrixError> {
+        let cannot = |why: String| MatrixError::Create {
+            path: path.to_path_buf(),
+            why,
+        };
+        if path.is_dir() {
+            return Err(cannot("it is a folder".into()));
+        }
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            return Err(cannot(format!("there is no folder {}", dir.display())));
+        }
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(".mmac-").suffix(".npy.part");
+        // the permissions of a file made with File::create (0o666 less the umask), not
+        // the temporary file's private 0o600
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let file = builder
+            .tempfile_in(dir)
+            .map_err(|e| cannot(e.to_string()))?;
+        Ok(Output {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    /// The destination.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Write the matrix and move the complete file over the destination.
+    pub fn finish(mut self, format: &Format, m: &Matrix) -> Result<(), MatrixError> {
+        let io = |source| MatrixError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let mut out = std::io::BufWriter::new(self.file.as_file_mut());
+        write_npy(&mut out, format, m).map_err(io)?;
+        std::io::Write::flush(&mut out).map_err(io)?;
+        drop(out);
+        self.file.persist(&self.path).map_err(|e| io(e.error))?;
+        Ok(())
+    }
+}
+
+/// The `.npy` bytes of a matrix of `format` encodings, in its dtype.
+fn write_npy(out: &mut impl std::io::Write, format: &Format, m: &Matrix) -> std::io::Result<()> {
     use npyz::WriterBuilder;
-    let io = |source| MatrixError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = std::fs::File::create(path).map_err(io)?;
-    let mut out = std::io::BufWriter::new(file);
-    let dtype = npyz::DType::Plain(dtype_of(format).parse().map_err(|e| format_err(path, e))?);
+    let dtype = npyz::DType::Plain(
+        dtype_of(format)
+            .parse()
+            .map_err(|e| std::io::Error::other(format!("{e}")))?,
+    );
     let shape = [m.rows as u64, m.cols as u64];
     macro_rules! put {
         ($t:ty, $conv:expr) => {{
             let mut w = npyz::WriteOptions::<$t>::new()
                 .dtype(dtype.clone())
                 .shape(&shape)
-                .writer(&mut out)
-                .begin_nd()
-                .map_err(io)?;
+                .writer(&mut *out)
+                .begin_nd()?;
             for &v in &m.data {
-                w.push(&$conv(v)).map_err(io)?;
+                w.push(&$conv(v))?;
             }
-            w.finish().map_err(io)?;
+            w.finish()?;
         }};
     }
     match dtype_of(format) {
@@ -278,8 +346,6 @@ pub fn write(path: &Path, format: &Format, m: &Matrix) -> Result<(), MatrixError
         "<u4" => put!(u32, |v: u64| v as u32),
         _ => put!(u64, |v: u64| v),
     }
-    use std::io::Write;
-    out.flush().map_err(io)?;
     Ok(())
 }
 
@@ -288,14 +354,9 @@ mod tests {
     use super::*;
     use mmac_compiler::format::builtin;
 
-    fn tmp(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("mmac-matrix-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join(name)
-    }
-
     #[test]
     fn round_trip_every_dtype() {
+        let dir = tempfile::TempDir::new().unwrap();
         for name in [
             "f64", "f32", "f16", "bf16", "tf32", "e4m3", "e2m1", "ue8m0", "s8", "u8", "s32", "s4",
             "b1",
@@ -309,7 +370,7 @@ mod tests {
                     .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) & mask)
                     .collect(),
             };
-            let p = tmp(&format!("round-trip-{name}.npy"));
+            let p = dir.path().join(format!("round-trip-{name}.npy"));
             write(&p, &f, &m).unwrap();
             assert_eq!(read(&p, &f, "a").unwrap(), m, "{name}");
         }
@@ -317,7 +378,8 @@ mod tests {
 
     #[test]
     fn wrong_dtype_names_what_was_expected() {
-        let p = tmp("wrong-dtype-f32.npy");
+        let dir = tempfile::TempDir::new().unwrap();
+        let p = dir.path().join("wrong-dtype-f32.npy");
         write(&p, &builtin("f32").unwrap(), &Matrix::filled(2, 2, 0)).unwrap();
         let e = read(&p, &builtin("f16").unwrap(), "a")
             .unwrap_err()
@@ -330,7 +392,8 @@ mod tests {
 
     #[test]
     fn out_of_range_encodings_are_refused() {
-        let p = tmp("out-of-range-u1.npy");
+        let dir = tempfile::TempDir::new().unwrap();
+        let p = dir.path().join("out-of-range-u1.npy");
         write(
             &p,
             &builtin("u8").unwrap(),

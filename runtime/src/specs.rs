@@ -77,15 +77,14 @@ pub fn load_file(path: &Path) -> Result<LoadedSpec, LoadError> {
 
 /// The `.mma` files a path names: the file itself, or every `.mma` below a folder.
 pub fn spec_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = vec![];
     if path.is_dir() {
-        crate::vectors::walk(path, &mut out, "mma")?;
+        let mut out = crate::vectors::files_with_extension(path, "mma")?;
         out.sort();
+        Ok(out)
     } else {
         // a missing file is reported by the read that follows
-        out.push(path.to_path_buf());
+        Ok(vec![path.to_path_buf()])
     }
-    Ok(out)
 }
 
 /// Load every spec under a path; failures are returned beside the specs that loaded.

@@ -190,26 +190,39 @@ fn parse_case(line: &str, lineno: usize) -> Result<Case, (usize, String)> {
 
 /// Every `.mmv` file under a path (the path itself if it is a file), sorted.
 pub fn find_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = vec![];
-    if path.is_file() {
-        out.push(path.to_path_buf());
+    let mut out = if path.is_file() {
+        vec![path.to_path_buf()]
     } else {
-        walk(path, &mut out, "mmv")?;
-    }
+        files_with_extension(path, "mmv")?
+    };
     out.sort();
     Ok(out)
 }
 
-pub(crate) fn walk(dir: &Path, out: &mut Vec<PathBuf>, ext: &str) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let p = entry?.path();
-        if p.is_dir() {
-            walk(&p, out, ext)?;
-        } else if p.extension().is_some_and(|e| e == ext) {
-            out.push(p);
+/// Every file below `dir` whose extension is `ext`, following symbolic links (walkdir).
+/// A link that leads back to one of its own ancestors is an error naming both; any other
+/// error names the path it happened at.
+pub(crate) fn files_with_extension(dir: &Path, ext: &str) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = vec![];
+    for entry in walkdir::WalkDir::new(dir).follow_links(true) {
+        let entry = entry.map_err(|e| {
+            let at = e.path().unwrap_or(dir).display().to_string();
+            match e.loop_ancestor() {
+                Some(ancestor) => std::io::Error::other(format!(
+                    "symbolic link loop: {at} leads back to {}",
+                    ancestor.display()
+                )),
+                None => {
+                    let kind = e.io_error().map_or(std::io::ErrorKind::Other, |e| e.kind());
+                    std::io::Error::new(kind, format!("{at}: {e}"))
+                }
+            }
+        })?;
+        if entry.file_type().is_file() && entry.path().extension().is_some_and(|e| e == ext) {
+            out.push(entry.into_path());
         }
     }
-    Ok(())
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -240,5 +253,46 @@ mod tests {
         assert_eq!((errs[1].line, errs[1].column), (2, 11));
         assert!(errs[2].message.contains("missing `d=`"));
         assert_eq!(errs[0].to_string(), "t.mmv:1:9: unexpected `,`");
+    }
+}
+
+#[cfg(all(test, unix))]
+mod walk_tests {
+    use super::*;
+
+    #[test]
+    fn a_symlink_loop_is_a_clear_error() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let sub = dir.path().join("hopper");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("x.mmv"), "# arch: hopper\n").unwrap();
+        std::os::unix::fs::symlink("..", sub.join("up")).unwrap();
+        let e = find_files(dir.path()).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "symbolic link loop: {} leads back to {}",
+                sub.join("up").display(),
+                dir.path().display()
+            )
+        );
+    }
+
+    #[test]
+    fn links_that_do_not_loop_are_followed() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::fs::write(real.join("x.mmv"), "").unwrap();
+        std::fs::write(real.join("notes.txt"), "").unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("linked")).unwrap();
+        let found = find_files(dir.path()).unwrap();
+        assert_eq!(
+            found,
+            [
+                dir.path().join("linked/x.mmv"),
+                dir.path().join("real/x.mmv")
+            ]
+        );
     }
 }

@@ -1,93 +1,28 @@
-//! The subcommands: each reads its inputs, calls the compiler or runtime, prints data to
-//! stdout and diagnostics to stderr, and returns the exit code.
+//! The spec and vector subcommands: `check`, `list`, `show`, `probe`, `run` (one dot
+//! product, on the JIT or the interpreter) and `test` (conformance vectors). Each reads its
+//! inputs, calls the compiler or runtime, prints data to stdout and diagnostics to stderr,
+//! and returns the exit code.
 
-use super::{Command, Engine};
-use mmac_compiler::engine::Operands;
+use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, instruction, load};
+use super::{Engine, RunArgs};
+use mmac_compiler::engine::{EvalError, Operands};
+use mmac_compiler::exact::Dyadic;
+use mmac_compiler::format::Format;
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
+use mmac_compiler::jit;
 use mmac_compiler::valid::ArithmeticInfo;
 use mmac_runtime::listing;
-use mmac_runtime::specs::{self, LoadedSpec};
+use mmac_runtime::{specs, values};
+use std::io::Write as _;
 use std::path::Path;
 
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_FAILED: i32 = 1;
-pub const EXIT_USAGE: i32 = 2;
-
-pub fn dispatch(cmd: Command, color: bool) -> i32 {
-    match cmd {
-        Command::Check { files } => check(&files, color),
-        Command::List { file, markdown } => list(&file, markdown, color),
-        Command::Run {
-            file,
-            instr,
-            c,
-            a,
-            b,
-            sa,
-            sb,
-            engine,
-            trace,
-        } => run(
-            &file,
-            &instr,
-            &c,
-            &a,
-            &b,
-            sa.as_deref(),
-            sb.as_deref(),
-            engine,
-            trace,
-            color,
-        ),
-        Command::Test {
-            spec,
-            vectors,
-            engine,
-        } => test(&spec, &vectors, engine, color),
-        Command::Compile { file, emit } => super::jit::compile(&file, emit, color),
-        Command::Bench {
-            file,
-            instr,
-            engine,
-            json,
-        } => super::jit::bench(&file, &instr, engine, json, color),
-        Command::Probe { file, instr } => probe(&file, instr.as_deref(), color),
-        Command::Show { file, instr } => show(&file, &instr, color),
-        Command::Mma { args, c } => super::matrix::run(&args, Some(&c), None, true, color),
-        Command::Gemm { args, c, threads } => {
-            super::matrix::run(&args, c.as_deref(), threads, false, color)
-        }
-    }
-}
-
-/// The named instruction of a loaded spec with the validator's info, or a usage error on
-/// stderr.
-pub(super) fn instruction<'s>(
-    spec: &'s LoadedSpec,
-    name: &str,
-) -> Result<(&'s Instruction, &'s ArithmeticInfo), i32> {
-    spec.instruction(name).ok_or_else(|| {
-        let file = spec.path.display();
-        eprintln!("error: `{file}` declares no instruction `{name}`\n  help: `mmac list {file}` shows its instructions");
-        EXIT_USAGE
-    })
-}
-
-pub(super) fn load(path: &Path, color: bool) -> Result<LoadedSpec, i32> {
-    specs::load_file(path).map_err(|e| {
-        eprint!("{}", e.render(color));
-        match e {
-            specs::LoadError::Io(..) => EXIT_USAGE,
-            specs::LoadError::Invalid(_) => EXIT_FAILED,
-        }
-    })
-}
-
-fn check(files: &[std::path::PathBuf], color: bool) -> i32 {
+/// Check every file; the exit code is the worst outcome (an unreadable file is a usage
+/// error, 2; an invalid spec a failed check, 1).
+pub fn check(files: &[std::path::PathBuf], color: bool) -> Outcome {
     let mut code = EXIT_OK;
     for f in files {
-        match specs::load_file(f) {
+        match load(f, color) {
             Ok(s) => {
                 if !s.spec.arch.is_empty() {
                     eprintln!(
@@ -100,148 +35,174 @@ fn check(files: &[std::path::PathBuf], color: bool) -> i32 {
                     eprintln!("{}: ok (library)", f.display());
                 }
             }
-            Err(e) => {
-                eprint!("{}", e.render(color));
-                code = EXIT_FAILED;
-            }
+            Err(Halt::Exit(c)) => code = code.max(c),
+            Err(halt) => return Err(halt),
         }
     }
-    code
+    Ok(code)
 }
 
-fn list(file: &Path, markdown: bool, color: bool) -> i32 {
-    let s = match load(file, color) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
+pub fn list(file: &Path, markdown: bool, color: bool) -> Outcome {
+    let s = load(file, color)?;
+    let mut out = std::io::stdout().lock();
     if markdown {
-        print!("{}", listing::markdown(&s.spec));
+        write!(out, "{}", listing::markdown(&s.spec))?;
     } else {
         for i in &s.spec.instructions {
-            println!("{}", listing::line(i));
+            writeln!(out, "{}", listing::line(i))?;
         }
     }
-    EXIT_OK
+    out.flush()?;
+    Ok(EXIT_OK)
 }
 
-fn show(file: &Path, name: &str, color: bool) -> i32 {
-    let s = match load(file, color) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
-    match instruction(&s, name) {
-        Ok((inst, info)) => {
-            print!(
-                "{}",
-                mmac_compiler::printer::print_instruction(&s.spec.arch, inst, info)
-            );
-            EXIT_OK
-        }
-        Err(code) => code,
-    }
+pub fn show(file: &Path, name: &str, color: bool) -> Outcome {
+    let s = load(file, color)?;
+    let (inst, info) = instruction(&s, name)?;
+    let mut out = std::io::stdout().lock();
+    write!(
+        out,
+        "{}",
+        mmac_compiler::printer::print_instruction(&s.spec.arch, inst, info)
+    )?;
+    out.flush()?;
+    Ok(EXIT_OK)
 }
 
-fn probe(file: &Path, instr: Option<&str>, color: bool) -> i32 {
-    let s = match load(file, color) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
+pub fn probe(file: &Path, instr: Option<&str>, color: bool) -> Outcome {
+    let s = load(file, color)?;
     let chosen: Vec<_> = match instr {
-        Some(name) => match instruction(&s, name) {
-            Ok(i) => vec![i],
-            Err(code) => return code,
-        },
+        Some(name) => vec![instruction(&s, name)?],
         // one instruction per distinct arithmetic: shape families answer alike
         None => s.distinct().map(|(i, info, _)| (i, info)).collect(),
     };
+    let mut out = std::io::stdout().lock();
     for (i, info) in chosen {
-        println!("{}\n{}", i.name, mmac_runtime::probes::report(i, info));
+        writeln!(out, "{}\n{}", i.name, mmac_runtime::probes::report(i, info))?;
     }
-    EXIT_OK
+    out.flush()?;
+    Ok(EXIT_OK)
 }
 
-fn parse_hex_list(s: &str, what: &str) -> Result<Vec<u64>, String> {
-    s.split(',')
-        .enumerate()
-        .map(|(i, x)| {
-            let t = x.trim().trim_start_matches("0x");
-            u64::from_str_radix(t, 16)
-                .map_err(|_| format!("--{what}: element {i} `{x}` is not a hex encoding"))
-        })
-        .collect()
-}
-
-#[allow(clippy::too_many_arguments)]
-fn run(
-    file: &Path,
-    instr: &str,
-    c: &str,
-    a: &str,
-    b: &str,
-    sa: Option<&str>,
-    sb: Option<&str>,
-    engine: Engine,
-    trace: bool,
-    color: bool,
-) -> i32 {
-    let s = match load(file, color) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
-    let (inst, info) = match instruction(&s, instr) {
-        Ok(i) => i,
-        Err(code) => return code,
-    };
-    let parsed = (|| -> Result<_, String> {
-        let c = parse_hex_list(c, "c")?;
-        if c.len() != 1 {
-            return Err("--c takes one value".into());
+/// The values of `--{option}`, comma-separated, in `format`; a note on stderr for a bare
+/// hex value among decimals that reads differently as a number (`--b 0.5,2`: `2` is the
+/// encoding 0x2, not 2.0).
+fn parse_values(text: &str, format: &Format, option: &str) -> Result<Vec<u64>, String> {
+    let items: Vec<&str> = text.split(',').map(str::trim).collect();
+    let decimals = items.iter().any(|x| values::is_decimal(x));
+    let mut out = Vec::with_capacity(items.len());
+    for (i, x) in items.iter().enumerate() {
+        let at = if option == "c" {
+            "--c".to_string()
+        } else {
+            format!("--{option} element {i}")
+        };
+        let v = values::parse(x, format).map_err(|e| format!("{at}: {e}"))?;
+        if decimals
+            && !values::is_decimal(x)
+            && !x.starts_with("0x")
+            && values::parse_decimal(x).is_ok()
+            && values::encode_decimal(x, format) != Ok(v)
+        {
+            eprintln!(
+                "note: {at} `{x}` is read as the hex encoding 0x{v:x} ({}); write `+{x}` for the number",
+                format.decode(v).describe()
+            );
         }
-        let a = parse_hex_list(a, "a")?;
-        let b = parse_hex_list(b, "b")?;
-        let sa = sa
-            .map(|x| parse_hex_list(x, "sa"))
-            .transpose()?
-            .unwrap_or_default();
-        let sb = sb
-            .map(|x| parse_hex_list(x, "sb"))
-            .transpose()?
-            .unwrap_or_default();
-        Ok((c[0], a, b, sa, sb))
-    })();
-    let (c, a, b, sa, sb) = match parsed {
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// Check a lane count; with `pad`, fill missing lanes with `fill` (named in errors).
+fn lanes(
+    mut v: Vec<u64>,
+    want: usize,
+    option: &str,
+    inst: &Instruction,
+    pad: Option<(&str, Option<u64>, &Format)>,
+) -> Result<Vec<u64>, String> {
+    let have = v.len();
+    if have < want
+        && let Some((what, fill, format)) = pad
+    {
+        let fill = fill.ok_or_else(|| format!("--pad: `{}` has no {what}", format.name))?;
+        v.resize(want, fill);
+        return Ok(v);
+    }
+    if have != want {
+        let mut e = format!(
+            "--{option} has {have} elements, but `{}` takes {want}",
+            inst.name
+        );
+        if have < want {
+            e.push_str(
+                "\n  help: `--pad` fills missing a/b lanes with +0 and missing scale factors with 1.0",
+            );
+        }
+        return Err(e);
+    }
+    Ok(v)
+}
+
+/// The operands of `mmac run`, parsed in the instruction's formats and counted.
+fn operands(args: &RunArgs, inst: &Instruction) -> Result<(u64, [Vec<u64>; 4]), String> {
+    let c = parse_values(&args.c, &inst.arithmetic.c, "c")?;
+    if c.len() != 1 {
+        return Err("--c takes one value".into());
+    }
+    let k = inst.k();
+    let zero = |f: &Format| f.encode_finite(false, &Dyadic::zero());
+    let pad = |f| args.pad.then(|| ("+0 to pad with", zero(f), f));
+    let a = lanes(
+        parse_values(&args.a, &inst.arithmetic.a, "a")?,
+        k,
+        "a",
+        inst,
+        pad(&inst.arithmetic.a),
+    )?;
+    let b = lanes(
+        parse_values(&args.b, &inst.arithmetic.b, "b")?,
+        k,
+        "b",
+        inst,
+        pad(&inst.arithmetic.b),
+    )?;
+    let mut scales = [vec![], vec![]];
+    for (i, (option, text)) in [("sa", &args.sa), ("sb", &args.sb)].into_iter().enumerate() {
+        scales[i] = match (&inst.arithmetic.scale, text) {
+            (None, None) => vec![],
+            (None, Some(_)) => {
+                return Err(format!(
+                    "`{}` takes no scale factors, but --{option} was given",
+                    inst.name
+                ));
+            }
+            (Some(s), text) => {
+                let given = match text {
+                    Some(t) => parse_values(t, &s.format, option)?,
+                    None => vec![],
+                };
+                let one = s.format.encode_finite(false, &Dyadic::pow2(0));
+                let pad = args.pad.then_some(("1.0 to pad with", one, &s.format));
+                lanes(given, inst.scale_count(), option, inst, pad)?
+            }
+        };
+    }
+    let [sa, sb] = scales;
+    Ok((c[0], [a, b, sa, sb]))
+}
+
+pub fn run(args: &RunArgs, color: bool) -> Outcome {
+    let s = load(&args.file, color)?;
+    let (inst, info) = instruction(&s, &args.instr)?;
+    let (c, [a, b, sa, sb]) = match operands(args, inst) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: {e}");
-            return EXIT_USAGE;
+            return Ok(EXIT_USAGE);
         }
     };
-    for (name, vals, f) in [
-        ("c", std::slice::from_ref(&c), Some(&inst.arithmetic.c)),
-        ("a", &a[..], Some(&inst.arithmetic.a)),
-        ("b", &b[..], Some(&inst.arithmetic.b)),
-        (
-            "sa",
-            &sa[..],
-            inst.arithmetic.scale.as_ref().map(|s| &s.format),
-        ),
-        (
-            "sb",
-            &sb[..],
-            inst.arithmetic.scale.as_ref().map(|s| &s.format),
-        ),
-    ] {
-        if let Some(f) = f
-            && let Some(v) = vals.iter().find(|v| **v & !f.storage_mask() != 0)
-        {
-            eprintln!(
-                "error: --{name} value {v:x} does not fit `{}` ({} bits)",
-                f.name,
-                f.storage_bits()
-            );
-            return EXIT_USAGE;
-        }
-    }
     let ops = Operands {
         c,
         a: &a,
@@ -249,59 +210,83 @@ fn run(
         sa: &sa,
         sb: &sb,
     };
-    let result = if trace {
+    let result = if args.trace {
         interp::run_traced(inst, info, &ops)
-    } else if engine == Engine::Jit {
-        super::jit::run_one(inst, info, &ops).map(|d| (d, vec![]))
+    } else if args.engine == Engine::Jit {
+        run_one(inst, info, &ops).map(|d| (d, vec![]))
     } else {
         interp::run(inst, info, &ops).map(|d| (d, vec![]))
     };
     match result {
         Ok((d, lines)) => {
+            let mut out = std::io::stdout().lock();
             for l in lines {
-                println!("{l}");
+                writeln!(out, "{l}")?;
             }
-            println!(
+            writeln!(
+                out,
                 "d={:0w$x} {}",
                 d,
                 inst.arithmetic.d.decode(d).describe(),
                 w = inst.arithmetic.d.hex_digits()
-            );
-            EXIT_OK
+            )?;
+            out.flush()?;
+            Ok(EXIT_OK)
         }
         Err(e) => {
             eprintln!("error: {e}");
-            EXIT_USAGE
+            Ok(EXIT_USAGE)
         }
     }
 }
 
-fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> i32 {
+/// One dot product on the JIT; an instruction the JIT refuses runs on the interpreter
+/// after a note on stderr.
+fn run_one(inst: &Instruction, info: &ArithmeticInfo, ops: &Operands) -> Result<u64, EvalError> {
+    let refused = match jit::compile_instruction(inst, info) {
+        Ok(c) => match c.kernel(&inst.name) {
+            Ok(k) => return k.dot(ops),
+            Err(e) => e,
+        },
+        Err(e) => e,
+    };
+    eprintln!("note: {refused}; using the interpreter");
+    interp::run(inst, info, ops)
+}
+
+pub fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> Outcome {
+    for path in [spec, vectors] {
+        if !path.exists() {
+            eprintln!("error: {}: no such file or folder", path.display());
+            return Ok(EXIT_USAGE);
+        }
+    }
     let (loaded, errors) = specs::load_all(spec);
     for e in &errors {
         eprint!("{}", e.render(color));
     }
-    if !vectors.exists() {
-        eprintln!("error: {}: no such file or folder", vectors.display());
-        return EXIT_USAGE;
-    }
+    let unreadable = errors.iter().any(|e| matches!(e, specs::LoadError::Io(..)));
     let engine = match engine {
         Engine::Interp => mmac_runtime::conformance::Engine::Interp,
         Engine::Jit => mmac_runtime::conformance::Engine::Jit,
     };
     match mmac_runtime::conformance::run_with(&loaded, vectors, engine) {
         Ok(sum) => {
-            print!("{}", sum.report);
-            println!("{} passed, {} failed", sum.passed, sum.failed);
-            if sum.failed > 0 || !errors.is_empty() {
+            let mut out = std::io::stdout().lock();
+            write!(out, "{}", sum.report)?;
+            writeln!(out, "{}", sum.line())?;
+            out.flush()?;
+            Ok(if unreadable {
+                EXIT_USAGE
+            } else if sum.failed > 0 || !errors.is_empty() {
                 EXIT_FAILED
             } else {
                 EXIT_OK
-            }
+            })
         }
         Err(e) => {
             eprintln!("error: reading {}: {e}", vectors.display());
-            EXIT_USAGE
+            Ok(EXIT_USAGE)
         }
     }
 }

@@ -1,16 +1,14 @@
 //! The JIT subcommands: `compile` (JIT-compile a whole spec, optionally printing the
 //! Cranelift IR) and `bench` (time an instruction on either engine against a native f32
-//! dot product), plus the single-dot JIT path `run` uses.
+//! dot product).
 
 use super::Engine;
-use super::commands::{EXIT_FAILED, EXIT_OK, load};
+use super::common::{EXIT_FAILED, EXIT_OK, Outcome, instruction, load};
 use clap::ValueEnum;
-use mmac_compiler::engine::{EvalError, Operands};
+use mmac_compiler::engine::Operands;
 use mmac_compiler::interp;
-use mmac_compiler::ir::Instruction;
 use mmac_compiler::jit;
 use mmac_compiler::records::{Records, Rng};
-use mmac_compiler::valid::ArithmeticInfo;
 use std::hint::black_box;
 use std::io::Write as _;
 use std::path::Path;
@@ -25,37 +23,8 @@ pub enum Emit {
     Asm,
 }
 
-/// One dot product on the JIT; an instruction the JIT refuses runs on the interpreter
-/// after a note on stderr.
-pub fn run_one(
-    inst: &Instruction,
-    info: &ArithmeticInfo,
-    ops: &Operands,
-) -> Result<u64, EvalError> {
-    match jit::compile_instruction(inst, info) {
-        Ok(c) => match c.kernel(&inst.name) {
-            Ok(k) => k.dot(ops),
-            Err(e) => fallback(inst, info, ops, &e),
-        },
-        Err(e) => fallback(inst, info, ops, &e),
-    }
-}
-
-fn fallback(
-    inst: &Instruction,
-    info: &ArithmeticInfo,
-    ops: &Operands,
-    e: &jit::JitError,
-) -> Result<u64, EvalError> {
-    eprintln!("note: {e}; using the interpreter");
-    interp::run(inst, info, ops)
-}
-
-pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> i32 {
-    let s = match load(file, color) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
+pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> Outcome {
+    let s = load(file, color)?;
     let options = jit::Options {
         emit_clif: emit == Some(Emit::Clif),
         emit_asm: emit == Some(Emit::Asm),
@@ -65,30 +34,28 @@ pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> i32 {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
-            return EXIT_FAILED;
+            return Ok(EXIT_FAILED);
         }
     };
-    // a closed pipe (`| head`) ends the listing quietly
     let mut out = std::io::stdout().lock();
     for (label, text) in compiled.clif().iter().chain(compiled.asm()) {
-        if writeln!(out, "; {label}\n{text}").is_err() {
-            return EXIT_OK;
-        }
+        writeln!(out, "; {label}\n{text}")?;
     }
-    drop(out);
     for e in compiled.refused() {
         eprintln!(
             "warning: {e}\n  help: `--engine interp` computes it; `run` and `test` fall back to the interpreter for it"
         );
     }
-    println!(
+    writeln!(
+        out,
         "compiled {} of {} instructions ({} kernels) in {:.1} ms",
         compiled.compiled_count(),
         s.spec.instructions.len(),
         compiled.kernel_count(),
         compiled.compile_time.as_secs_f64() * 1e3
-    );
-    EXIT_OK
+    )?;
+    out.flush()?;
+    Ok(EXIT_OK)
 }
 
 /// The best (smallest) ns per dot over `rounds` rounds of at least `min` each, where one
@@ -129,15 +96,19 @@ fn baseline_ns_per_dot(k: usize, n: usize) -> f64 {
     })
 }
 
-pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) -> i32 {
-    let s = match load(file, color) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
-    let (inst, info) = match super::commands::instruction(&s, instr) {
-        Ok(i) => i,
-        Err(code) => return code,
-    };
+/// The last line of `mmac bench --json`.
+#[derive(serde::Serialize)]
+struct BenchJson<'a> {
+    instruction: &'a str,
+    engine: &'a str,
+    ns_per_dot: f64,
+    dots_per_s: f64,
+    baseline_ns_per_dot: f64,
+}
+
+pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) -> Outcome {
+    let s = load(file, color)?;
+    let (inst, info) = instruction(&s, instr)?;
     let k = inst.k();
     let sc = inst.scale_count();
     let (engine_name, ns) = match engine {
@@ -146,14 +117,14 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("error: {e}\n  help: `--engine interp` times the interpreter");
-                    return EXIT_FAILED;
+                    return Ok(EXIT_FAILED);
                 }
             };
             let kernel = match compiled.kernel(&inst.name) {
                 Ok(k) => k,
                 Err(e) => {
                     eprintln!("error: {e}");
-                    return EXIT_FAILED;
+                    return Ok(EXIT_FAILED);
                 }
             };
             let rec = Records::random(inst, 1024);
@@ -185,18 +156,28 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
     };
     let baseline = baseline_ns_per_dot(k, 1024);
     let dots_per_s = 1e9 / ns;
-    println!("instruction          {}", inst.name);
-    println!("engine               {engine_name}");
-    println!("k                    {k}");
-    println!("ns_per_dot           {ns:.2}");
-    println!("dots_per_s           {dots_per_s:.0}");
-    println!("baseline_ns_per_dot  {baseline:.2}  (native f32 dot, k = {k})");
-    println!("ratio_to_baseline    {:.1}", ns / baseline);
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "instruction          {}", inst.name)?;
+    writeln!(out, "engine               {engine_name}")?;
+    writeln!(out, "k                    {k}")?;
+    writeln!(out, "ns_per_dot           {ns:.2}")?;
+    writeln!(out, "dots_per_s           {dots_per_s:.0}")?;
+    writeln!(
+        out,
+        "baseline_ns_per_dot  {baseline:.2}  (native f32 dot, k = {k})"
+    )?;
+    writeln!(out, "ratio_to_baseline    {:.1}", ns / baseline)?;
     if json {
-        println!(
-            "{{\"instruction\":\"{}\",\"engine\":\"{engine_name}\",\"ns_per_dot\":{ns:.3},\"dots_per_s\":{dots_per_s:.1},\"baseline_ns_per_dot\":{baseline:.3}}}",
-            inst.name.replace('\\', "\\\\").replace('"', "\\\"")
-        );
+        let line = BenchJson {
+            instruction: &inst.name,
+            engine: engine_name,
+            ns_per_dot: ns,
+            dots_per_s,
+            baseline_ns_per_dot: baseline,
+        };
+        serde_json::to_writer(&mut out, &line).map_err(std::io::Error::from)?;
+        writeln!(out)?;
     }
-    EXIT_OK
+    out.flush()?;
+    Ok(EXIT_OK)
 }

@@ -1,9 +1,10 @@
 //! `mmac mma` and `mmac gemm`: instructions and GEMMs on .npy matrices.
 
-use super::commands::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, load};
+use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, create_output, instruction, load};
 use super::{Engine, MatrixArgs};
 use mmac_runtime::gemm::{self, Interpreter, Problem};
 use mmac_runtime::matrix::{self, Matrix};
+use std::io::Write as _;
 use std::path::Path;
 
 /// GEMMs with more dot products than this show a progress bar on a terminal.
@@ -15,15 +16,18 @@ pub fn run(
     threads: Option<usize>,
     whole_instruction: bool,
     color: bool,
-) -> i32 {
-    let spec = match load(&args.spec, color) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let (inst, info) = match super::commands::instruction(&spec, &args.instr) {
-        Ok(i) => i,
-        Err(code) => return code,
-    };
+) -> Outcome {
+    let spec = load(&args.spec, color)?;
+    let (inst, info) = instruction(&spec, &args.instr)?;
+    let mut inputs = vec![("--a", args.a.as_path()), ("--b", args.b.as_path())];
+    for (option, path) in [
+        ("--c", c),
+        ("--sa", args.sa.as_deref()),
+        ("--sb", args.sb.as_deref()),
+    ] {
+        inputs.extend(path.map(|p| (option, p)));
+    }
+    let output = create_output(&args.output, &inputs)?;
     let problem = (|| -> Result<Problem, String> {
         let a = matrix::read(&args.a, &inst.arithmetic.a, "A").map_err(|e| e.to_string())?;
         let b = matrix::read(&args.b, &inst.arithmetic.b, "B").map_err(|e| e.to_string())?;
@@ -53,14 +57,14 @@ pub fn run(
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
-            return EXIT_USAGE;
+            return Ok(EXIT_USAGE);
         }
     };
     let (m, n, k) = match gemm::check_shapes(inst, &problem, whole_instruction) {
         Ok(dims) => dims,
         Err(e) => {
             eprintln!("error: {e}");
-            return EXIT_USAGE;
+            return Ok(EXIT_USAGE);
         }
     };
     let pool = match rayon::ThreadPoolBuilder::new()
@@ -70,7 +74,7 @@ pub fn run(
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: cannot start worker threads: {e}");
-            return EXIT_FAILED;
+            return Ok(EXIT_FAILED);
         }
     };
     let compiled = match args.engine {
@@ -79,7 +83,7 @@ pub fn run(
             Ok(c) => Some(c),
             Err(e) => {
                 eprintln!("error: {e}\n  help: `--engine interp` runs the reference interpreter");
-                return EXIT_FAILED;
+                return Ok(EXIT_FAILED);
             }
         },
     };
@@ -87,7 +91,7 @@ pub fn run(
         Ok(k) => k,
         Err(e) => {
             eprintln!("error: {e}\n  help: `--engine interp` runs the reference interpreter");
-            return EXIT_FAILED;
+            return Ok(EXIT_FAILED);
         }
     };
     let tiles = (m / inst.m as usize) * (n / inst.n as usize);
@@ -115,13 +119,13 @@ pub fn run(
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");
-            return EXIT_FAILED;
+            return Ok(EXIT_FAILED);
         }
     };
     let elapsed = started.elapsed();
-    if let Err(e) = matrix::write(&args.output, &inst.arithmetic.d, &d) {
+    if let Err(e) = output.finish(&inst.arithmetic.d, &d) {
         eprintln!("error: {e}");
-        return EXIT_FAILED;
+        return Ok(EXIT_FAILED);
     }
     eprintln!(
         "{}: {m} x {n} x {k}, {dots} dot products in {:.3} s ({:.3e} dot products/s), D written to {}",
@@ -132,7 +136,9 @@ pub fn run(
     );
     if args.report {
         let r = pool.install(|| gemm::error_report(inst, &problem, &d));
-        print!("{}", r.table());
+        let mut out = std::io::stdout().lock();
+        write!(out, "{}", r.table())?;
+        out.flush()?;
     }
-    EXIT_OK
+    Ok(EXIT_OK)
 }

@@ -1,6 +1,9 @@
-//! Command-line parsing (clap) and the subcommands.
+//! Command-line parsing (clap) and dispatch to the subcommands: `commands` (check, list,
+//! show, probe, run, test), `jit` (compile, bench) and `matrix` (mma, gemm), which share
+//! only the leaf `common`.
 
 mod commands;
+mod common;
 mod jit;
 mod matrix;
 
@@ -35,7 +38,8 @@ pub enum Engine {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Parse and check spec files; exit 1 with diagnostics on stderr if any fails.
+    /// Parse and check spec files; diagnostics on stderr, exit 1 if any fails to check, 2 if
+    /// any cannot be read.
     Check {
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -47,35 +51,12 @@ pub enum Command {
         #[arg(long)]
         markdown: bool,
     },
-    /// Run one dot-product-add of an instruction on raw encodings.
-    Run {
-        file: PathBuf,
-        /// Instruction name, as in `mmac list`.
-        #[arg(long)]
-        instr: String,
-        /// c, as a hex encoding.
-        #[arg(long, allow_hyphen_values = true)]
-        c: String,
-        /// a[0..K], comma-separated hex encodings.
-        #[arg(long)]
-        a: String,
-        /// b[0..K], comma-separated hex encodings.
-        #[arg(long)]
-        b: String,
-        /// Scale factors of A's row, one per block.
-        #[arg(long)]
-        sa: Option<String>,
-        /// Scale factors of B's column, one per block.
-        #[arg(long)]
-        sb: Option<String>,
-        #[arg(long, value_enum, default_value_t = Engine::Jit)]
-        engine: Engine,
-        /// Print every stage: decoded inputs, exponents, alignment, rounding, result
-        /// (the trace comes from the interpreter).
-        #[arg(long)]
-        trace: bool,
-    },
-    /// Run conformance vectors (.mmv) against specs; the last line is `N passed, M failed`.
+    /// Run one dot-product-add of an instruction on values given as hex encodings or exact
+    /// decimals.
+    #[command(after_help = RUN_VALUES)]
+    Run(RunArgs),
+    /// Run conformance vectors (.mmv) against specs; the last line is `N passed, M failed`
+    /// (and `, S skipped`: the cases of files of an architecture no given spec declares).
     Test {
         /// A spec file or a folder of specs.
         spec: PathBuf,
@@ -145,6 +126,49 @@ pub enum Command {
     },
 }
 
+const RUN_VALUES: &str = "\
+Values: hex encodings by default (`3f800000`, or `0x3f800000`). A value is a decimal
+when it contains a `.`, starts with `+` or `-`, or is `inf`, `-inf` or `nan` (any case):
+`1.0`, `-0.0`, `+12`, `6.25e-2`. A decimal is read exactly and must be exactly
+representable in the operand's format; it is never rounded (`0.1` is an error in every
+binary format). `inf` and `nan` need a format that has them.
+
+Lanes: --a and --b take K values and --sa/--sb one scale factor per block, unless --pad
+is given: then missing a/b lanes are +0 and missing scale factors 1.0.";
+
+/// The instruction, operands and options of `mmac run`.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    pub file: PathBuf,
+    /// Instruction name, as in `mmac list`.
+    #[arg(long)]
+    pub instr: String,
+    /// c: one value (a hex encoding or an exact decimal, see below).
+    #[arg(long, allow_hyphen_values = true)]
+    pub c: String,
+    /// a[0..K], comma-separated values.
+    #[arg(long, allow_hyphen_values = true)]
+    pub a: String,
+    /// b[0..K], comma-separated values.
+    #[arg(long, allow_hyphen_values = true)]
+    pub b: String,
+    /// Scale factors of A's row, one per block.
+    #[arg(long, allow_hyphen_values = true)]
+    pub sa: Option<String>,
+    /// Scale factors of B's column, one per block.
+    #[arg(long, allow_hyphen_values = true)]
+    pub sb: Option<String>,
+    /// Fill missing a/b lanes with +0 and missing scale factors with 1.0.
+    #[arg(long)]
+    pub pad: bool,
+    #[arg(long, value_enum, default_value_t = Engine::Jit)]
+    pub engine: Engine,
+    /// Print every stage: decoded inputs, exponents, alignment, rounding, result
+    /// (the trace comes from the interpreter).
+    #[arg(long)]
+    pub trace: bool,
+}
+
 /// Operands and output of `mma` and `gemm`.
 #[derive(clap::Args, Debug)]
 pub struct MatrixArgs {
@@ -165,7 +189,8 @@ pub struct MatrixArgs {
     /// Scale factors of B's columns (K/block x N).
     #[arg(long)]
     pub sb: Option<PathBuf>,
-    /// Where to write D (M x N) as .npy.
+    /// Where to write D (M x N) as .npy: checked before any work, never one of the inputs,
+    /// and written whole or not at all (a temporary file renamed into place).
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
     /// Print max/mean absolute and relative error and the bias against the exact result.
@@ -192,5 +217,31 @@ pub fn main() -> i32 {
                 && std::env::var_os("NO_COLOR").is_none()
         }
     };
-    commands::dispatch(cli.command, color)
+    common::exit_code(dispatch(cli.command, color))
+}
+
+fn dispatch(cmd: Command, color: bool) -> common::Outcome {
+    match cmd {
+        Command::Check { files } => commands::check(&files, color),
+        Command::List { file, markdown } => commands::list(&file, markdown, color),
+        Command::Run(args) => commands::run(&args, color),
+        Command::Test {
+            spec,
+            vectors,
+            engine,
+        } => commands::test(&spec, &vectors, engine, color),
+        Command::Compile { file, emit } => jit::compile(&file, emit, color),
+        Command::Bench {
+            file,
+            instr,
+            engine,
+            json,
+        } => jit::bench(&file, &instr, engine, json, color),
+        Command::Probe { file, instr } => commands::probe(&file, instr.as_deref(), color),
+        Command::Show { file, instr } => commands::show(&file, &instr, color),
+        Command::Mma { args, c } => matrix::run(&args, Some(&c), None, true, color),
+        Command::Gemm { args, c, threads } => {
+            matrix::run(&args, c.as_deref(), threads, false, color)
+        }
+    }
 }

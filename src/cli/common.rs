@@ -1,0 +1,117 @@
+//! What every subcommand shares: the exit codes, how a subcommand stops ([`Halt`]: a
+//! diagnostic already printed, or a failed write to stdout, quiet for a closed pipe),
+//! loading a spec and looking up one of its instructions, and starting an output file
+//! that is not one of the inputs (each printing its own diagnostic). A leaf: it imports
+//! nothing from the other modules of `cli`.
+
+use mmac_compiler::diagnostic::closest;
+use mmac_compiler::ir::Instruction;
+use mmac_compiler::valid::ArithmeticInfo;
+use mmac_runtime::matrix;
+use mmac_runtime::specs::{self, LoadedSpec};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Success.
+pub const EXIT_OK: i32 = 0;
+/// A check or a test failed.
+pub const EXIT_FAILED: i32 = 1;
+/// Bad usage or unreadable input.
+pub const EXIT_USAGE: i32 = 2;
+
+/// Why a subcommand stopped before finishing.
+#[derive(Debug)]
+pub enum Halt {
+    /// The diagnostic is on stderr; exit with this code.
+    Exit(i32),
+    /// Writing to stdout failed (`mmac list F | head -1` closes the pipe early).
+    Stdout(io::Error),
+}
+
+impl From<io::Error> for Halt {
+    fn from(e: io::Error) -> Halt {
+        Halt::Stdout(e)
+    }
+}
+
+/// What a subcommand returns: the exit code once it has finished, or why it stopped.
+/// Subcommands write data through a locked stdout with `writeln!(out, ...)?`.
+pub type Outcome = Result<i32, Halt>;
+
+/// The process exit code of a subcommand's outcome. A closed stdout is the reader's
+/// choice, not an error: it ends quietly with success.
+pub fn exit_code(outcome: Outcome) -> i32 {
+    match outcome {
+        Ok(code) | Err(Halt::Exit(code)) => code,
+        Err(Halt::Stdout(e)) if e.kind() == io::ErrorKind::BrokenPipe => EXIT_OK,
+        Err(Halt::Stdout(e)) => {
+            eprintln!("error: cannot write to stdout: {e}");
+            EXIT_USAGE
+        }
+    }
+}
+
+/// Parse and check one spec file; on failure the diagnostics are on stderr and the
+/// subcommand halts with the exit code (unreadable file: usage, invalid spec: failed).
+pub fn load(path: &Path, color: bool) -> Result<LoadedSpec, Halt> {
+    specs::load_file(path).map_err(|e| {
+        eprint!("{}", e.render(color));
+        Halt::Exit(match e {
+            specs::LoadError::Io(..) => EXIT_USAGE,
+            specs::LoadError::Invalid(_) => EXIT_FAILED,
+        })
+    })
+}
+
+/// The named instruction of a loaded spec, or a usage error on stderr that suggests the
+/// closest name (else points at `mmac list`).
+pub fn instruction<'s>(
+    spec: &'s LoadedSpec,
+    name: &str,
+) -> Result<(&'s Instruction, &'s ArithmeticInfo), Halt> {
+    spec.instruction(name).ok_or_else(|| {
+        let file = spec.path.display();
+        let names = spec.spec.instructions.iter().map(|i| i.name.as_str());
+        let help = match closest(name, names) {
+            Some(near) => format!("did you mean `{near}`?"),
+            None => format!("`mmac list {file}` shows its instructions"),
+        };
+        eprintln!("error: `{file}` declares no instruction `{name}`\n  help: {help}");
+        Halt::Exit(EXIT_USAGE)
+    })
+}
+
+/// Where a path would be once created: the canonical path of an existing file, else its
+/// canonical folder joined with its name.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    if let Ok(p) = path.canonicalize() {
+        return Some(p);
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    Some(dir.canonicalize().ok()?.join(path.file_name()?))
+}
+
+/// Start the output file `path` (`-o`) before any work is done: refuse a path that names
+/// one of the `inputs` (`(option, path)`, compared as canonical paths, so `./x/../A.npy`
+/// is `A.npy`), and one that cannot be created. Both are usage errors.
+pub fn create_output(path: &Path, inputs: &[(&str, &Path)]) -> Result<matrix::Output, Halt> {
+    if let Some(out) = resolved(path) {
+        for (option, input) in inputs {
+            if input.canonicalize().is_ok_and(|i| i == out) {
+                eprintln!(
+                    "error: -o {} is the input {option} {}; refusing to overwrite it\n  help: write the result to another file",
+                    path.display(),
+                    input.display()
+                );
+                return Err(Halt::Exit(EXIT_USAGE));
+            }
+        }
+    }
+    matrix::Output::create(path).map_err(|e| {
+        eprintln!("error: {e}");
+        Halt::Exit(EXIT_USAGE)
+    })
+}
