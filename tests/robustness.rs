@@ -1,6 +1,8 @@
 //! No input makes mmac panic: thousands of mutated and truncated spec files go through
-//! the parser and checker (and their diagnostics are rendered), and mutated vector files
-//! through the vector reader.
+//! the parser, checker and validator (and their diagnostics are rendered); every mutated
+//! spec that checks is also JIT-compiled and run on random records through both engines,
+//! which must give equal bits (or the JIT refuses the instruction with a reason);
+//! mutated vector and .npy files go through their readers.
 
 use mmac_compiler::records::Rng;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -159,21 +161,87 @@ fn spec_texts() -> Vec<(String, String)> {
         "specs/cdna2.mma",
         "specs/ada.mma",
         "specs/volta.mma",
+        "specs/rtx_blackwell.mma",
         "specs/std/prelude.mma",
+        "specs/examples/kulisch.mma",
+        "compiler/tests/data/jit_coverage.mma",
     ] {
         out.push((
             name.to_string(),
             std::fs::read_to_string(root.join(name)).unwrap(),
         ));
     }
-    for e in std::fs::read_dir(root.join("tests/checker/fail")).unwrap() {
-        let p = e.unwrap().path();
-        out.push((
-            p.display().to_string(),
-            std::fs::read_to_string(&p).unwrap(),
-        ));
+    for dir in ["tests/checker/fail", "tests/checker/pass"] {
+        let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        for p in files {
+            out.push((
+                p.display().to_string(),
+                std::fs::read_to_string(&p).unwrap(),
+            ));
+        }
     }
     out
+}
+
+/// Run a checked (mutated) spec: for a few of its distinct arithmetics, random records
+/// (any encoding, NaN and Inf included) through the interpreter, and through the JIT
+/// unless it refuses the instruction with a reason. Returns whether a kernel ran.
+fn run_on_both_engines(v: &mmac_compiler::Validated, rng: &mut Rng) -> Result<bool, String> {
+    use mmac_compiler::engine::Operands;
+    use mmac_compiler::{interp, jit};
+    let distinct: Vec<usize> = v.info.distinct().map(|(i, _)| i).collect();
+    let mut ran = false;
+    for _ in 0..2.min(distinct.len()) {
+        let index = distinct[rng.below(distinct.len())];
+        let (inst, info) = (&v.spec.instructions[index], v.info.instruction(index));
+        let ar = &inst.arithmetic;
+        let kernel = match jit::compile_instruction(inst, info) {
+            Ok(c) => Some(c),
+            Err(e) if e.message.contains("internal error") => {
+                return Err(format!("the JIT failed on `{}`: {e}", inst.name));
+            }
+            Err(_) => None,
+        };
+        let kernel = kernel.as_ref().map(|c| c.kernel(&inst.name).unwrap());
+        ran |= kernel.is_some();
+        let scale = ar.scale.as_ref().map(|s| &s.format);
+        for _ in 0..4 {
+            let mut draw = |f: Option<&mmac_compiler::format::Format>, n: usize| -> Vec<u64> {
+                (0..n)
+                    .map(|_| f.map_or(0, |f| rng.next_u64() & f.storage_mask()))
+                    .collect()
+            };
+            let (a, b) = (draw(Some(&ar.a), inst.k()), draw(Some(&ar.b), inst.k()));
+            let (sa, sb) = (
+                draw(scale, inst.scale_count()),
+                draw(scale, inst.scale_count()),
+            );
+            let c = draw(Some(&ar.c), 1)[0];
+            let ops = Operands {
+                c,
+                a: &a,
+                b: &b,
+                sa: &sa,
+                sb: &sb,
+            };
+            let want = interp::run(inst, info, &ops).map_err(|e| e.to_string())?;
+            if let Some(k) = &kernel {
+                let got = k.dot(&ops).map_err(|e| e.to_string())?;
+                let nan = |x: u64| ar.d.decode(x).is_nan();
+                if want != got && !(nan(want) && nan(got)) {
+                    return Err(format!(
+                        "`{}`: c={c:x} a={a:x?} b={b:x?} sa={sa:x?} sb={sb:x?}: interp {want:x}, jit {got:x}",
+                        inst.name
+                    ));
+                }
+            }
+        }
+    }
+    Ok(ran)
 }
 
 #[test]
@@ -181,40 +249,57 @@ fn mutated_specs_never_panic() {
     let texts = spec_texts();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut rejected = 0;
-    let rounds = 2500;
+    let mut compiled = 0;
+    // MMAC_FUZZ_ROUNDS runs a longer campaign (and MMAC_FUZZ_SEED another one)
+    let rounds: usize = std::env::var("MMAC_FUZZ_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2500);
+    if let Some(seed) = std::env::var("MMAC_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        rng = Rng::new(seed);
+    }
     for i in 0..rounds {
-        let (name, base) = &texts[i % texts.len()];
+        // every other round mutates a spec that checks (the spec library, the pass/
+        // corpus), so that many mutations still check and reach the engines
+        let runnable: Vec<&(String, String)> = texts
+            .iter()
+            .filter(|(n, _)| !n.contains("checker/fail") && !n.contains("prelude"))
+            .collect();
+        let (name, base) = if i % 2 == 0 {
+            runnable[(i / 2) % runnable.len()]
+        } else {
+            &texts[i % texts.len()]
+        };
         let mut text = base.clone();
-        for _ in 0..=rng.below(3) {
+        // one mutation of a runnable spec often still checks; up to three elsewhere
+        let mutations = if i % 2 == 0 { 1 } else { 1 + rng.below(3) };
+        for _ in 0..mutations {
             text = mutate(&mut rng, &text);
         }
         let r = catch_unwind(AssertUnwindSafe(|| {
             match mmac_compiler::compile(name, &text) {
-                Ok(v) => {
-                    // whatever checks must also run: one dot product per instruction, zeros in
-                    for (index, inst) in v.spec.instructions.iter().enumerate().take(3) {
-                        let z = vec![0u64; inst.k()];
-                        let s = vec![0u64; inst.scale_count()];
-                        let ops = mmac_compiler::engine::Operands {
-                            c: 0,
-                            a: &z,
-                            b: &z,
-                            sa: &s,
-                            sb: &s,
-                        };
-                        mmac_compiler::interp::run(inst, v.info.instruction(index), &ops).unwrap();
-                    }
-                    false
-                }
+                // whatever checks must also run, on both engines, with equal bits
+                Ok(v) => run_on_both_engines(&v, &mut rng).map(|ran| (false, ran)),
                 Err(d) => {
                     let _ = d.render_plain(100);
                     let _ = d.short();
-                    true
+                    Ok((true, false))
                 }
             }
         }));
         match r {
-            Ok(rej) => rejected += rej as usize,
+            Ok(Ok((rej, ran))) => {
+                rejected += rej as usize;
+                compiled += ran as usize;
+            }
+            Ok(Err(e)) => {
+                panic!(
+                    "the engines disagree on a mutation of {name} (round {i}): {e}\n-----\n{text}\n-----"
+                )
+            }
             Err(_) => {
                 panic!("mmac panicked on a mutation of {name} (round {i}):\n-----\n{text}\n-----")
             }
@@ -222,8 +307,14 @@ fn mutated_specs_never_panic() {
     }
     // the mutations must exercise the error paths, not only harmless whitespace
     assert!(
-        rejected > rounds / 2,
+        rejected > rounds / 3,
         "only {rejected} of {rounds} mutations were rejected"
+    );
+    eprintln!("{rejected} rejected, {compiled} of the accepted ran through the JIT");
+    // and the accepted ones really went through the JIT
+    assert!(
+        compiled > rounds / 8,
+        "only {compiled} of {rounds} mutations ran through the JIT"
     );
 }
 
