@@ -61,7 +61,7 @@ fn list_one_line_per_instruction() {
     assert_eq!(out.lines().count(), 27);
     assert!(
         out.contains(
-            "v_mfma_f32_16x16x32_fp8_fp8\tm16n16k32\ta=fp8 b=fp8 c=f32 d=f32\tgtr_fdpa\tF=24\n"
+            "v_mfma_f32_16x16x32_fp8_fp8\tm16n16k32\ta=fp8 b=fp8 c=f32 d=f32\tgtr_fdpa\tF=24\tevidence=model\n"
         ),
         "{out}"
     );
@@ -99,6 +99,30 @@ fn run_trace_shows_every_stage() {
         "0400,0100,0,0,0,0,0,0",
         "--b",
         "1c00,1400,0,0,0,0,0,0",
+        "--trace",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    insta::assert_snapshot!(stdout(&o));
+}
+
+/// The trace of a composed instruction shows every step: the conversions, each run with
+/// the k positions it takes and its own trace, and the final addition.
+#[test]
+fn run_trace_shows_every_step_of_a_composed_instruction() {
+    // c = 1, a product 2^-4 at k = 0 (the run over k mod 4 in {0, 1}) and 2^-6 at k = 2
+    // (the run over {2, 3}, whose c is the first run's result); c is added last
+    let o = mmac(&[
+        "run",
+        "specs/hopper.mma",
+        "--instr",
+        "mma.m16n8k32.f16.e4m3.e4m3.f16",
+        "--c",
+        "3c00",
+        "--a",
+        "38,0,20,0",
+        "--b",
+        "18,0,20,0",
+        "--pad",
         "--trace",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -198,6 +198,107 @@ pub enum StageKind {
         flush_keep_sign: bool,
     },
     Nan(Ident),
+    /// `convert a, b to FORMAT round MODE [overflow RULE]` (composed pipelines).
+    Convert {
+        operands: Vec<Operand>,
+        format: Expr,
+        rounding: Expr,
+        overflow: Option<Expr>,
+    },
+    /// `let NAME = STEP`.
+    Let {
+        name: Ident,
+        value: StepExpr,
+    },
+    /// `result NAME`: the value that is d.
+    Result(Ident),
+    /// `for VAR in FROM..TO [step S] { stages }`: the body once per value.
+    Repeat {
+        var: Ident,
+        from: Expr,
+        to: Expr,
+        step: Option<Expr>,
+        body: Vec<Stage>,
+    },
+    /// `coverage any`: k positions may be used by no `run`, or by several.
+    Coverage,
+}
+
+/// What a `let` binds in a composed pipeline.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepExpr {
+    /// `run TARGET over POSITIONS with c = VALUE`.
+    Run {
+        target: RunTarget,
+        /// The k positions: every clause must hold (none: all of them).
+        positions: Vec<KClause>,
+        c: ValueRef,
+        span: Span,
+    },
+    /// `add X, Y in FORMAT round MODE`.
+    Add {
+        x: ValueRef,
+        y: ValueRef,
+        format: Expr,
+        rounding: Expr,
+    },
+    /// `fma X, Y, Z in FORMAT round MODE`: `x * y + z`, rounded once.
+    Fma {
+        x: ValueRef,
+        y: ValueRef,
+        z: ValueRef,
+        format: Expr,
+        rounding: Expr,
+    },
+    /// Another name for a value.
+    Value(ValueRef),
+}
+
+/// What a `run` computes with.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RunTarget {
+    /// An instruction of the same spec, by name (an expression giving a string).
+    Instruction(Expr),
+    /// A pipeline instantiated for the run: `PIPELINE(ARGS) into FORMAT`.
+    Pipeline {
+        name: Ident,
+        args: Vec<Arg>,
+        into: Expr,
+    },
+}
+
+/// A condition on k positions.
+#[derive(Clone, Debug, PartialEq)]
+pub enum KClause {
+    /// `k in FROM..TO [step S]` (inclusive).
+    Range {
+        from: Box<Expr>,
+        to: Box<Expr>,
+        step: Option<Box<Expr>>,
+        span: Span,
+    },
+    /// `k mod M in [R, ...]`.
+    Mod {
+        modulus: Expr,
+        residues: Vec<Expr>,
+        span: Span,
+    },
+}
+
+/// A value in a composed pipeline: `0` (+0), `c`, or the name of an earlier `let`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ValueRef {
+    Zero(Span),
+    Name(Ident),
+}
+
+impl ValueRef {
+    pub fn span(&self) -> Span {
+        match self {
+            ValueRef::Zero(s) => *s,
+            ValueRef::Name(id) => id.span,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -252,5 +353,7 @@ pub struct InstructionDecl {
     pub types: Vec<(char, Expr, Span)>,
     pub scale: Option<(Expr, Expr, Span)>,
     pub uses: Option<Uses>,
+    /// `evidence model, silicon`: what pins the arithmetic.
+    pub evidence: Vec<Ident>,
     pub span: Span,
 }

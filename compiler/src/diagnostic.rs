@@ -87,6 +87,8 @@ pub enum Code {
     WrongArguments,
     /// A length that does not divide k (chain, group, block).
     Divisibility,
+    /// A composed pipeline's run takes a different number of k positions than it selects.
+    Shape,
     MisplacedStage,
     StageOrder,
     BadOverflow,
@@ -105,7 +107,7 @@ pub enum Code {
 }
 
 impl Code {
-    pub const ALL: [Code; 36] = [
+    pub const ALL: [Code; 37] = [
         Code::Syntax,
         Code::UnknownName,
         Code::UnknownImport,
@@ -132,6 +134,7 @@ impl Code {
         Code::MissingUses,
         Code::WrongArguments,
         Code::Divisibility,
+        Code::Shape,
         Code::MisplacedStage,
         Code::StageOrder,
         Code::BadOverflow,
@@ -173,6 +176,7 @@ impl Code {
             Code::MissingUses => "missing-uses",
             Code::WrongArguments => "wrong-arguments",
             Code::Divisibility => "divisibility",
+            Code::Shape => "shape",
             Code::MisplacedStage => "misplaced-stage",
             Code::StageOrder => "stage-order",
             Code::BadOverflow => "bad-overflow",

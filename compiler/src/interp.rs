@@ -8,8 +8,9 @@
 //! accumulators by that analysis, so every test that runs the interpreter also tests it.
 
 use crate::engine::{EvalError, Operands};
-use crate::exact::{Dyadic, Rounding};
+use crate::exact::Dyadic;
 use crate::format::{Decoded, Finite, Format};
+use crate::ieee::{self, Num};
 use crate::ir::*;
 use crate::valid::{ArithmeticInfo, FusedInfo};
 use num_bigint::BigInt;
@@ -18,7 +19,7 @@ use num_bigint::BigInt;
 /// instruction's arithmetic ([`crate::valid::SpecInfo::instruction`]).
 pub fn run(inst: &Instruction, info: &ArithmeticInfo, ops: &Operands) -> Result<u64, EvalError> {
     let mut t = Trace { lines: None };
-    evaluate(inst, info, ops, &mut t)
+    evaluate(Target::of(inst), info, ops, &mut t)
 }
 
 /// Compute `d` and return the trace of every stage.
@@ -30,8 +31,33 @@ pub fn run_traced(
     let mut t = Trace {
         lines: Some(vec![]),
     };
-    let d = evaluate(inst, info, ops, &mut t)?;
+    let d = evaluate(Target::of(inst), info, ops, &mut t)?;
     Ok((d, t.lines.unwrap_or_default()))
+}
+
+/// What the interpreter computes: an arithmetic under a name, with the provenance its
+/// trace names parts by (an instruction, or the run of a composed instruction's step).
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    name: &'a str,
+    arithmetic: &'a Arithmetic,
+    provenance: &'a Provenance,
+}
+
+impl<'a> Target<'a> {
+    fn of(inst: &'a Instruction) -> Target<'a> {
+        Target {
+            name: &inst.name,
+            arithmetic: &inst.arithmetic,
+            provenance: &inst.provenance,
+        }
+    }
+    fn k(&self) -> usize {
+        self.arithmetic.k as usize
+    }
+    fn scale_count(&self) -> usize {
+        self.arithmetic.scale_count()
+    }
 }
 
 struct Trace {
@@ -49,7 +75,7 @@ impl Trace {
     }
 }
 
-fn check_counts(inst: &Instruction, ops: &Operands) -> Result<(), EvalError> {
+fn check_counts(inst: Target, ops: &Operands) -> Result<(), EvalError> {
     let k = inst.k();
     let s = inst.scale_count();
     for (operand, got, want) in [
@@ -60,7 +86,7 @@ fn check_counts(inst: &Instruction, ops: &Operands) -> Result<(), EvalError> {
     ] {
         if got != want {
             return Err(EvalError::OperandCount {
-                instruction: inst.name.clone(),
+                instruction: inst.name.to_string(),
                 operand,
                 got,
                 want,
@@ -71,7 +97,7 @@ fn check_counts(inst: &Instruction, ops: &Operands) -> Result<(), EvalError> {
 }
 
 fn evaluate(
-    inst: &Instruction,
+    inst: Target,
     info: &ArithmeticInfo,
     ops: &Operands,
     t: &mut Trace,
@@ -81,20 +107,218 @@ fn evaluate(
         (Pipeline::Fused(f), Some(fi)) => fused(inst, f, fi, ops, t),
         (Pipeline::Sequential(s), None) => sequential(inst, s, ops, t),
         (Pipeline::Integer(i), None) => integer(inst, i, ops, t),
+        (Pipeline::Composed(c), None) if info.steps.len() == c.steps.len() => {
+            composed(inst, c, info, ops, t)
+        }
         _ => Err(EvalError::Internal {
-            instruction: inst.name.clone(),
+            instruction: inst.name.to_string(),
             message: "the validation info does not belong to this instruction".into(),
         }),
     }
 }
 
-/// A value with IEEE special cases and a signed zero.
-#[derive(Clone, Debug, PartialEq)]
-enum Num {
-    Nan,
-    Inf(bool),
-    /// sign (meaningful for zeros), value
-    Fin(bool, Dyadic),
+// ------------------------------------------------------------------------------------
+// Composed pipelines: conversions, runs of other arithmetic, rounded additions.
+
+fn composed(
+    inst: Target,
+    c: &Composed,
+    info: &ArithmeticInfo,
+    ops: &Operands,
+    t: &mut Trace,
+) -> Result<u64, EvalError> {
+    let ar = inst.arithmetic;
+    let internal = |message: String| EvalError::Internal {
+        instruction: inst.name.to_string(),
+        message,
+    };
+    let convert = |raw: u64, from: &Format, conv: &Option<Conversion>| match conv {
+        Some(cv) => {
+            ieee::convert(raw, from, cv).map_err(|e| internal(format!("converting {raw:x}: {e}")))
+        }
+        None => Ok(raw),
+    };
+    let a: Vec<u64> = ops
+        .a
+        .iter()
+        .map(|&x| convert(x, &ar.a, &c.convert_a))
+        .collect::<Result<_, _>>()?;
+    let b: Vec<u64> = ops
+        .b
+        .iter()
+        .map(|&x| convert(x, &ar.b, &c.convert_b))
+        .collect::<Result<_, _>>()?;
+    let c_raw = convert(ops.c, &ar.c, &c.convert_c)?;
+    for (conv, role, from, to) in [
+        (&c.convert_a, "a", ops.a, &a),
+        (&c.convert_b, "b", ops.b, &b),
+    ] {
+        if let Some(cv) = conv {
+            t.line(|| {
+                format!(
+                    "convert {role} to {} ({}): {}",
+                    cv.format.name,
+                    cv.rounding.short(),
+                    from.iter()
+                        .zip(to.iter())
+                        .map(|(x, y)| format!("{x:x}->{y:x}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            });
+        }
+    }
+    if let Some(cv) = &c.convert_c {
+        t.line(|| format!("convert c to {}: {:x}->{c_raw:x}", cv.format.name, ops.c));
+    }
+    let c_format = c.convert_c.as_ref().map_or(&ar.c, |x| &x.format);
+    // each step's value: its encoding and format
+    let mut values: Vec<(u64, &Format)> = Vec::with_capacity(c.steps.len());
+    let raw_of = |v: StepValue, values: &[(u64, &Format)], format: &Format| -> u64 {
+        match v {
+            StepValue::C => c_raw,
+            StepValue::Zero => ieee::encode(format, &Num::zero()).unwrap_or(0),
+            StepValue::Step(i) => values[i].0,
+        }
+    };
+    let num_of = |v: StepValue, values: &[(u64, &Format)]| -> Num {
+        match v {
+            StepValue::C => Num::of(&c_format.decode(c_raw)),
+            StepValue::Zero => Num::zero(),
+            StepValue::Step(i) => Num::of(&values[i].1.decode(values[i].0)),
+        }
+    };
+    let label = |i: usize| {
+        inst.provenance
+            .steps
+            .get(i)
+            .map_or_else(|| format!("s{i}"), |p| p.label.clone())
+    };
+    for (i, step) in c.steps.iter().enumerate() {
+        let (raw, format) = match step {
+            Step::Run {
+                arithmetic,
+                positions,
+                c: cv,
+            } => {
+                let sub_info = info.steps[i]
+                    .as_ref()
+                    .ok_or_else(|| internal(format!("step {i} has no validation info")))?;
+                let (name, provenance) =
+                    match inst.provenance.steps.get(i).and_then(|p| p.run.as_ref()) {
+                        Some((n, p)) => (n.as_str(), p.as_ref()),
+                        None => ("run", inst.provenance),
+                    };
+                let sub = Target {
+                    name,
+                    arithmetic,
+                    provenance,
+                };
+                let sa: Vec<u64> = positions.iter().map(|&p| a[p as usize]).collect();
+                let sb: Vec<u64> = positions.iter().map(|&p| b[p as usize]).collect();
+                let sub_c = raw_of(*cv, &values, &arithmetic.c);
+                t.line(|| {
+                    format!(
+                        "let {} = run {name} over k = {} with c = {}",
+                        label(i),
+                        positions
+                            .iter()
+                            .map(|p| p.to_string())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        describe_raw(&arithmetic.c, sub_c)
+                    )
+                });
+                let sub_ops = Operands {
+                    c: sub_c,
+                    a: &sa,
+                    b: &sb,
+                    sa: &[],
+                    sb: &[],
+                };
+                let mut inner = Trace {
+                    lines: t.on().then(Vec::new),
+                };
+                let d = evaluate(sub, sub_info, &sub_ops, &mut inner)?;
+                for l in inner.lines.unwrap_or_default() {
+                    t.line(|| format!("  | {l}"));
+                }
+                (d, &arithmetic.d)
+            }
+            Step::Add { x, y, op } => {
+                let r = ieee::add(&num_of(*x, &values), &num_of(*y, &values), op);
+                (
+                    ieee::encode(&op.format, &r).ok_or_else(|| {
+                        internal(format!(
+                            "{} has no encoding in `{}`",
+                            r.show(),
+                            op.format.name
+                        ))
+                    })?,
+                    &op.format,
+                )
+            }
+            Step::Fma { x, y, z, op } => {
+                let r = ieee::fma(
+                    &num_of(*x, &values),
+                    &num_of(*y, &values),
+                    &num_of(*z, &values),
+                    op,
+                );
+                (
+                    ieee::encode(&op.format, &r).ok_or_else(|| {
+                        internal(format!(
+                            "{} has no encoding in `{}`",
+                            r.show(),
+                            op.format.name
+                        ))
+                    })?,
+                    &op.format,
+                )
+            }
+        };
+        if !matches!(step, Step::Run { .. }) {
+            t.line(|| {
+                // each operand by name and value: `high 2d00 (0.078125)`
+                let operand = |v: StepValue| {
+                    let name = match v {
+                        StepValue::C => "c".to_string(),
+                        StepValue::Zero => "0".to_string(),
+                        StepValue::Step(j) => label(j),
+                    };
+                    match v {
+                        StepValue::C => format!("{name} {}", describe_raw(c_format, c_raw)),
+                        StepValue::Step(j) => {
+                            format!("{name} {}", describe_raw(values[j].1, values[j].0))
+                        }
+                        StepValue::Zero => name,
+                    }
+                };
+                let what = match step {
+                    Step::Add { x, y, op } => format!(
+                        "add {}, {} in {} {}",
+                        operand(*x),
+                        operand(*y),
+                        op.format.name,
+                        op.rounding.short()
+                    ),
+                    Step::Fma { x, y, z, op } => format!(
+                        "fma {}, {}, {} in {} {}",
+                        operand(*x),
+                        operand(*y),
+                        operand(*z),
+                        op.format.name,
+                        op.rounding.short()
+                    ),
+                    Step::Run { .. } => String::new(),
+                };
+                format!("let {} = {what}", label(i))
+            });
+        }
+        t.line(|| format!("  {} = {}", label(i), describe_raw(format, raw)));
+        values.push((raw, format));
+    }
+    Ok(raw_of(c.result, &values, &ar.d))
 }
 
 fn decode(f: &Format, raw: u64, flush: bool) -> Decoded {
@@ -206,7 +430,7 @@ fn product(a: &Decoded, b: &Decoded) -> (Num, i64) {
 /// NaN policy (`nan ieee` only means the payload is not pinned). The validator guarantees
 /// that every result is rounded into the format; a value that still does not encode is
 /// an error, never a silent NaN.
-fn encode(inst: &Instruction, n: &Num) -> Result<u64, EvalError> {
+fn encode(inst: Target, n: &Num) -> Result<u64, EvalError> {
     let d = &inst.arithmetic.d;
     let bits = match n {
         Num::Nan => d.encode_nan(),
@@ -214,17 +438,17 @@ fn encode(inst: &Instruction, n: &Num) -> Result<u64, EvalError> {
         Num::Fin(neg, v) => d.encode_finite(*neg, v),
     };
     bits.ok_or_else(|| EvalError::Internal {
-        instruction: inst.name.clone(),
+        instruction: inst.name.to_string(),
         message: format!(
             "the result {} is not representable in `{}`",
-            show_num(n),
+            n.show(),
             d.name
         ),
     })
 }
 
 fn fused(
-    inst: &Instruction,
+    inst: Target,
     f: &Fused,
     info: &FusedInfo,
     ops: &Operands,
@@ -277,7 +501,7 @@ fn fused(
 
 /// The name of alignment node `i` of `count` in traces: its `as NAME`, or `sum` for the
 /// last.
-fn node_name(inst: &Instruction, i: usize, count: usize) -> String {
+fn node_name(inst: Target, i: usize, count: usize) -> String {
     match inst.provenance.node_names.get(i).cloned().flatten() {
         Some(n) => n,
         None if i + 1 == count => "sum".into(),
@@ -287,7 +511,7 @@ fn node_name(inst: &Instruction, i: usize, count: usize) -> String {
 
 #[allow(clippy::too_many_arguments)]
 fn fused_step(
-    inst: &Instruction,
+    inst: Target,
     f: &Fused,
     info: &FusedInfo,
     c_format: &Format,
@@ -551,7 +775,7 @@ fn fused_step(
         // the JIT sizes its accumulators by the validator's analysis: check it here
         if cfg!(debug_assertions) && !info.nodes[ni].holds(&sum, reference) {
             return Err(EvalError::Internal {
-                instruction: inst.name.clone(),
+                instruction: inst.name.to_string(),
                 message: format!(
                     "alignment {label} summed {}, outside the {}-bit accumulator the validator sized ({:?})",
                     show(&sum),
@@ -648,119 +872,19 @@ fn show(v: &Dyadic) -> String {
 // ------------------------------------------------------------------------------------
 // Sequential pipelines: IEEE-style rounded steps.
 
-/// Round an exact value into an arithmetic format with IEEE overflow rules, then flush a
-/// subnormal result to a zero of the same sign if asked.
-fn round_ieee(neg: bool, v: &Dyadic, a: &RoundedOp) -> Num {
-    let f = a
-        .format
-        .as_float()
-        .expect("checked: arithmetic formats are floats");
-    if v.is_zero() {
-        return Num::Fin(neg, Dyadic::zero());
-    }
-    let r = v.round_to_precision(f.mantissa_bits, f.min_exponent() as i64, a.rounding);
-    let neg = v.is_negative();
-    if r.leading_exponent()
-        .is_some_and(|le| le > f.max_exponent() as i64)
-    {
-        let to_inf = match a.rounding {
-            Rounding::NearestEven | Rounding::NearestAway => true,
-            Rounding::TowardZero => false,
-            Rounding::Up => !neg,
-            Rounding::Down => neg,
-        };
-        return if to_inf {
-            Num::Inf(neg)
-        } else {
-            Num::Fin(
-                neg,
-                Dyadic::from_parts(
-                    neg,
-                    f.max_significand() as u128,
-                    f.max_exponent() as i64 - f.mantissa_bits as i64,
-                ),
-            )
-        };
-    }
-    if a.flush_keep_sign
-        && r.leading_exponent()
-            .is_some_and(|le| le < f.min_exponent() as i64)
-    {
-        return Num::Fin(neg, Dyadic::zero());
-    }
-    Num::Fin(neg, r)
-}
-
-fn ieee_add(x: &Num, y: &Num, a: &RoundedOp) -> Num {
-    match (x, y) {
-        (Num::Nan, _) | (_, Num::Nan) => Num::Nan,
-        (Num::Inf(p), Num::Inf(q)) => {
-            if p == q {
-                Num::Inf(*p)
-            } else {
-                Num::Nan
-            }
-        }
-        (Num::Inf(p), _) | (_, Num::Inf(p)) => Num::Inf(*p),
-        (Num::Fin(sx, u), Num::Fin(sy, v)) => {
-            let s = u.add(v);
-            if s.is_zero() {
-                // exact zero: same-signed zeros keep their sign; otherwise +0 (-0 rounding down)
-                let neg = if u.is_zero() && v.is_zero() && sx == sy {
-                    *sx
-                } else {
-                    a.rounding == Rounding::Down
-                };
-                Num::Fin(neg, s)
-            } else {
-                round_ieee(s.is_negative(), &s, a)
-            }
-        }
-    }
-}
-
-fn num_of(d: &Decoded) -> Num {
-    match d {
-        Decoded::Nan => Num::Nan,
-        Decoded::Inf { negative } => Num::Inf(*negative),
-        Decoded::Finite(x) => Num::Fin(x.negative, x.value()),
-    }
-}
-
-fn show_num(n: &Num) -> String {
-    match n {
-        Num::Nan => "nan".into(),
-        Num::Inf(neg) => {
-            if *neg {
-                "-inf".into()
-            } else {
-                "inf".into()
-            }
-        }
-        Num::Fin(neg, v) if v.is_zero() => {
-            if *neg {
-                "-0".into()
-            } else {
-                "+0".into()
-            }
-        }
-        Num::Fin(_, v) => show(v),
-    }
-}
-
 fn sequential(
-    inst: &Instruction,
+    inst: Target,
     s: &Sequential,
     ops: &Operands,
     t: &mut Trace,
 ) -> Result<u64, EvalError> {
     let cond = s.conditioning;
-    let mut c = num_of(&decode(&inst.arithmetic.c, ops.c, cond.flush_c));
+    let mut c = Num::of(&decode(&inst.arithmetic.c, ops.c, cond.flush_c));
     t.line(|| {
         format!(
             "c = {} -> {}",
             describe_raw(&inst.arithmetic.c, ops.c),
-            show_num(&c)
+            c.show()
         )
     });
     let mut terms = vec![];
@@ -769,7 +893,7 @@ fn sequential(
         let db = decode(&inst.arithmetic.b, ops.b[k], cond.flush_b);
         let (p, _) = product(&da, &db);
         let p = match (&s.product, &p) {
-            (ProductRule::Rounded(ar), Num::Fin(neg, v)) => round_ieee(*neg, v, ar),
+            (ProductRule::Rounded(ar), Num::Fin(neg, v)) => ieee::round(*neg, v, ar),
             _ => p,
         };
         t.line(|| {
@@ -777,7 +901,7 @@ fn sequential(
                 "p[{k:>2}] = a {} * b {} = {}",
                 describe_raw(&inst.arithmetic.a, ops.a[k]),
                 describe_raw(&inst.arithmetic.b, ops.b[k]),
-                show_num(&p)
+                p.show()
             )
         });
         terms.push(p);
@@ -791,18 +915,18 @@ fn sequential(
                 while level.len() > 1 {
                     level = level
                         .chunks(2)
-                        .map(|pair| ieee_add(&pair[0], &pair[1], ar))
+                        .map(|pair| ieee::add(&pair[0], &pair[1], ar))
                         .collect();
                 }
                 let r = level.pop().unwrap();
-                t.line(|| format!("group[{gi}] (pairwise) = {}", show_num(&r)));
+                t.line(|| format!("group[{gi}] (pairwise) = {}", r.show()));
                 r
             })
             .collect();
     }
     for (i, term) in terms.iter().enumerate() {
-        c = ieee_add(&c, term, &s.accumulate);
-        t.line(|| format!("acc[{i:>2}] = {}", show_num(&c)));
+        c = ieee::add(&c, term, &s.accumulate);
+        t.line(|| format!("acc[{i:>2}] = {}", c.show()));
     }
     encode(inst, &c)
 }
@@ -820,12 +944,7 @@ fn int_value(f: &Format, raw: u64) -> i128 {
     }
 }
 
-fn integer(
-    inst: &Instruction,
-    p: &IntegerDot,
-    ops: &Operands,
-    t: &mut Trace,
-) -> Result<u64, EvalError> {
+fn integer(inst: Target, p: &IntegerDot, ops: &Operands, t: &mut Trace) -> Result<u64, EvalError> {
     let mut sum: i128 = int_value(&inst.arithmetic.c, ops.c);
     t.line(|| format!("c = {}", describe_raw(&inst.arithmetic.c, ops.c)));
     for k in 0..inst.k() {

@@ -127,6 +127,50 @@ pub struct Provenance {
     pub pipeline_span: Span,
     /// The names of a fused pipeline's alignment nodes (`align ... as NAME`), by index.
     pub node_names: Vec<Option<String>>,
+    /// A composed pipeline's steps: the `let` names and, for a `run`, what it runs.
+    pub steps: Vec<StepProvenance>,
+    /// What pins the arithmetic (`evidence model, silicon`); empty when not stated.
+    pub evidence: Vec<Evidence>,
+}
+
+/// What pins an instruction's arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Evidence {
+    /// Conformance vectors of a bit-accurate model tested against real GPUs (mmasim).
+    Model,
+    /// Outputs captured on real GPUs.
+    Silicon,
+    /// The vendor's ISA documentation states the arithmetic exactly (integer MMA).
+    Documentation,
+    /// None of these: the arithmetic is assumed (RDNA, whose rounding is not public; a
+    /// proposed design; an extrapolation from a measured sibling).
+    Assumption,
+}
+
+impl Evidence {
+    pub const ALL: [Evidence; 4] = [
+        Evidence::Model,
+        Evidence::Silicon,
+        Evidence::Documentation,
+        Evidence::Assumption,
+    ];
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Evidence::Model => "model",
+            Evidence::Silicon => "silicon",
+            Evidence::Documentation => "documentation",
+            Evidence::Assumption => "assumption",
+        }
+    }
+}
+
+/// Where a composed pipeline's step comes from.
+#[derive(Clone, Debug, Default)]
+pub struct StepProvenance {
+    /// The `let` name the step's value is bound to.
+    pub label: String,
+    /// For a `run`: the instruction it runs (its name and provenance).
+    pub run: Option<(String, Box<Provenance>)>,
 }
 
 /// How an instruction computes one dot-product-add.
@@ -138,6 +182,9 @@ pub enum Pipeline {
     Sequential(Sequential),
     /// Exact integer dot product (`s8`, `u4`, ...) or `b1` xor/and popc.
     Integer(IntegerDot),
+    /// Built from other instructions' arithmetic: operand conversions, runs of other
+    /// arithmetic over subsets of k, and rounded additions.
+    Composed(Composed),
 }
 
 impl Pipeline {
@@ -147,6 +194,7 @@ impl Pipeline {
             Pipeline::Fused(_) => "fused",
             Pipeline::Sequential(_) => "sequential",
             Pipeline::Integer(_) => "integer",
+            Pipeline::Composed(_) => "composed",
         }
     }
 }
@@ -327,4 +375,78 @@ pub enum IntegerOp {
 pub struct IntegerDot {
     pub op: IntegerOp,
     pub overflow: Overflow,
+}
+
+/// An operand conversion of a composed pipeline: every element rounded into `format`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Conversion {
+    pub format: Format,
+    pub rounding: Rounding,
+    /// What a value beyond the format's range becomes (`Inf`: the format's infinity, or
+    /// NaN where it has none; `Saturate`: its largest finite value).
+    pub overflow: Overflow,
+}
+
+/// A value of a composed pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StepValue {
+    /// The instruction's c (converted, if c is).
+    C,
+    /// +0, in whatever format it is used.
+    Zero,
+    /// The result of an earlier step.
+    Step(usize),
+}
+
+/// One step of a composed pipeline; its result is a value in a format: the run's d, or
+/// the rounded operation's format.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// Another arithmetic over the k positions `positions` (increasing; its lane j takes
+    /// position `positions[j]`), with `c` as its c.
+    Run {
+        arithmetic: Box<Arithmetic>,
+        positions: Vec<u32>,
+        c: StepValue,
+    },
+    /// `x + y`, rounded once.
+    Add {
+        x: StepValue,
+        y: StepValue,
+        op: RoundedOp,
+    },
+    /// `x * y + z`, rounded once.
+    Fma {
+        x: StepValue,
+        y: StepValue,
+        z: StepValue,
+        op: RoundedOp,
+    },
+}
+
+/// An instruction built from other instructions' arithmetic.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Composed {
+    /// Conversions of a, b and c, applied first.
+    pub convert_a: Option<Conversion>,
+    pub convert_b: Option<Conversion>,
+    pub convert_c: Option<Conversion>,
+    pub steps: Vec<Step>,
+    /// The value that is d.
+    pub result: StepValue,
+}
+
+impl Composed {
+    /// The format of a value (`None` for +0, which takes the format it is used in), given
+    /// the instruction's c format.
+    pub fn format_of<'a>(&'a self, v: StepValue, c: &'a Format) -> Option<&'a Format> {
+        match v {
+            StepValue::C => Some(self.convert_c.as_ref().map_or(c, |x| &x.format)),
+            StepValue::Zero => None,
+            StepValue::Step(i) => Some(match &self.steps[i] {
+                Step::Run { arithmetic, .. } => &arithmetic.d,
+                Step::Add { op, .. } | Step::Fma { op, .. } => &op.format,
+            }),
+        }
+    }
 }

@@ -16,6 +16,7 @@ pub mod diagnostic;
 pub mod engine;
 pub mod exact;
 pub mod format;
+pub mod ieee;
 pub mod interp;
 pub mod ir;
 pub mod jit;

@@ -74,13 +74,24 @@ fn rule_name(r: &Rule) -> &'static str {
         | Rule::normalize
         | Rule::accumulate
         | Rule::pairwise
-        | Rule::nan_rule => "a pipeline stage",
+        | Rule::nan_rule
+        | Rule::convert
+        | Rule::let_step
+        | Rule::result_step
+        | Rule::repeat
+        | Rule::coverage => "a pipeline stage",
+        Rule::run_step | Rule::add_step | Rule::fma_step => "`run`, `add`, `fma` or a value",
+        Rule::value_ref | Rule::zero_value => "a value (`c`, `0` or a `let` name)",
+        Rule::k_set | Rule::all_k | Rule::k_range | Rule::k_mod => {
+            "k positions (`all k`, `k in A..B`, `k mod M in [..]`)"
+        }
         Rule::inst_stmt
         | Rule::for_stmt
         | Rule::shape_stmt
         | Rule::types_stmt
         | Rule::scale_stmt
-        | Rule::uses_stmt => "`for`, `shape`, `types`, `scale` or `uses`",
+        | Rule::uses_stmt
+        | Rule::evidence_stmt => "`for`, `shape`, `types`, `scale`, `uses` or `evidence`",
         Rule::operand => "an operand (`a`, `b` or `c`)",
         Rule::operand_name => "an operand (`a`, `b`, `c` or `d`)",
         Rule::source => "a term source (`products`, `c` or a name)",
@@ -200,7 +211,8 @@ const KEYWORDS: &[&str] = &[
     "exact", "scaled", "overflow", "at", "zero", "exponent", "never", "group", "products",
     "as", "align", "to", "max", "keep", "bits", "round", "drop", "below", "sum", "normalize",
     "range", "precision", "accumulate", "add", "pairwise", "groups", "of", "nan", "result",
-    "match", "step", "sign", "integer", "xor", "and",
+    "match", "step", "sign", "integer", "xor", "and", "let", "convert", "run", "over", "with",
+    "into", "evidence",
 ];
 
 /// The keywords each rule pest may name as expected starts with, one list per way the rule
@@ -226,6 +238,24 @@ const RULE_KEYWORDS: &[(Rule, &[&[&str]])] = &[
     (Rule::accumulate, &[&["accumulate", "in"]]),
     (Rule::pairwise, &[&["add", "pairwise", "groups", "of"]]),
     (Rule::nan_rule, &[&["nan"]]),
+    (Rule::convert, &[&["convert"]]),
+    (Rule::let_step, &[&["let"]]),
+    (Rule::result_step, &[&["result"]]),
+    (Rule::repeat, &[&["for"]]),
+    (Rule::coverage, &[&["coverage", "any"]]),
+    // composed steps
+    (Rule::run_step, &[&["run"]]),
+    (Rule::add_step, &[&["add"]]),
+    (Rule::fma_step, &[&["fma"]]),
+    (Rule::all_k, &[&["all", "k"]]),
+    (Rule::k_range, &[&["k", "in"]]),
+    (Rule::k_mod, &[&["k", "mod"]]),
+    (Rule::k_word, &[&["k"]]),
+    (Rule::c_word, &[&["c"]]),
+    (Rule::mod_word, &[&["mod"]]),
+    (Rule::all_word, &[&["all"]]),
+    (Rule::add_word, &[&["add"]]),
+    (Rule::fma_word, &[&["fma"]]),
     // inside stages
     (Rule::bytes_unit, &[&["bytes"]]),
     (Rule::mul_exact, &[&["exact"]]),
@@ -260,6 +290,7 @@ const RULE_KEYWORDS: &[(Rule, &[&[&str]])] = &[
     (Rule::types_stmt, &[&["types"]]),
     (Rule::scale_stmt, &[&["scale"]]),
     (Rule::uses_stmt, &[&["uses"]]),
+    (Rule::evidence_stmt, &[&["evidence"]]),
     (Rule::shape_x, &[&["x"]]),
 ];
 
@@ -849,9 +880,200 @@ fn stage(p: Pair<Rule>) -> Stage {
             }
         }
         Rule::nan_rule => StageKind::Nan(ident(it.next().unwrap())),
+        Rule::convert => {
+            let mut operands = vec![];
+            let mut exprs = vec![];
+            let mut overflow = None;
+            for q in it {
+                match q.as_rule() {
+                    Rule::operand => operands.push(operand(q.as_str())),
+                    Rule::norm_overflow => overflow = Some(expr(q.into_inner().next().unwrap())),
+                    _ => exprs.push(expr(q)),
+                }
+            }
+            let mut exprs = exprs.into_iter();
+            StageKind::Convert {
+                operands,
+                format: exprs.next().unwrap(),
+                rounding: exprs.next().unwrap(),
+                overflow,
+            }
+        }
+        Rule::let_step => {
+            let name = ident(it.next().unwrap());
+            let value = step_expr(it.next().unwrap());
+            StageKind::Let { name, value }
+        }
+        Rule::result_step => StageKind::Result(ident(it.next().unwrap())),
+        Rule::repeat => {
+            let var = ident(it.next().unwrap());
+            let from = expr(it.next().unwrap());
+            let to = expr(it.next().unwrap());
+            let mut step = None;
+            let mut body = vec![];
+            for q in it {
+                match q.as_rule() {
+                    Rule::expr => step = Some(expr(q)),
+                    _ => body.push(stage(q)),
+                }
+            }
+            StageKind::Repeat {
+                var,
+                from,
+                to,
+                step,
+                body,
+            }
+        }
+        Rule::coverage => StageKind::Coverage,
         r => unreachable!("stage rule {r:?}"),
     };
     Stage { kind, span: sp }
+}
+
+fn operand(s: &str) -> Operand {
+    match s {
+        "a" => Operand::A,
+        "b" => Operand::B,
+        _ => Operand::C,
+    }
+}
+
+/// The right side of a `let`.
+fn step_expr(p: Pair<Rule>) -> StepExpr {
+    let sp = span(&p);
+    let rule = p.as_rule();
+    let mut it = p.into_inner();
+    match rule {
+        Rule::run_step => {
+            let target = it.next().unwrap().into_inner().next().unwrap();
+            let target = match target.as_rule() {
+                Rule::run_pipeline => {
+                    let mut ti = target.into_inner();
+                    let name = ident(ti.next().unwrap());
+                    let mut args = vec![];
+                    let mut into = None;
+                    for q in ti {
+                        match q.as_rule() {
+                            Rule::arg => args.push(arg(q)),
+                            _ => into = Some(expr(q)),
+                        }
+                    }
+                    RunTarget::Pipeline {
+                        name,
+                        args,
+                        into: into.unwrap(),
+                    }
+                }
+                _ => RunTarget::Instruction(expr(target)),
+            };
+            let set = it.next().unwrap();
+            let positions = set
+                .into_inner()
+                .filter(|q| q.as_rule() != Rule::all_k)
+                .map(k_clause)
+                .collect();
+            let c = value_ref(it.find(|q| q.as_rule() == Rule::value_ref).unwrap());
+            StepExpr::Run {
+                target,
+                positions,
+                c,
+                span: sp,
+            }
+        }
+        Rule::add_step => {
+            let mut refs = vec![];
+            let mut exprs = vec![];
+            for q in it {
+                match q.as_rule() {
+                    Rule::value_ref => refs.push(value_ref(q)),
+                    Rule::add_word => {}
+                    _ => exprs.push(expr(q)),
+                }
+            }
+            let (mut refs, mut exprs) = (refs.into_iter(), exprs.into_iter());
+            StepExpr::Add {
+                x: refs.next().unwrap(),
+                y: refs.next().unwrap(),
+                format: exprs.next().unwrap(),
+                rounding: exprs.next().unwrap(),
+            }
+        }
+        Rule::fma_step => {
+            let mut refs = vec![];
+            let mut exprs = vec![];
+            for q in it {
+                match q.as_rule() {
+                    Rule::value_ref => refs.push(value_ref(q)),
+                    Rule::fma_word => {}
+                    _ => exprs.push(expr(q)),
+                }
+            }
+            let (mut refs, mut exprs) = (refs.into_iter(), exprs.into_iter());
+            StepExpr::Fma {
+                x: refs.next().unwrap(),
+                y: refs.next().unwrap(),
+                z: refs.next().unwrap(),
+                format: exprs.next().unwrap(),
+                rounding: exprs.next().unwrap(),
+            }
+        }
+        _ => StepExpr::Value(value_ref_inner(rule, it, sp)),
+    }
+}
+
+fn value_ref(p: Pair<Rule>) -> ValueRef {
+    let sp = span(&p);
+    let rule = p.as_rule();
+    value_ref_inner(rule, p.into_inner(), sp)
+}
+
+fn value_ref_inner(rule: Rule, mut it: pest::iterators::Pairs<Rule>, sp: Span) -> ValueRef {
+    debug_assert_eq!(rule, Rule::value_ref);
+    let inner = it.next().unwrap();
+    match inner.as_rule() {
+        Rule::zero_value => ValueRef::Zero(sp),
+        _ => ValueRef::Name(ident(inner)),
+    }
+}
+
+fn k_clause(p: Pair<Rule>) -> KClause {
+    let sp = span(&p);
+    let rule = p.as_rule();
+    let it = p
+        .into_inner()
+        .filter(|q| !matches!(q.as_rule(), Rule::k_word | Rule::mod_word));
+    let exprs: Vec<Expr> = it.map(expr).collect();
+    let mut exprs = exprs.into_iter();
+    match rule {
+        Rule::k_mod => KClause::Mod {
+            modulus: exprs.next().unwrap(),
+            residues: exprs.collect(),
+            span: sp,
+        },
+        _ => KClause::Range {
+            from: Box::new(exprs.next().unwrap()),
+            to: Box::new(exprs.next().unwrap()),
+            step: exprs.next().map(Box::new),
+            span: sp,
+        },
+    }
+}
+
+fn arg(a: Pair<Rule>) -> Arg {
+    let mut ai = a.into_inner();
+    let first = ai.next().unwrap();
+    if first.as_rule() == Rule::ident {
+        Arg {
+            name: Some(ident(first)),
+            value: expr(ai.next().unwrap()),
+        }
+    } else {
+        Arg {
+            name: None,
+            value: expr(first),
+        }
+    }
 }
 
 fn align_term(p: Pair<Rule>) -> AlignTerm {
@@ -905,6 +1127,7 @@ fn instruction(p: Pair<Rule>) -> InstructionDecl {
         types: vec![],
         scale: None,
         uses: None,
+        evidence: vec![],
         span: sp,
     };
     for q in it {
@@ -956,29 +1179,14 @@ fn instruction(p: Pair<Rule>) -> InstructionDecl {
             Rule::uses_stmt => {
                 let mut ui = q.into_inner();
                 let pipeline = ident(ui.next().unwrap());
-                let args = ui
-                    .map(|a| {
-                        let mut ai = a.into_inner();
-                        let first = ai.next().unwrap();
-                        if first.as_rule() == Rule::ident {
-                            Arg {
-                                name: Some(ident(first)),
-                                value: expr(ai.next().unwrap()),
-                            }
-                        } else {
-                            Arg {
-                                name: None,
-                                value: expr(first),
-                            }
-                        }
-                    })
-                    .collect();
+                let args = ui.map(arg).collect();
                 decl.uses = Some(Uses {
                     pipeline,
                     args,
                     span: qs,
                 });
             }
+            Rule::evidence_stmt => decl.evidence.extend(q.into_inner().map(ident)),
             r => unreachable!("instruction statement {r:?}"),
         }
     }
@@ -1344,7 +1552,9 @@ mod tests {
     /// it, and the words are keywords (or one of the few other literals).
     #[test]
     fn rule_keyword_table_follows_the_grammar() {
-        let other_literals = ["c", "even", "odd", "x"];
+        let other_literals = [
+            "c", "even", "odd", "x", "k", "mod", "all", "fma", "coverage", "any",
+        ];
         for (rule, lists) in RULE_KEYWORDS {
             for list in *lists {
                 assert!(list.len() <= LONGEST_KEYWORD_LIST, "{rule:?}");

@@ -10,67 +10,284 @@ use std::fmt::Write;
 
 /// Print `inst` as a spec of architecture `arch`: formats it needs, its pipeline (named
 /// after the original, with no parameters) and the instruction. `info` (the validator's)
-/// gives the width of each sum, shown as a comment.
+/// gives the width of each sum, shown as a comment. A composed instruction is printed
+/// with the instructions its steps run, before it.
 pub fn print_instruction(arch: &str, inst: &Instruction, info: &ArithmeticInfo) -> String {
+    let mut p = Printer::default();
+    p.instruction(
+        &inst.name,
+        (inst.m, inst.n),
+        &inst.arithmetic,
+        &inst.provenance,
+        info,
+    );
     let mut out = format!("arch {arch}\n\n");
-    let mut formats: Vec<&Format> = vec![
-        &inst.arithmetic.a,
-        &inst.arithmetic.b,
-        &inst.arithmetic.c,
-        &inst.arithmetic.d,
-    ];
-    if let Some(s) = &inst.arithmetic.scale {
-        formats.push(&s.format);
-    }
-    let mut declared: Vec<String> = vec![];
-    for f in formats {
-        if format::builtin(&f.name).as_ref() != Some(f) && !declared.contains(&f.name) {
-            declared.push(f.name.clone());
-            out.push_str(&format_decl(f));
-        }
-    }
-    let mut extra = String::new();
-    let body = pipeline_body(&inst.arithmetic.pipeline, info, &mut extra);
-    out.push_str(&extra);
-    if !declared.is_empty() || !extra.is_empty() {
+    out.push_str(&p.decls);
+    out.push_str(&p.extra);
+    if !p.decls.is_empty() || !p.extra.is_empty() {
         out.push('\n');
     }
-    let args: Vec<String> = inst
-        .provenance
-        .arguments
-        .iter()
-        .map(|(k, v)| format!("{k} = {v}"))
-        .collect();
-    let _ = writeln!(
-        out,
-        "// {}({}), resolved",
-        inst.provenance.pipeline,
-        args.join(", ")
-    );
-    let _ = writeln!(
-        out,
-        "pipeline {}() {{\n{body}}}\n",
-        inst.provenance.pipeline
-    );
-    let _ = writeln!(out, "instruction {} {{", inst.name);
-    let _ = writeln!(
-        out,
-        "    shape {} x {} x {}",
-        inst.m, inst.n, inst.arithmetic.k
-    );
-    let _ = writeln!(
-        out,
-        "    types a = {}, b = {}, c = {}, d = {}",
-        inst.arithmetic.a.name,
-        inst.arithmetic.b.name,
-        inst.arithmetic.c.name,
-        inst.arithmetic.d.name
-    );
-    if let Some(s) = &inst.arithmetic.scale {
-        let _ = writeln!(out, "    scale {} block {}", s.format.name, s.block);
-    }
-    let _ = writeln!(out, "    uses {}()\n}}", inst.provenance.pipeline);
+    out.push_str(p.items.trim_end());
+    out.push('\n');
     out
+}
+
+/// A printed spec under construction: format declarations, helper formats, and the
+/// pipelines and instructions in the order they must appear.
+#[derive(Default)]
+struct Printer {
+    decls: String,
+    declared: Vec<String>,
+    extra: String,
+    items: String,
+    /// Instructions printed so far (a composed spec's runs, each once).
+    printed: Vec<String>,
+}
+
+impl Printer {
+    fn declare(&mut self, f: &Format) {
+        if format::builtin(&f.name).as_ref() != Some(f) && !self.declared.contains(&f.name) {
+            self.declared.push(f.name.clone());
+            self.decls.push_str(&format_decl(f));
+        }
+    }
+
+    /// Print an instruction (and first whatever it runs), its pipeline named `pipeline`.
+    fn instruction(
+        &mut self,
+        name: &str,
+        (m, n): (u32, u32),
+        a: &Arithmetic,
+        provenance: &Provenance,
+        info: &ArithmeticInfo,
+    ) {
+        if self.printed.iter().any(|p| p == name) {
+            return;
+        }
+        self.printed.push(name.to_string());
+        for f in [&a.a, &a.b, &a.c, &a.d] {
+            self.declare(f);
+        }
+        if let Some(s) = &a.scale {
+            self.declare(&s.format);
+        }
+        // the first instruction keeps its pipeline's name; what it runs is numbered
+        let pipeline = match self.printed.len() - 1 {
+            0 => provenance.pipeline.clone(),
+            i => format!("{}_{i}", provenance.pipeline),
+        };
+        let body = match &a.pipeline {
+            Pipeline::Composed(c) => self.composed(name, a, c, provenance, info),
+            other => pipeline_body(other, info, &mut self.extra),
+        };
+        let args: Vec<String> = provenance
+            .arguments
+            .iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect();
+        let out = &mut self.items;
+        let _ = writeln!(
+            out,
+            "// {}({}), resolved",
+            provenance.pipeline,
+            args.join(", ")
+        );
+        let _ = writeln!(out, "pipeline {pipeline}() {{\n{body}}}\n");
+        let _ = writeln!(out, "instruction {name} {{");
+        let _ = writeln!(out, "    shape {m} x {n} x {}", a.k);
+        let _ = writeln!(
+            out,
+            "    types a = {}, b = {}, c = {}, d = {}",
+            a.a.name, a.b.name, a.c.name, a.d.name
+        );
+        if let Some(s) = &a.scale {
+            let _ = writeln!(out, "    scale {} block {}", s.format.name, s.block);
+        }
+        let _ = writeln!(out, "    uses {pipeline}()\n}}\n");
+    }
+
+    /// The body of a composed pipeline; the instructions its runs take are printed first.
+    fn composed(
+        &mut self,
+        name: &str,
+        a: &Arithmetic,
+        c: &Composed,
+        provenance: &Provenance,
+        info: &ArithmeticInfo,
+    ) -> String {
+        let mut s = String::new();
+        for (conv, role) in [
+            (&c.convert_a, "a"),
+            (&c.convert_b, "b"),
+            (&c.convert_c, "c"),
+        ] {
+            if let Some(conv) = conv {
+                self.declare(&conv.format);
+                let _ = writeln!(
+                    s,
+                    "    convert {role} to {} round {} overflow {}",
+                    conv.format.name,
+                    mode(conv.rounding),
+                    overflow_keyword(conv.overflow)
+                );
+            }
+        }
+        let value = |v: StepValue| match v {
+            StepValue::C => "c".to_string(),
+            StepValue::Zero => "0".to_string(),
+            StepValue::Step(i) => format!("s{i}"),
+        };
+        for (i, step) in c.steps.iter().enumerate() {
+            match step {
+                Step::Run {
+                    arithmetic,
+                    positions,
+                    c: cv,
+                } => {
+                    let (target, sub) = match provenance.steps.get(i).and_then(|p| p.run.as_ref()) {
+                        Some((n, p)) if is_instruction_name(n) => (n.clone(), p.as_ref().clone()),
+                        Some((_, p)) => (format!("{name}.run{i}"), p.as_ref().clone()),
+                        None => (format!("{name}.run{i}"), Provenance::default()),
+                    };
+                    let sub_info =
+                        info.steps
+                            .get(i)
+                            .and_then(|x| x.clone())
+                            .unwrap_or(ArithmeticInfo {
+                                fused: None,
+                                steps: vec![],
+                            });
+                    let sub = if sub.pipeline.is_empty() {
+                        Provenance {
+                            pipeline: "run".into(),
+                            ..sub
+                        }
+                    } else {
+                        sub
+                    };
+                    self.instruction(&target, (1, 1), arithmetic, &sub, &sub_info);
+                    let _ = writeln!(
+                        s,
+                        "    let s{i} = run \"{target}\" over {} with c = {}",
+                        position_set(positions, a.k),
+                        value(*cv)
+                    );
+                }
+                Step::Add { x, y, op } => {
+                    self.declare(&op.format);
+                    let _ = writeln!(
+                        s,
+                        "    let s{i} = add {}, {} in {} round {}",
+                        value(*x),
+                        value(*y),
+                        op.format.name,
+                        mode(op.rounding)
+                    );
+                }
+                Step::Fma { x, y, z, op } => {
+                    self.declare(&op.format);
+                    let _ = writeln!(
+                        s,
+                        "    let s{i} = fma {}, {}, {} in {} round {}",
+                        value(*x),
+                        value(*y),
+                        value(*z),
+                        op.format.name,
+                        mode(op.rounding)
+                    );
+                }
+            }
+        }
+        // a result that is c or 0 is bound first, since `result` takes a name
+        match c.result {
+            StepValue::Step(i) => {
+                let _ = writeln!(s, "    result s{i}");
+            }
+            other => {
+                let _ = writeln!(s, "    let r = {}\n    result r", value(other));
+            }
+        }
+        if covered_irregularly(c, a.k) {
+            s.push_str("    coverage any\n");
+        }
+        s
+    }
+}
+
+/// Can `name` be written as an instruction name (letters, digits, `_`, `.`, `:`)?
+fn is_instruction_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':'))
+}
+
+/// Do the runs fail to use every k position exactly once (so the printed spec needs
+/// `coverage any`)?
+fn covered_irregularly(c: &Composed, k: u32) -> bool {
+    let mut used = vec![0u32; k as usize];
+    for s in &c.steps {
+        if let Step::Run { positions, .. } = s {
+            for &p in positions {
+                used[p as usize] += 1;
+            }
+        }
+    }
+    used.iter().any(|&u| u != 1)
+}
+
+/// k positions as the language writes them, in the fewest words: `all k`, a range with
+/// a step (`k in 32..63`), a residue set over all of k (`k mod 4 in [0, 1]`), or a range
+/// and a residue set (`k in 0..31 and k mod 4 in [0, 1]`).
+fn position_set(positions: &[u32], k: u32) -> String {
+    if positions.len() == k as usize {
+        return "all k".into();
+    }
+    let (lo, hi) = (positions[0], *positions.last().unwrap_or(&0));
+    let step = if positions.len() > 1 {
+        positions[1] - positions[0]
+    } else {
+        1
+    };
+    if positions.windows(2).all(|w| w[1] - w[0] == step) {
+        return if step == 1 {
+            format!("k in {lo}..{hi}")
+        } else {
+            format!("k in {lo}..{hi} step {step}")
+        };
+    }
+    let residues =
+        |m: u32| -> std::collections::BTreeSet<u32> { positions.iter().map(|p| p % m).collect() };
+    let select = |from: u32, to: u32, m: u32| -> Vec<u32> {
+        let r = residues(m);
+        (from..=to).filter(|p| r.contains(&(p % m))).collect()
+    };
+    let list = |m: u32| {
+        residues(m)
+            .iter()
+            .map(|r| r.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for m in 2..=k.max(2) {
+        if select(0, k - 1, m) == positions {
+            return format!("k mod {m} in [{}]", list(m));
+        }
+    }
+    for m in 2..=k.max(2) {
+        if select(lo, hi, m) == positions {
+            return format!("k in {lo}..{hi} and k mod {m} in [{}]", list(m));
+        }
+    }
+    unreachable!("k mod K selects any set of positions")
+}
+
+fn overflow_keyword(o: Overflow) -> &'static str {
+    match o {
+        Overflow::Inf => "inf",
+        Overflow::Saturate => "saturate",
+        Overflow::Wrap => "wrap",
+    }
 }
 
 fn format_decl(f: &Format) -> String {
@@ -302,6 +519,7 @@ fn pipeline_body(p: &Pipeline, info: &ArithmeticInfo, extra: &mut String) -> Str
                 }
             );
         }
+        Pipeline::Composed(_) => unreachable!("composed pipelines are printed by `Printer`"),
         Pipeline::Integer(i) => {
             let op = match i.op {
                 IntegerOp::Multiply => "integer",

@@ -49,8 +49,11 @@ impl SpecInfo {
 /// What the validator established about one arithmetic.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArithmeticInfo {
-    /// The facts of a fused pipeline (`None` for sequential and integer pipelines).
+    /// The facts of a fused pipeline (`None` for the other kinds).
     pub fused: Option<FusedInfo>,
+    /// A composed pipeline's steps: the info of each `run`'s arithmetic (`None` for the
+    /// other steps; empty for the other kinds).
+    pub steps: Vec<Option<ArithmeticInfo>>,
 }
 
 /// Bounds on the values a term source can take: a nonzero value has its exponent (the
@@ -223,26 +226,61 @@ pub fn validate_instruction(inst: &Instruction) -> Result<ArithmeticInfo, Diag> 
             inst.m, inst.n
         )));
     }
-    let fused = arithmetic(&inst.arithmetic).map_err(invalid)?;
-    let info = match fused {
-        None => ArithmeticInfo { fused: None },
-        Some(f) => ArithmeticInfo {
-            fused: Some(fused_info(&inst.arithmetic, f).map_err(|width| {
-                Diag::new(
-                    Code::TooWide,
-                    p.pipeline_span,
-                    format!(
-                        "an alignment of pipeline `{}` needs a {width}-bit accumulator",
-                        p.pipeline
-                    ),
-                )
-                .label(format!("more than {MAX_WIDTH_BITS} bits"))
-                .also(p.uses, format!("`{}` uses `{}` here", inst.name, p.pipeline))
-                .help("the engines compute exactly and refuse accumulators wider than 4096 bits; keep fewer bits or align to a max exponent")
-            })?),
-        },
-    };
-    Ok(info)
+    arithmetic_info(&inst.arithmetic, 0).map_err(|e| match e {
+        Broken::Invariant(why) => invalid(why),
+        Broken::TooWide(width) => Diag::new(
+            Code::TooWide,
+            p.pipeline_span,
+            format!(
+                "an alignment of pipeline `{}` needs a {width}-bit accumulator",
+                p.pipeline
+            ),
+        )
+        .label(format!("more than {MAX_WIDTH_BITS} bits"))
+        .also(p.uses, format!("`{}` uses `{}` here", inst.name, p.pipeline))
+        .help("the engines compute exactly and refuse accumulators wider than 4096 bits; keep fewer bits or align to a max exponent"),
+    })
+}
+
+/// Why an arithmetic does not validate.
+enum Broken {
+    /// An invariant of the IR does not hold (the message says which).
+    Invariant(String),
+    /// An alignment needs an accumulator of this many bits, more than the engines hold.
+    TooWide(i64),
+}
+
+/// How deeply composed pipelines may nest.
+const MAX_NESTING: usize = 8;
+
+/// Validate an arithmetic (at composition depth `depth`) and compute its info.
+fn arithmetic_info(a: &Arithmetic, depth: usize) -> Result<ArithmeticInfo, Broken> {
+    if depth > MAX_NESTING {
+        return Err(Broken::Invariant(format!(
+            "composed pipelines nest more than {MAX_NESTING} deep"
+        )));
+    }
+    arithmetic(a).map_err(Broken::Invariant)?;
+    match &a.pipeline {
+        Pipeline::Fused(f) => Ok(ArithmeticInfo {
+            fused: Some(fused_info(a, f).map_err(Broken::TooWide)?),
+            steps: vec![],
+        }),
+        Pipeline::Composed(c) => {
+            let mut steps = Vec::with_capacity(c.steps.len());
+            for s in &c.steps {
+                steps.push(match s {
+                    Step::Run { arithmetic, .. } => Some(arithmetic_info(arithmetic, depth + 1)?),
+                    _ => None,
+                });
+            }
+            Ok(ArithmeticInfo { fused: None, steps })
+        }
+        Pipeline::Sequential(_) | Pipeline::Integer(_) => Ok(ArithmeticInfo {
+            fused: None,
+            steps: vec![],
+        }),
+    }
 }
 
 /// A format the engines can decode: at most 64 bits, a sane float layout.
@@ -330,6 +368,10 @@ fn arithmetic(a: &Arithmetic) -> Result<Option<&Fused>, String> {
             }
             Ok(None)
         }
+        Pipeline::Composed(c) => {
+            composed(a, c)?;
+            Ok(None)
+        }
         Pipeline::Integer(i) => {
             for (f, role) in [(&a.a, "a"), (&a.b, "b"), (&a.c, "c"), (&a.d, "d")] {
                 if f.as_int().is_none() {
@@ -351,6 +393,97 @@ fn arithmetic(a: &Arithmetic) -> Result<Option<&Fused>, String> {
             Ok(None)
         }
     }
+}
+
+/// The invariants of a composed pipeline: conversions into float formats; every run
+/// takes as many increasing k positions as its arithmetic's k, with the (converted)
+/// operand formats and its c format; values refer only to earlier steps; d is the
+/// result's format.
+fn composed(a: &Arithmetic, c: &Composed) -> Result<(), String> {
+    if a.scale.is_some() {
+        return Err("a composed pipeline takes no scale factors".into());
+    }
+    for (conv, from, role) in [
+        (&c.convert_a, &a.a, "a"),
+        (&c.convert_b, &a.b, "b"),
+        (&c.convert_c, &a.c, "c"),
+    ] {
+        if let Some(conv) = conv {
+            format_ok(&conv.format)?;
+            float(&conv.format, "a conversion format")?;
+            float(from, role)?;
+            if conv.overflow == Overflow::Wrap {
+                return Err("a conversion wraps".into());
+            }
+        }
+    }
+    let fa = c.convert_a.as_ref().map_or(&a.a, |x| &x.format);
+    let fb = c.convert_b.as_ref().map_or(&a.b, |x| &x.format);
+    let earlier = |v: StepValue, i: usize| match v {
+        StepValue::Step(j) if j >= i => {
+            Err(format!("step {i} takes step {j}, which is not earlier"))
+        }
+        _ => Ok(()),
+    };
+    for (i, s) in c.steps.iter().enumerate() {
+        match s {
+            Step::Run {
+                arithmetic,
+                positions,
+                c: cv,
+            } => {
+                earlier(*cv, i)?;
+                if positions.len() != arithmetic.k as usize
+                    || positions.windows(2).any(|w| w[0] >= w[1])
+                    || positions.iter().any(|&p| p >= a.k)
+                {
+                    return Err(format!(
+                        "step {i} does not take {} increasing k positions below {}",
+                        arithmetic.k, a.k
+                    ));
+                }
+                if arithmetic.a != *fa || arithmetic.b != *fb || arithmetic.scale.is_some() {
+                    return Err(format!("step {i} runs arithmetic of other operand formats"));
+                }
+                if let Some(f) = c.format_of(*cv, &a.c)
+                    && *f != arithmetic.c
+                {
+                    return Err(format!(
+                        "step {i} passes c in `{}`, not `{}`",
+                        f.name, arithmetic.c.name
+                    ));
+                }
+            }
+            Step::Add { x, y, op } => {
+                earlier(*x, i)?;
+                earlier(*y, i)?;
+                float(&op.format, "an addition's format")?;
+            }
+            Step::Fma { x, y, z, op } => {
+                earlier(*x, i)?;
+                earlier(*y, i)?;
+                earlier(*z, i)?;
+                float(&op.format, "an fma's format")?;
+            }
+        }
+        if let Step::Add { x, y, .. } | Step::Fma { x, y, .. } = s {
+            for v in [x, y] {
+                if let Some(f) = c.format_of(*v, &a.c) {
+                    float(f, "an operand of a rounded step")?;
+                }
+            }
+        }
+    }
+    earlier(c.result, c.steps.len())?;
+    if let Some(f) = c.format_of(c.result, &a.c)
+        && *f != a.d
+    {
+        return Err(format!(
+            "the result is in `{}`, not d's `{}`",
+            f.name, a.d.name
+        ));
+    }
+    Ok(())
 }
 
 fn fused(a: &Arithmetic, f: &Fused) -> Result<(), String> {

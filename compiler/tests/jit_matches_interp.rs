@@ -107,6 +107,8 @@ fn nan_any(inst: &Instruction) -> bool {
         Pipeline::Fused(f) => f.nan == NanPolicy::Ieee,
         Pipeline::Sequential(s) => s.nan == NanPolicy::Ieee,
         Pipeline::Integer(_) => false,
+        // a run's NaN passes through with its own policy's payload
+        Pipeline::Composed(_) => true,
     }
 }
 

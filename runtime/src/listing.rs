@@ -1,7 +1,7 @@
 //! Listings of checked specs: one line per instruction (`mmac list`) and Markdown tables
 //! of each architecture's arithmetic (`mmac list --markdown`, docs/architectures.md).
 
-use mmac_compiler::ir::{Instruction, Pipeline, ProductRule, Spec};
+use mmac_compiler::ir::{Instruction, Pipeline, ProductRule, Spec, Step};
 
 /// The F of the first alignment: the one the products meet ("exact" for exact sums).
 pub fn alignment_f(inst: &Instruction) -> String {
@@ -34,15 +34,27 @@ pub fn types(inst: &Instruction) -> String {
     s
 }
 
-/// `name <TAB> shape <TAB> types <TAB> pipeline <TAB> F=...`
+/// What pins the instruction's arithmetic, in words: `model`, `model+silicon`,
+/// `assumption`, or `unstated`.
+pub fn evidence(inst: &Instruction) -> String {
+    let e = &inst.provenance.evidence;
+    if e.is_empty() {
+        "unstated".into()
+    } else {
+        e.iter().map(|x| x.keyword()).collect::<Vec<_>>().join("+")
+    }
+}
+
+/// `name <TAB> shape <TAB> types <TAB> pipeline <TAB> F=... <TAB> evidence=...`
 pub fn line(inst: &Instruction) -> String {
     format!(
-        "{}\t{}\t{}\t{}\tF={}",
+        "{}\t{}\t{}\t{}\tF={}\tevidence={}",
         inst.name,
         shape(inst),
         types(inst),
         inst.provenance.pipeline,
-        alignment_f(inst)
+        alignment_f(inst),
+        evidence(inst)
     )
 }
 
@@ -104,6 +116,42 @@ pub fn stage_roundings(inst: &Instruction) -> String {
             mmac_compiler::ir::Overflow::Saturate => "exact; clamp to d".into(),
             _ => "exact; wrap to d".into(),
         },
+        Pipeline::Composed(c) => {
+            let mut parts = vec![];
+            for (conv, role) in [
+                (&c.convert_a, "a"),
+                (&c.convert_b, "b"),
+                (&c.convert_c, "c"),
+            ] {
+                if let Some(conv) = conv {
+                    parts.push(format!(
+                        "{role} to {} {}",
+                        conv.format.name,
+                        conv.rounding.short()
+                    ));
+                }
+            }
+            for (i, step) in c.steps.iter().enumerate() {
+                parts.push(match step {
+                    Step::Run { positions, .. } => {
+                        let name = inst
+                            .provenance
+                            .steps
+                            .get(i)
+                            .and_then(|p| p.run.as_ref())
+                            .map_or("a run", |(n, _)| n.as_str());
+                        format!("`{name}` over {} k", positions.len())
+                    }
+                    Step::Add { op, .. } => {
+                        format!("add {} {}", op.rounding.short(), op.format.name)
+                    }
+                    Step::Fma { op, .. } => {
+                        format!("fma {} {}", op.rounding.short(), op.format.name)
+                    }
+                });
+            }
+            parts.join("; ")
+        }
     }
 }
 
@@ -115,16 +163,17 @@ pub fn markdown(spec: &Spec) -> String {
         spec.title.clone().unwrap_or_else(|| spec.arch.clone())
     );
     out.push_str(
-        "| instruction | types | algorithm | F | rounding per stage |\n|---|---|---|---|---|\n",
+        "| instruction | types | algorithm | F | rounding per stage | evidence |\n|---|---|---|---|---|---|\n",
     );
     let mut rows: Vec<(String, String, usize)> = vec![];
     for i in &spec.instructions {
         let key = format!(
-            "| {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} |",
             types(i),
             i.provenance.pipeline,
             alignment_f(i),
-            stage_roundings(i)
+            stage_roundings(i),
+            evidence(i)
         );
         let family = family_key(&i.name);
         match rows

@@ -88,7 +88,7 @@ pub(super) fn eval(e: &Expr, scope: &Scope) -> Result<Value, Diag> {
                 Ok(Value::Int(*i))
             }
         }
-        ExprKind::Str(s) => Ok(Value::Str(s.clone())),
+        ExprKind::Str(s) => interpolate(s, e, scope).map(Value::Str),
         ExprKind::Tuple(items) => Ok(Value::Tuple(
             items
                 .iter()
@@ -156,6 +156,39 @@ pub(super) fn eval(e: &Expr, scope: &Scope) -> Result<Value, Diag> {
             .help("add an arm for it, or a catch-all `_ => ...`"))
         }
     }
+}
+
+/// A string with its `{NAME}` placeholders replaced by the values in scope, as an
+/// instruction name template is (`"mma.m16n8k16.{D}.f16.f16.{D}"`).
+fn interpolate(s: &str, e: &Expr, scope: &Scope) -> Result<String, Diag> {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let Some(close) = rest[open..].find('}') else {
+            return Err(
+                Diag::new(Code::Syntax, e.span, "an unclosed `{` in a string")
+                    .label("`{NAME}` needs its `}`")
+                    .help("placeholders in strings are `{NAME}`, NAME a binding in scope"),
+            );
+        };
+        let name = &rest[open + 1..open + close];
+        match scope.lookup(name) {
+            Some(v) => out.push_str(&v.show()),
+            None => {
+                return Err(Diag::new(
+                    Code::UnknownName,
+                    e.span,
+                    format!("unknown name `{name}` in a string placeholder"),
+                )
+                .label(format!("`{{{name}}}` is not bound"))
+                .help("placeholders in strings name a `for` binding or a parameter"));
+            }
+        }
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 pub(super) fn unknown_name(id: &Ident, scope: &Scope) -> Diag {

@@ -4,22 +4,22 @@
 
 use super::eval::{Scope, Value, eval, expect_format, expect_int, in_range};
 use super::stages::{Kind, build_pipeline, check_operand_kinds};
-use super::{Origin, Override, PipelineEntry};
+use super::{Env, Origin, Override, PipelineEntry};
 use crate::ast::{self, NamePart};
 use crate::diagnostic::{Code, Diag, FileId, Span, closest};
 use crate::format::Format;
 use crate::ir::*;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// The most instructions one family may expand to.
 pub(super) const MAX_FAMILY: usize = 100_000;
 
 pub(super) fn expand_family(
     decl: &ast::InstructionDecl,
-    formats: &HashMap<String, Format>,
-    pipelines: &BTreeMap<String, PipelineEntry>,
+    env: &Env,
     overrides: &[Override],
 ) -> Result<Vec<Instruction>, Vec<Diag>> {
+    let (formats, pipelines) = (env.formats, env.pipelines);
     let mut diags = vec![];
     // every combination of the `for` bindings
     let mut combos: Vec<HashMap<String, Value>> = vec![HashMap::new()];
@@ -178,7 +178,7 @@ pub(super) fn expand_family(
     }
     let mut out = vec![];
     for combo in combos {
-        match instantiate(decl, uses, entry, combo, formats, overrides) {
+        match instantiate(decl, uses, entry, combo, env, overrides) {
             Ok(i) => out.push(i),
             Err(mut d) => diags.append(&mut d),
         }
@@ -195,10 +195,13 @@ pub(super) fn instantiate(
     uses: &ast::Uses,
     entry: &PipelineEntry,
     vars: HashMap<String, Value>,
-    formats: &HashMap<String, Format>,
+    env: &Env,
     overrides: &[Override],
 ) -> Result<Instruction, Vec<Diag>> {
-    let scope = Scope { vars, formats };
+    let scope = Scope {
+        vars,
+        formats: env.formats,
+    };
     let mut diags = vec![];
     let name: String = decl
         .name
@@ -344,14 +347,105 @@ pub(super) fn instantiate(
         pipeline: entry.decl.name.name.clone(),
         instruction: name.clone(),
     };
+    for o in overrides.iter().filter(|o| o.instruction == name) {
+        let known = o.parameter == "block" && decl.scale.is_some()
+            || entry.decl.params.iter().any(|q| q.name.name == o.parameter);
+        if !known {
+            diags.push(
+                Diag::new(
+                    Code::UnknownParameter,
+                    uses.span,
+                    format!("`{name}` has no parameter `{}` to override", o.parameter),
+                )
+                .label("the instruction overridden")
+                .help("override a parameter of its pipeline, or `block` for its scale block"),
+            );
+        }
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    let mut evidence = vec![];
+    for id in &decl.evidence {
+        match Evidence::ALL.iter().find(|e| e.keyword() == id.name) {
+            Some(e) if !evidence.contains(e) => evidence.push(*e),
+            Some(_) => {}
+            None => {
+                let d = Diag::new(
+                    Code::UnknownName,
+                    id.span,
+                    format!("unknown kind of evidence `{}`", id.name),
+                )
+                .label("not a kind of evidence");
+                let words = Evidence::ALL.map(|e| e.keyword());
+                diags.push(match closest(&id.name, words) {
+                    Some(c) => d.help(format!("did you mean `{c}`? (evidence: model, silicon, documentation, assumption)")),
+                    None => d.help("evidence: model (conformance vectors of a bit-accurate model), silicon (outputs captured on real GPUs), documentation (the ISA manual states it), assumption"),
+                });
+            }
+        }
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    let ins = instantiate_pipeline(entry, &uses.args, &scope, &ctx, env, overrides)?;
+    Ok(Instruction {
+        name,
+        m: shape.m,
+        n: shape.n,
+        arithmetic: Arithmetic {
+            a: ctx.a,
+            b: ctx.b,
+            c: ctx.c,
+            d: ctx.d,
+            k: shape.k,
+            scale,
+            pipeline: ins.pipeline,
+        },
+        provenance: Provenance {
+            pipeline: entry.decl.name.name.clone(),
+            arguments: ins.arguments,
+            span: decl.span,
+            uses: uses.span,
+            pipeline_span: ins.pipeline_span,
+            node_names: ins.node_names,
+            steps: ins.steps,
+            evidence,
+        },
+    })
+}
 
+/// What instantiating a pipeline gives: its IR, its resolved arguments, and the
+/// provenance of its parts.
+pub(super) struct Instantiated {
+    pub(super) pipeline: Pipeline,
+    pub(super) arguments: Vec<(String, String)>,
+    pub(super) node_names: Vec<Option<String>>,
+    pub(super) steps: Vec<StepProvenance>,
+    pub(super) pipeline_span: Span,
+}
+
+/// Instantiate pipeline `entry` for `ctx`: bind its parameters (the arguments `args`,
+/// evaluated in `arg_scope`, else the defaults, evaluated with the operand formats and K
+/// in scope; then `overrides`) and build its IR.
+pub(super) fn instantiate_pipeline(
+    entry: &PipelineEntry,
+    args: &[ast::Arg],
+    arg_scope: &Scope,
+    ctx: &Ctx,
+    env: &Env,
+    overrides: &[Override],
+) -> Result<Instantiated, Vec<Diag>> {
+    let mut diags = vec![];
+    let name = &ctx.instruction;
+    let scope = arg_scope;
     // the operands must suit the kind of pipeline before its defaults are evaluated
     let p = entry.decl;
     let kind_errors = check_operand_kinds(
         Kind::of(p),
         &p.name.name,
         &[('a', &ctx.a), ('b', &ctx.b), ('c', &ctx.c), ('d', &ctx.d)],
-        uses.span,
+        ctx.uses_span,
     );
     if !kind_errors.is_empty() {
         return Err(kind_errors);
@@ -360,17 +454,17 @@ pub(super) fn instantiate(
     // bind the pipeline's parameters
     let mut pscope = Scope {
         vars: HashMap::new(),
-        formats,
+        formats: env.formats,
     };
     for (n, f) in [("a", &ctx.a), ("b", &ctx.b), ("c", &ctx.c), ("out", &ctx.d)] {
         pscope.vars.insert(n.to_string(), Value::Format(f.clone()));
     }
     pscope
         .vars
-        .insert("K".to_string(), Value::Int(shape.k as i64));
+        .insert("K".to_string(), Value::Int(ctx.k as i64));
     let mut given: HashMap<String, (Value, Span)> = HashMap::new();
     let mut failed: Vec<String> = vec![];
-    for (i, arg) in uses.args.iter().enumerate() {
+    for (i, arg) in args.iter().enumerate() {
         let pname = match &arg.name {
             Some(n) => {
                 if !p.params.iter().any(|q| q.name.name == n.name) {
@@ -422,7 +516,7 @@ pub(super) fn instantiate(
                 }
             },
         };
-        match eval(&arg.value, &scope) {
+        match eval(&arg.value, scope) {
             Ok(v) => {
                 if given.insert(pname.clone(), (v, arg.value.span)).is_some() {
                     diags.push(
@@ -460,7 +554,7 @@ pub(super) fn instantiate(
                     diags.push(
                         Diag::new(
                             Code::MissingArgument,
-                            uses.span,
+                            ctx.uses_span,
                             format!("`{}` needs an argument for `{}`", p.name.name, q.name.name),
                         )
                         .label(format!("`{}` is not given", q.name.name))
@@ -470,58 +564,28 @@ pub(super) fn instantiate(
                 }
             },
         };
-        let v = match (overridden(overrides, &name, &q.name.name), v) {
+        let v = match (overridden(overrides, name, &q.name.name), v) {
             (Some(x), Value::Int(_)) => Value::Int(x),
             (_, v) => v,
         };
         arguments.push((q.name.name.clone(), v.show()));
         pscope.vars.insert(q.name.name.clone(), v);
     }
-    for o in overrides.iter().filter(|o| o.instruction == name) {
-        let known = o.parameter == "block" && decl.scale.is_some()
-            || p.params.iter().any(|q| q.name.name == o.parameter);
-        if !known {
-            diags.push(
-                Diag::new(
-                    Code::UnknownParameter,
-                    uses.span,
-                    format!("`{name}` has no parameter `{}` to override", o.parameter),
-                )
-                .label("the instruction overridden")
-                .help("override a parameter of its pipeline, or `block` for its scale block"),
-            );
-        }
-    }
     if !diags.is_empty() {
         return Err(diags);
     }
-    let (pipeline, node_names) = build_pipeline(p, &pscope, &ctx)
+    let built = build_pipeline(p, &pscope, ctx, env)
         .map_err(|ds| ds.into_iter().map(|d| ctx.relocate(d)).collect::<Vec<_>>())?;
     let pipeline_span = match entry.origin {
         Origin::Local => p.name.span,
         Origin::Std => p.name.span.in_file(FileId::Std),
     };
-    Ok(Instruction {
-        name,
-        m: shape.m,
-        n: shape.n,
-        arithmetic: Arithmetic {
-            a: ctx.a,
-            b: ctx.b,
-            c: ctx.c,
-            d: ctx.d,
-            k: shape.k,
-            scale,
-            pipeline,
-        },
-        provenance: Provenance {
-            pipeline: p.name.name.clone(),
-            arguments,
-            span: decl.span,
-            uses: uses.span,
-            pipeline_span,
-            node_names,
-        },
+    Ok(Instantiated {
+        pipeline: built.pipeline,
+        arguments,
+        node_names: built.node_names,
+        steps: built.steps,
+        pipeline_span,
     })
 }
 

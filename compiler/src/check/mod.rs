@@ -24,6 +24,14 @@ use formats::define_format;
 use pipelines::check_pipeline;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+/// What instantiating a pipeline can refer to: the file's formats and pipelines, and the
+/// instructions already expanded (which composed pipelines run).
+struct Env<'a> {
+    formats: &'a HashMap<String, Format>,
+    pipelines: &'a BTreeMap<String, PipelineEntry<'a>>,
+    known: &'a HashMap<String, Instruction>,
+}
+
 /// Where a pipeline was declared: in the file being checked, or in the standard prelude
 /// (whose spans mean nothing in the user's file).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -228,14 +236,36 @@ pub fn check_with(
         }
     }
 
-    let mut instructions: Vec<Instruction> = vec![];
+    // instructions are checked once the formats they may name are sound; families whose
+    // pipeline is composed come second, since they run instructions the others declare
+    let decls: Vec<&ast::InstructionDecl> = file
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            Item::Instruction(decl) if !broken_formats => Some(decl),
+            _ => None,
+        })
+        .collect();
+    let composed = |decl: &ast::InstructionDecl| {
+        decl.uses
+            .as_ref()
+            .and_then(|u| pipelines.get(&u.pipeline.name))
+            .is_some_and(|e| stages::Kind::of(e.decl) == stages::Kind::Composed)
+    };
+    let mut expanded: Vec<Vec<Instruction>> = vec![vec![]; decls.len()];
+    let mut known: HashMap<String, Instruction> = HashMap::new();
     let mut names: HashMap<String, Span> = HashMap::new();
-    // instructions are checked once the formats they may name are sound
-    for item in &file.items {
-        if let Item::Instruction(decl) = item
-            && !broken_formats
-        {
-            match expand_family(decl, &formats, &pipelines, overrides) {
+    for second_pass in [false, true] {
+        for (index, decl) in decls.iter().enumerate() {
+            if composed(decl) != second_pass {
+                continue;
+            }
+            let env = Env {
+                formats: &formats,
+                pipelines: &pipelines,
+                known: &known,
+            };
+            match expand_family(decl, &env, overrides) {
                 Ok(list) => {
                     for inst in list {
                         if let Some(prev) = names.get(&inst.name) {
@@ -252,13 +282,15 @@ pub fn check_with(
                             continue;
                         }
                         names.insert(inst.name.clone(), decl.name_span);
-                        instructions.push(inst);
+                        known.insert(inst.name.clone(), inst.clone());
+                        expanded[index].push(inst);
                     }
                 }
                 Err(mut d) => diags.append(&mut d),
             }
         }
     }
+    let instructions: Vec<Instruction> = expanded.into_iter().flatten().collect();
 
     // the same mistake inside a family is reported once, not once per expansion
     let mut seen = HashSet::new();

@@ -23,7 +23,7 @@ pub(super) fn check_pipeline(
     p: &ast::PipelineDecl,
     formats: &HashMap<String, Format>,
 ) -> Vec<Diag> {
-    let params: Vec<&str> = p.params.iter().map(|q| q.name.name.as_str()).collect();
+    let params: Vec<String> = p.params.iter().map(|q| q.name.name.clone()).collect();
     let names = Names { params, formats };
     let mut diags = vec![];
     for q in &p.params {
@@ -32,28 +32,40 @@ pub(super) fn check_pipeline(
         }
     }
     let kind = Kind::of(p);
-    let mut sources: Vec<&str> = vec!["c"];
-    for s in &p.stages {
+    let mut sources: Vec<String> = vec!["c".into()];
+    check_stages(&p.stages, kind, &names, &mut sources, &mut diags);
+    diags
+}
+
+/// Check a list of stages (a body, or a loop's body, whose variable `names` holds).
+fn check_stages(
+    stages: &[ast::Stage],
+    kind: Kind,
+    names: &Names,
+    sources: &mut Vec<String>,
+    diags: &mut Vec<Diag>,
+) {
+    for s in stages {
         if let Some(d) = misplaced(kind, s) {
             diags.push(d);
         }
         match &s.kind {
-            StageKind::Chain { length, .. } => names.expr(length, &mut diags),
+            StageKind::Chain { length, .. } => names.expr(length, diags),
             StageKind::Flush { .. } | StageKind::SumExact => {}
             StageKind::Multiply {
                 kind, overflow_at, ..
             } => {
                 if let ast::MultiplyKind::Round { format, rounding } = kind {
-                    names.expr(format, &mut diags);
-                    names.expr(rounding, &mut diags);
+                    names.expr(format, diags);
+                    names.expr(rounding, diags);
                 }
                 if let Some(e) = overflow_at {
-                    names.expr(e, &mut diags);
+                    names.expr(e, diags);
                 }
             }
             StageKind::ZeroExponent { exponent, .. } => {
                 if let Some(e) = exponent {
-                    names.expr(e, &mut diags);
+                    names.expr(e, diags);
                 }
             }
             StageKind::ZeroResult(id) => {
@@ -67,8 +79,8 @@ pub(super) fn check_pipeline(
                 }
             }
             StageKind::Group { size, name, .. } => {
-                names.expr(size, &mut diags);
-                sources.push(&name.name);
+                names.expr(size, diags);
+                sources.push(name.name.clone());
             }
             StageKind::Align {
                 terms,
@@ -78,7 +90,7 @@ pub(super) fn check_pipeline(
             } => {
                 for t in terms {
                     if let ast::Source::Named(id) = &t.source
-                        && !sources.contains(&id.name.as_str())
+                        && !sources.contains(&id.name)
                     {
                         let d = Diag::new(
                             Code::UnknownName,
@@ -86,7 +98,7 @@ pub(super) fn check_pipeline(
                             format!("no term source named `{}`", id.name),
                         )
                         .label("not defined before this stage");
-                        let mut cands = sources.clone();
+                        let mut cands: Vec<&str> = sources.iter().map(|s| s.as_str()).collect();
                         cands.push("products");
                         diags.push(match closest(&id.name, cands) {
                             Some(c) => d.help(format!("did you mean `{c}`? sources are products, products.even, products.odd, c, a group, or an earlier `align ... as NAME`")),
@@ -94,22 +106,22 @@ pub(super) fn check_pipeline(
                         });
                     }
                     if let Some(kr) = &t.keep_round {
-                        names.expr(&kr.keep, &mut diags);
-                        names.expr(&kr.round, &mut diags);
+                        names.expr(&kr.keep, diags);
+                        names.expr(&kr.round, diags);
                     }
                     if let Some(e) = &t.drop_below {
-                        names.expr(e, &mut diags);
+                        names.expr(e, diags);
                     }
                 }
                 if let ast::Reference::Fixed(e) = reference {
-                    names.expr(e, &mut diags);
+                    names.expr(e, diags);
                 }
                 if let Some(kr) = keep_round {
-                    names.expr(&kr.keep, &mut diags);
-                    names.expr(&kr.round, &mut diags);
+                    names.expr(&kr.keep, diags);
+                    names.expr(&kr.round, diags);
                 }
                 if let Some(n) = name {
-                    sources.push(&n.name);
+                    sources.push(n.name.clone());
                 }
             }
             StageKind::Normalize {
@@ -119,16 +131,16 @@ pub(super) fn check_pipeline(
                 overflow,
             } => {
                 let (ast::NormalizeTarget::To(t) | ast::NormalizeTarget::Range(t)) = target;
-                names.expr(t, &mut diags);
+                names.expr(t, diags);
                 for e in [precision, rounding, overflow].into_iter().flatten() {
-                    names.expr(e, &mut diags);
+                    names.expr(e, diags);
                 }
             }
             StageKind::Accumulate {
                 format, rounding, ..
             } => {
-                names.expr(format, &mut diags);
-                names.expr(rounding, &mut diags);
+                names.expr(format, diags);
+                names.expr(rounding, diags);
             }
             StageKind::Pairwise {
                 size,
@@ -136,18 +148,91 @@ pub(super) fn check_pipeline(
                 rounding,
                 ..
             } => {
-                names.expr(size, &mut diags);
-                names.expr(format, &mut diags);
-                names.expr(rounding, &mut diags);
+                names.expr(size, diags);
+                names.expr(format, diags);
+                names.expr(rounding, diags);
             }
             StageKind::Nan(id) => {
                 if let Some(d) = keyword(id, &["canonical", "ieee"], "NaN policy", "NaN policies") {
                     diags.push(d);
                 }
             }
+            StageKind::Convert {
+                format,
+                rounding,
+                overflow,
+                ..
+            } => {
+                for e in [Some(format), Some(rounding), overflow.as_ref()]
+                    .into_iter()
+                    .flatten()
+                {
+                    names.expr(e, diags);
+                }
+            }
+            StageKind::Let { value, .. } => match value {
+                ast::StepExpr::Run {
+                    target, positions, ..
+                } => {
+                    match target {
+                        ast::RunTarget::Instruction(e) => names.expr(e, diags),
+                        ast::RunTarget::Pipeline { args, into, .. } => {
+                            for a in args {
+                                names.expr(&a.value, diags);
+                            }
+                            names.expr(into, diags);
+                        }
+                    }
+                    for c in positions {
+                        match c {
+                            ast::KClause::Range { from, to, step, .. } => {
+                                for e in [Some(&**from), Some(&**to), step.as_deref()]
+                                    .into_iter()
+                                    .flatten()
+                                {
+                                    names.expr(e, diags);
+                                }
+                            }
+                            ast::KClause::Mod {
+                                modulus, residues, ..
+                            } => {
+                                names.expr(modulus, diags);
+                                residues.iter().for_each(|r| names.expr(r, diags));
+                            }
+                        }
+                    }
+                }
+                ast::StepExpr::Add {
+                    format, rounding, ..
+                }
+                | ast::StepExpr::Fma {
+                    format, rounding, ..
+                } => {
+                    names.expr(format, diags);
+                    names.expr(rounding, diags);
+                }
+                ast::StepExpr::Value(_) => {}
+            },
+            StageKind::Result(_) | StageKind::Coverage => {}
+            StageKind::Repeat {
+                var,
+                from,
+                to,
+                step,
+                body,
+            } => {
+                for e in [Some(from), Some(to), step.as_ref()].into_iter().flatten() {
+                    names.expr(e, diags);
+                }
+                let mut inner = Names {
+                    params: names.params.clone(),
+                    formats: names.formats,
+                };
+                inner.params.push(var.name.clone());
+                check_stages(body, kind, &inner, sources, diags);
+            }
         }
     }
-    diags
 }
 
 /// A stage that has no meaning in this kind of pipeline.
@@ -167,6 +252,7 @@ fn misplaced(kind: Kind, s: &ast::Stage) -> Option<Diag> {
         ],
         Kind::Sequential => &["flush", "multiply", "add pairwise", "accumulate", "nan"],
         Kind::Integer => &["multiply", "sum exact", "normalize", "nan"],
+        Kind::Composed => &["convert", "let", "for", "result", "coverage"],
     };
     let name = stage_name(&s.kind);
     (!allowed.contains(&name)).then(|| {
@@ -185,6 +271,7 @@ fn kind_name(kind: Kind) -> &'static str {
         Kind::Fused => "a fused pipeline",
         Kind::Sequential => "a sequential pipeline",
         Kind::Integer => "an integer pipeline",
+        Kind::Composed => "a composed pipeline",
     }
 }
 
@@ -210,7 +297,8 @@ fn keyword(id: &Ident, words: &[&str], what: &str, plural: &str) -> Option<Diag>
 
 /// The names a pipeline body can use.
 struct Names<'a> {
-    params: Vec<&'a str>,
+    /// Parameters, and the variables of the loops around.
+    params: Vec<String>,
     formats: &'a HashMap<String, Format>,
 }
 
@@ -218,7 +306,7 @@ impl Names<'_> {
     /// A name that is a known constant format (not a parameter or operand, whose format
     /// is only known when an instruction instantiates the pipeline).
     fn constant_format(&self, name: &str) -> Option<Format> {
-        if self.params.contains(&name) || OPERAND_NAMES.contains(&name) {
+        if self.params.iter().any(|p| p == name) || OPERAND_NAMES.contains(&name) {
             return None;
         }
         self.formats
@@ -228,7 +316,7 @@ impl Names<'_> {
     }
 
     fn known(&self, name: &str) -> bool {
-        self.params.contains(&name)
+        self.params.iter().any(|p| p == name)
             || OPERAND_NAMES.contains(&name)
             || self.formats.contains_key(name)
             || format::builtin(name).is_some()
@@ -237,7 +325,7 @@ impl Names<'_> {
     }
 
     fn candidates(&self) -> Vec<&str> {
-        let mut c: Vec<&str> = self.params.clone();
+        let mut c: Vec<&str> = self.params.iter().map(|s| s.as_str()).collect();
         c.extend(OPERAND_NAMES);
         c.extend(self.formats.keys().map(|s| s.as_str()));
         c.extend(format::BUILTIN_NAMES.iter().copied());
@@ -285,7 +373,7 @@ impl Names<'_> {
                             diags.push(d);
                         }
                     }
-                    None if self.params.contains(&head.name.as_str())
+                    None if self.params.contains(&head.name)
                         || OPERAND_NAMES.contains(&head.name.as_str()) =>
                     {
                         // a format known only at instantiation: the property must exist

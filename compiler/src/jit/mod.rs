@@ -16,6 +16,7 @@
 //! f32/f64 steps), `integer`; shared instruction helpers in `emit`. Cranelift's IR
 //! verifier runs on every kernel in debug builds (and so in tests).
 
+mod composed;
 mod emit;
 mod fpenv;
 mod fused;
@@ -88,16 +89,47 @@ type BatchFn = unsafe extern "C" fn(
 );
 
 #[derive(Clone, Copy)]
-struct Entry {
+pub(crate) struct Entry {
     dot: DotFn,
     batch: BatchFn,
+}
+
+/// What runs an arithmetic: native entries, or a composed kernel that calls others.
+#[derive(Clone)]
+pub(crate) enum Code {
+    Native(Entry),
+    Composed(std::sync::Arc<composed::ComposedKernel>),
+}
+
+impl Code {
+    /// One dot product whose operand counts are checked.
+    pub(crate) fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {
+        match self {
+            Code::Native(entry) => {
+                let _fp = IeeeDefaults::enter();
+                // SAFETY: the caller checked the operand counts against the kernel's k
+                // and scale count; the code lives as long as the `CompiledSpec` the
+                // caller's kernel borrows.
+                Ok(unsafe {
+                    (entry.dot)(
+                        ops.c,
+                        ops.a.as_ptr(),
+                        ops.b.as_ptr(),
+                        ops.sa.as_ptr(),
+                        ops.sb.as_ptr(),
+                    )
+                })
+            }
+            Code::Composed(k) => k.dot(ops),
+        }
+    }
 }
 
 /// The native code of a spec. Kernels borrow it; the code is freed when it is dropped.
 pub struct CompiledSpec {
     module: Option<JITModule>,
-    entries: Vec<Entry>,
-    /// Instruction name -> its kernel (index into `entries`) or why it was refused.
+    codes: Vec<Code>,
+    /// Instruction name -> its kernel (index into `codes`) or why it was refused.
     by_name: HashMap<String, Result<usize, JitError>>,
     shapes: HashMap<String, (Shape, usize, usize)>,
     clif: Vec<(String, String)>,
@@ -118,7 +150,7 @@ impl Drop for CompiledSpec {
 impl std::fmt::Debug for CompiledSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CompiledSpec")
-            .field("kernels", &self.entries.len())
+            .field("kernels", &self.codes.len())
             .field("instructions", &self.by_name.len())
             .finish()
     }
@@ -136,7 +168,7 @@ impl CompiledSpec {
             Some(Ok(i)) => {
                 let (shape, k, scales) = self.shapes[name];
                 Ok(Kernel {
-                    entry: self.entries[*i],
+                    code: self.codes[*i].clone(),
                     name: name.to_string(),
                     shape,
                     k,
@@ -152,7 +184,7 @@ impl CompiledSpec {
     }
     /// Distinct kernels generated (instructions with the same arithmetic share one).
     pub fn kernel_count(&self) -> usize {
-        self.entries.len()
+        self.codes.len()
     }
     /// Instructions compiled.
     pub fn compiled_count(&self) -> usize {
@@ -181,7 +213,7 @@ impl CompiledSpec {
 /// The compiled entries of one instruction. `Send + Sync`: the code is read-only.
 #[derive(Clone)]
 pub struct Kernel<'a> {
-    entry: Entry,
+    code: Code,
     name: String,
     shape: Shape,
     k: usize,
@@ -223,18 +255,9 @@ impl Kernel<'_> {
                 return Err(self.count_error(operand, got, want));
             }
         }
-        let _fp = IeeeDefaults::enter();
-        // SAFETY: the kernel reads exactly k elements of a and b and `scales` of sa and
-        // sb, whose lengths were just checked; the code lives as long as `'a`.
-        Ok(unsafe {
-            (self.entry.dot)(
-                ops.c,
-                ops.a.as_ptr(),
-                ops.b.as_ptr(),
-                ops.sa.as_ptr(),
-                ops.sb.as_ptr(),
-            )
-        })
+        // the kernel reads exactly k elements of a and b and `scales` of sa and sb,
+        // whose lengths were just checked
+        self.code.dot(ops)
     }
 
     /// `d[i] = dot(c[i], a[i*k..], b[i*k..], sa[i*s..], sb[i*s..])` for every i, in one call.
@@ -308,6 +331,23 @@ impl Kernel<'_> {
         if d.len() != n {
             return Err(self.count_error("d", d.len(), n));
         }
+        let entry = match &self.code {
+            Code::Native(entry) => entry,
+            Code::Composed(k) => {
+                // record by record, through the composed kernel
+                for (i, di) in d.iter_mut().enumerate() {
+                    let at = |stride: usize, len: usize| i * stride..i * stride + len;
+                    *di = k.dot(&Operands {
+                        c: c[i],
+                        a: &a[at(a_stride, self.k)],
+                        b: &b[at(b_stride, self.k)],
+                        sa: &sa[at(sa_stride, self.scales)],
+                        sb: &sb[at(sb_stride, self.scales)],
+                    })?;
+                }
+                return Ok(());
+            }
+        };
         let strides = [
             a_stride as u64,
             b_stride as u64,
@@ -318,7 +358,7 @@ impl Kernel<'_> {
         // SAFETY: every record read lies inside its slice (checked above, without
         // overflow); the batch entry reads n records and writes n results.
         unsafe {
-            (self.entry.batch)(
+            (entry.batch)(
                 n as u64,
                 c.as_ptr(),
                 a.as_ptr(),
@@ -537,6 +577,208 @@ fn lower(
     })
 }
 
+/// How a job was lowered: a native kernel (an index into the pending kernels), or a
+/// composed kernel whose runs were lowered in turn.
+enum Lowered {
+    Native(usize),
+    Composed(Box<ComposedPlan>),
+}
+
+/// A composed kernel before its runs' code exists.
+struct ComposedPlan {
+    name: String,
+    converters: [composed::Converter; 3],
+    c_format: crate::format::Format,
+    d: crate::format::Format,
+    steps: Vec<PlannedStep>,
+    formats: Vec<crate::format::Format>,
+    result: crate::ir::StepValue,
+}
+
+enum PlannedStep {
+    Run {
+        lowered: Result<std::rc::Rc<Lowered>, String>,
+        positions: Vec<u32>,
+        c: crate::ir::StepValue,
+        c_format: crate::format::Format,
+    },
+    Add {
+        x: crate::ir::StepValue,
+        y: crate::ir::StepValue,
+        op: crate::ir::RoundedOp,
+    },
+    Fma {
+        x: crate::ir::StepValue,
+        y: crate::ir::StepValue,
+        z: crate::ir::StepValue,
+        op: crate::ir::RoundedOp,
+    },
+}
+
+/// Lowering the jobs: the module, the kernels built so far, and the arithmetic of
+/// composed runs already lowered (each once).
+struct Jobs<'m> {
+    module: &'m mut JITModule,
+    fctx: FunctionBuilderContext,
+    kernels: Vec<Pending>,
+    clif: Vec<(String, String)>,
+    options: Options,
+    runs: HashMap<crate::ir::Arithmetic, Result<std::rc::Rc<Lowered>, String>>,
+}
+
+impl Jobs<'_> {
+    /// Lower one instruction: native code, or a composed kernel over lowered runs.
+    fn job(&mut self, inst: &Instruction, info: &ArithmeticInfo) -> Result<Lowered, String> {
+        let Pipeline::Composed(c) = &inst.arithmetic.pipeline else {
+            let index = self.kernels.len();
+            let k = lower(self.module, &mut self.fctx, inst, info, index)?;
+            if self.options.emit_clif {
+                self.clif.push((
+                    format!("{} (dot{index})", inst.name),
+                    k.dot.1.display().to_string(),
+                ));
+            }
+            self.kernels.push(k);
+            return Ok(Lowered::Native(index));
+        };
+        if inst.k() > MAX_UNROLLED_K {
+            return Err(format!(
+                "k = {} is more than the JIT handles ({MAX_UNROLLED_K})",
+                inst.k()
+            ));
+        }
+        let ar = &inst.arithmetic;
+        let c_format = c.convert_c.as_ref().map_or(&ar.c, |x| &x.format).clone();
+        let mut steps = vec![];
+        let mut formats = vec![];
+        for (i, step) in c.steps.iter().enumerate() {
+            formats.push(
+                c.format_of(crate::ir::StepValue::Step(i), &ar.c)
+                    .expect("a step has a format")
+                    .clone(),
+            );
+            steps.push(match step {
+                crate::ir::Step::Run {
+                    arithmetic,
+                    positions,
+                    c: cv,
+                } => {
+                    let lowered = match self.runs.get(arithmetic.as_ref()) {
+                        Some(l) => l.clone(),
+                        None => {
+                            let (name, provenance) = inst
+                                .provenance
+                                .steps
+                                .get(i)
+                                .and_then(|p| p.run.clone())
+                                .unwrap_or_else(|| {
+                                    (format!("{}.run{i}", inst.name), Box::default())
+                                });
+                            let sub = Instruction {
+                                name: name.clone(),
+                                m: 1,
+                                n: 1,
+                                arithmetic: arithmetic.as_ref().clone(),
+                                provenance: *provenance,
+                            };
+                            let sub_info = info.steps[i]
+                                .as_ref()
+                                .ok_or("a run without validation info")?;
+                            let l = self
+                                .job(&sub, sub_info)
+                                .map(std::rc::Rc::new)
+                                .map_err(|e| format!("its step `{name}`: {e}"));
+                            self.runs.insert(arithmetic.as_ref().clone(), l.clone());
+                            l
+                        }
+                    };
+                    PlannedStep::Run {
+                        lowered,
+                        positions: positions.clone(),
+                        c: *cv,
+                        c_format: arithmetic.c.clone(),
+                    }
+                }
+                crate::ir::Step::Add { x, y, op } => PlannedStep::Add {
+                    x: *x,
+                    y: *y,
+                    op: op.clone(),
+                },
+                crate::ir::Step::Fma { x, y, z, op } => PlannedStep::Fma {
+                    x: *x,
+                    y: *y,
+                    z: *z,
+                    op: op.clone(),
+                },
+            });
+        }
+        Ok(Lowered::Composed(Box::new(ComposedPlan {
+            name: inst.name.clone(),
+            converters: [
+                composed::Converter::new(&ar.a, c.convert_a.as_ref()),
+                composed::Converter::new(&ar.b, c.convert_b.as_ref()),
+                composed::Converter::new(&ar.c, c.convert_c.as_ref()),
+            ],
+            c_format,
+            d: ar.d.clone(),
+            steps,
+            formats,
+            result: c.result,
+        })))
+    }
+}
+
+/// The code of a lowered job once the module is finalized (`entries`: each pending
+/// kernel's entries, or why it could not be defined).
+fn materialize(l: &Lowered, entries: &[Result<Entry, String>]) -> Result<Code, String> {
+    match l {
+        Lowered::Native(i) => entries[*i].clone().map(Code::Native),
+        Lowered::Composed(p) => {
+            let mut steps = Vec::with_capacity(p.steps.len());
+            for s in &p.steps {
+                steps.push(match s {
+                    PlannedStep::Run {
+                        lowered,
+                        positions,
+                        c,
+                        c_format,
+                    } => composed::KernelStep::Run {
+                        code: materialize(lowered.as_ref().map_err(Clone::clone)?, entries)?,
+                        positions: positions.clone(),
+                        c: *c,
+                        c_format: c_format.clone(),
+                    },
+                    PlannedStep::Add { x, y, op } => composed::KernelStep::Add {
+                        x: *x,
+                        y: *y,
+                        op: op.clone(),
+                    },
+                    PlannedStep::Fma { x, y, z, op } => composed::KernelStep::Fma {
+                        x: *x,
+                        y: *y,
+                        z: *z,
+                        op: op.clone(),
+                    },
+                });
+            }
+            let [a, b, c] = &p.converters;
+            Ok(Code::Composed(std::sync::Arc::new(
+                composed::ComposedKernel {
+                    name: p.name.clone(),
+                    a: a.clone(),
+                    b: b.clone(),
+                    c: c.clone(),
+                    c_format: p.c_format.clone(),
+                    d: p.d.clone(),
+                    steps,
+                    formats: p.formats.clone(),
+                    result: p.result,
+                },
+            )))
+        }
+    }
+}
+
 /// Compile the kernels of `jobs` (a representative instruction and its info each);
 /// `members` gives every instruction and the job whose kernel it uses.
 fn compile_jobs<'s>(
@@ -546,39 +788,20 @@ fn compile_jobs<'s>(
 ) -> Result<CompiledSpec, JitError> {
     let started = Instant::now();
     let mut module = new_module(options)?;
-    let mut fctx = FunctionBuilderContext::new();
-    let mut kernels: Vec<Pending> = vec![];
-    let mut clif = vec![];
-    // per job: its kernel, or why it was refused
-    let mut outcome: Vec<Result<usize, String>> = Vec::with_capacity(jobs.len());
-    for (inst, info) in jobs {
-        let index = kernels.len();
-        match lower(&mut module, &mut fctx, inst, info, index) {
-            Ok(k) => {
-                if options.emit_clif {
-                    clif.push((
-                        format!("{} (dot{index})", inst.name),
-                        k.dot.1.display().to_string(),
-                    ));
-                }
-                kernels.push(k);
-                outcome.push(Ok(index));
-            }
-            Err(e) => outcome.push(Err(e)),
-        }
-    }
-    let mut by_name: HashMap<String, Result<usize, JitError>> = HashMap::new();
-    let mut shapes = HashMap::new();
-    for (inst, job) in members {
-        shapes.insert(
-            inst.name.clone(),
-            (inst.shape(), inst.k(), inst.scale_count()),
-        );
-        let r = outcome[job]
-            .clone()
-            .map_err(|message| JitError::refused(inst, message));
-        by_name.insert(inst.name.clone(), r);
-    }
+    let mut lowering = Jobs {
+        module: &mut module,
+        fctx: FunctionBuilderContext::new(),
+        kernels: vec![],
+        clif: vec![],
+        options,
+        runs: HashMap::new(),
+    };
+    // per job: how it was lowered, or why it was refused
+    let outcome: Vec<Result<Lowered, String>> = jobs
+        .iter()
+        .map(|(inst, info)| lowering.job(inst, info))
+        .collect();
+    let (kernels, clif) = (lowering.kernels, lowering.clif);
 
     // machine code, in parallel
     let threads = std::thread::available_parallelism()
@@ -587,13 +810,13 @@ fn compile_jobs<'s>(
         .clamp(1, 4)
         .min(kernels.len().max(1));
     let isa = module.isa();
-    let compiled: Vec<Result<(Code, Code), String>> = if threads <= 1 {
+    let compiled: Vec<Result<(MachineCode, MachineCode), String>> = if threads <= 1 {
         kernels
             .iter()
             .map(|k| compile_kernel(isa, k, options.emit_asm))
             .collect()
     } else {
-        let mut out: Vec<Option<Result<(Code, Code), String>>> =
+        let mut out: Vec<Option<Result<(MachineCode, MachineCode), String>>> =
             (0..kernels.len()).map(|_| None).collect();
         std::thread::scope(|scope| {
             let handles: Vec<_> = (0..threads)
@@ -619,10 +842,10 @@ fn compile_jobs<'s>(
             .collect()
     };
 
-    let mut entries_ids: Vec<Option<(FuncId, FuncId)>> = vec![];
+    let mut ids: Vec<Result<(FuncId, FuncId), String>> = vec![];
     let mut asm = vec![];
     for (k, code) in kernels.iter().zip(compiled) {
-        let defined = code.and_then(|(dot, batch)| {
+        ids.push(code.and_then(|(dot, batch)| {
             let define =
                 |e: cranelift_module::ModuleError| format!("cannot define the kernel: {e}");
             module
@@ -635,29 +858,15 @@ fn compile_jobs<'s>(
                 asm.push((k.label.clone(), text));
             }
             Ok((k.dot.0, k.batch.0))
-        });
-        match defined {
-            Ok(ids) => entries_ids.push(Some(ids)),
-            Err(e) => {
-                entries_ids.push(None);
-                for r in by_name.values_mut() {
-                    if matches!(r, Ok(i) if *i == entries_ids.len() - 1) {
-                        *r = Err(JitError {
-                            instruction: Some(k.label.clone()),
-                            message: e.clone(),
-                        });
-                    }
-                }
-            }
-        }
+        }));
     }
     module
         .finalize_definitions()
         .map_err(|e| JitError::backend(format!("cannot finalize the code: {e}")))?;
-    let entries = entries_ids
-        .iter()
-        .map(|ids| {
-            ids.map(|(d, b)| {
+    let entries: Vec<Result<Entry, String>> = ids
+        .into_iter()
+        .map(|r| {
+            r.map(|(d, b)| {
                 let dp = module.get_finalized_function(d);
                 let bp = module.get_finalized_function(b);
                 // SAFETY: the functions were defined with exactly these signatures.
@@ -669,47 +878,41 @@ fn compile_jobs<'s>(
                 }
             })
         })
-        .collect::<Vec<_>>();
-    // kernels that failed to define are refused above; their slots are never handed out
-    let entries = entries
-        .into_iter()
-        .map(|e| {
-            e.unwrap_or(Entry {
-                dot: unreachable_dot,
-                batch: unreachable_batch,
-            })
-        })
         .collect();
+    let mut codes = vec![];
+    let mut of_job: Vec<Result<usize, String>> = vec![];
+    for o in &outcome {
+        of_job.push(
+            o.as_ref()
+                .map_err(Clone::clone)
+                .and_then(|l| materialize(l, &entries))
+                .map(|code| {
+                    codes.push(code);
+                    codes.len() - 1
+                }),
+        );
+    }
+    let mut by_name: HashMap<String, Result<usize, JitError>> = HashMap::new();
+    let mut shapes = HashMap::new();
+    for (inst, job) in members {
+        shapes.insert(
+            inst.name.clone(),
+            (inst.shape(), inst.k(), inst.scale_count()),
+        );
+        let r = of_job[job]
+            .clone()
+            .map_err(|message| JitError::refused(inst, message));
+        by_name.insert(inst.name.clone(), r);
+    }
     Ok(CompiledSpec {
         module: Some(module),
-        entries,
+        codes,
         by_name,
         shapes,
         clif,
         asm,
         compile_time: started.elapsed(),
     })
-}
-
-unsafe extern "C" fn unreachable_dot(
-    _: u64,
-    _: *const u64,
-    _: *const u64,
-    _: *const u64,
-    _: *const u64,
-) -> u64 {
-    0
-}
-unsafe extern "C" fn unreachable_batch(
-    _: u64,
-    _: *const u64,
-    _: *const u64,
-    _: *const u64,
-    _: *const u64,
-    _: *const u64,
-    _: *mut u64,
-    _: *const u64,
-) {
 }
 
 /// A kernel's two functions in Cranelift IR, declared in the module, not yet compiled.
@@ -720,7 +923,7 @@ struct Pending {
 }
 
 /// Machine code of one function, ready for `define_function_bytes`.
-struct Code {
+struct MachineCode {
     bytes: Vec<u8>,
     align: u64,
     relocs: Vec<cranelift_module::ModuleReloc>,
@@ -732,7 +935,7 @@ fn compile_function(
     id: FuncId,
     func: &cranelift_codegen::ir::Function,
     want_asm: bool,
-) -> Result<Code, String> {
+) -> Result<MachineCode, String> {
     let mut ctx = cranelift_codegen::Context::for_function(func.clone());
     ctx.set_disasm(want_asm);
     let mut plane = cranelift_codegen::control::ControlPlane::default();
@@ -752,7 +955,7 @@ fn compile_function(
         .iter()
         .map(|r| cranelift_module::ModuleReloc::from_mach_reloc(r, &ctx.func, id))
         .collect();
-    Ok(Code {
+    Ok(MachineCode {
         bytes,
         align,
         relocs,
@@ -764,7 +967,7 @@ fn compile_kernel(
     isa: &dyn cranelift_codegen::isa::TargetIsa,
     k: &Pending,
     want_asm: bool,
-) -> Result<(Code, Code), String> {
+) -> Result<(MachineCode, MachineCode), String> {
     Ok((
         compile_function(isa, k.dot.0, &k.dot.1, want_asm)?,
         compile_function(isa, k.batch.0, &k.batch.1, false)?,

@@ -391,6 +391,13 @@ pub(super) fn build_fused(
                 StageKind::Accumulate { .. } | StageKind::Pairwise { .. } => {
                     unreachable!("sequential stages select the sequential pipeline")
                 }
+                StageKind::Convert { .. }
+                | StageKind::Let { .. }
+                | StageKind::Result(_)
+                | StageKind::Repeat { .. }
+                | StageKind::Coverage => {
+                    unreachable!("composed stages select the composed pipeline")
+                }
             }
             Ok(())
         })();

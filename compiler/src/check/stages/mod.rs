@@ -1,14 +1,18 @@
-//! Pipeline stages: which kind of pipeline a body is (fused, sequential or integer), and
-//! the checks every kind shares. Each kind is built into its IR by its own file.
+//! Pipeline stages: which kind of pipeline a body is (fused, sequential, integer or
+//! composed), and the checks every kind shares. Each kind is built into its IR by its own
+//! file.
 
+mod composed;
 mod fused;
 mod integer;
 mod sequential;
 
+use composed::build_composed;
 use fused::build_fused;
 use integer::build_integer;
 use sequential::build_sequential;
 
+use super::Env;
 use super::eval::{Scope, expect_format, expect_rounding};
 use super::family::Ctx;
 use crate::ast::{self, Expr, Ident, StageKind};
@@ -30,6 +34,11 @@ pub(super) fn stage_name(k: &StageKind) -> &'static str {
         StageKind::Accumulate { .. } => "accumulate",
         StageKind::Pairwise { .. } => "add pairwise",
         StageKind::Nan(_) => "nan",
+        StageKind::Convert { .. } => "convert",
+        StageKind::Let { .. } => "let",
+        StageKind::Result(_) => "result",
+        StageKind::Repeat { .. } => "for",
+        StageKind::Coverage => "coverage",
     }
 }
 
@@ -42,6 +51,8 @@ pub(in crate::check) enum Kind {
     Sequential,
     /// `multiply integer|xor|and`.
     Integer,
+    /// `let` steps that run other arithmetic: `convert`, `let`, `for`, `result`.
+    Composed,
 }
 
 impl Kind {
@@ -57,7 +68,19 @@ impl Kind {
                 }
             )
         });
-        if integer {
+        let composed = p.stages.iter().any(|s| {
+            matches!(
+                s.kind,
+                StageKind::Let { .. }
+                    | StageKind::Result(_)
+                    | StageKind::Convert { .. }
+                    | StageKind::Repeat { .. }
+                    | StageKind::Coverage
+            )
+        });
+        if composed {
+            Kind::Composed
+        } else if integer {
             Kind::Integer
         } else if p
             .stages
@@ -75,7 +98,7 @@ impl Kind {
         match self {
             Kind::Fused => &['a', 'b', 'c', 'd'],
             Kind::Sequential => &['a', 'b'],
-            Kind::Integer => &[],
+            Kind::Integer | Kind::Composed => &[],
         }
     }
 
@@ -84,6 +107,7 @@ impl Kind {
             Kind::Fused => "a fused pipeline",
             Kind::Sequential => "a sequential pipeline",
             Kind::Integer => "an integer pipeline",
+            Kind::Composed => "a composed pipeline",
         }
     }
 }
@@ -134,16 +158,41 @@ pub(in crate::check) fn check_operand_kinds(
     ]
 }
 
-/// Build the pipeline's IR, with the names of a fused pipeline's alignment nodes.
-pub(super) fn build_pipeline(
+/// A pipeline's IR and the provenance of its parts.
+pub(in crate::check) struct Built {
+    pub(in crate::check) pipeline: Pipeline,
+    /// A fused pipeline's alignment names.
+    pub(in crate::check) node_names: Vec<Option<String>>,
+    /// A composed pipeline's steps.
+    pub(in crate::check) steps: Vec<StepProvenance>,
+}
+
+impl Built {
+    fn plain(pipeline: Pipeline) -> Built {
+        Built {
+            pipeline,
+            node_names: vec![],
+            steps: vec![],
+        }
+    }
+}
+
+/// Build the pipeline's IR.
+pub(in crate::check) fn build_pipeline(
     p: &ast::PipelineDecl,
     scope: &Scope,
     ctx: &Ctx,
-) -> Result<(Pipeline, Vec<Option<String>>), Vec<Diag>> {
+    env: &Env,
+) -> Result<Built, Vec<Diag>> {
     match Kind::of(p) {
-        Kind::Integer => build_integer(p, scope, ctx).map(|p| (p, vec![])),
-        Kind::Sequential => build_sequential(p, scope, ctx).map(|p| (p, vec![])),
-        Kind::Fused => build_fused(p, scope, ctx),
+        Kind::Integer => build_integer(p, scope, ctx).map(Built::plain),
+        Kind::Sequential => build_sequential(p, scope, ctx).map(Built::plain),
+        Kind::Fused => build_fused(p, scope, ctx).map(|(pipeline, node_names)| Built {
+            pipeline,
+            node_names,
+            steps: vec![],
+        }),
+        Kind::Composed => build_composed(p, scope, ctx, env),
     }
 }
 
