@@ -8,7 +8,7 @@
 use crate::exact::Rounding;
 use crate::format::{FloatFormat, Specials, low_mask};
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Type, Value, types};
+use cranelift_codegen::ir::{Function, GlobalValue, InstBuilder, MemFlagsData, Type, Value, types};
 use cranelift_frontend::FunctionBuilder;
 
 /// An emitter: the function builder plus the width `w` of the fixed-point accumulator.
@@ -16,6 +16,15 @@ pub(crate) struct Emitter<'a, 'f> {
     pub b: &'a mut FunctionBuilder<'f>,
     /// `I64` or `I128`: the type of every aligned or summed value.
     pub w: Type,
+    /// Where read-only tables live: data objects of the module the kernel is built in.
+    pub data: &'a mut dyn DataSymbols,
+}
+
+/// The module's side of a kernel's read-only tables: each table is a data object of the
+/// module (defined once), so a JIT kernel and an object file reach it the same way.
+pub(crate) trait DataSymbols {
+    /// A global value in `func` that holds the address of `table`.
+    fn table(&mut self, func: &mut Function, table: &'static [u64]) -> GlobalValue;
 }
 
 /// A decoded float element: booleans (i8) and i64 fields. `sig` and `exp` are meaningful
@@ -33,6 +42,12 @@ pub(crate) struct Decoded {
 impl<'a, 'f> Emitter<'a, 'f> {
     pub fn wbits(&self) -> i64 {
         self.w.bits() as i64
+    }
+
+    /// The address of a read-only table (an i64).
+    pub fn table_address(&mut self, table: &'static [u64]) -> Value {
+        let gv = self.data.table(self.b.func, table);
+        self.b.ins().symbol_value(types::I64, gv)
     }
 
     pub fn i64c(&mut self, v: i64) -> Value {

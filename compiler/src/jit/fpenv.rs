@@ -42,9 +42,9 @@ impl Drop for IeeeDefaults {
 // MXCSR: bits 0-5 are sticky status flags; 6 DAZ, 7-12 exception masks, 13-14 rounding
 // control, 15 FTZ are control. The default is every exception masked, round to nearest.
 #[cfg(target_arch = "x86_64")]
-const CONTROL_MASK: u64 = 0xffc0;
+pub(crate) const CONTROL_MASK: u64 = 0xffc0;
 #[cfg(target_arch = "x86_64")]
-const DEFAULT: u64 = 0x1f80;
+pub(crate) const DEFAULT: u64 = 0x1f80;
 
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -70,9 +70,9 @@ unsafe fn write(value: u64) {
 // FPCR: bits 8-12 and 15 trap enables, 19 FZ16, 22-23 rounding mode, 24 FZ, 25 DN (default
 // NaN), 26 AHP. The default is all zero.
 #[cfg(target_arch = "aarch64")]
-const CONTROL_MASK: u64 = 0x07c8_9f00;
+pub(crate) const CONTROL_MASK: u64 = 0x07c8_9f00;
 #[cfg(target_arch = "aarch64")]
-const DEFAULT: u64 = 0;
+pub(crate) const DEFAULT: u64 = 0;
 
 #[cfg(target_arch = "aarch64")]
 #[inline]
@@ -91,9 +91,9 @@ unsafe fn write(value: u64) {
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-const CONTROL_MASK: u64 = 0;
+pub(crate) const CONTROL_MASK: u64 = 0;
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-const DEFAULT: u64 = 0;
+pub(crate) const DEFAULT: u64 = 0;
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 #[inline]

@@ -18,7 +18,7 @@
 
 mod composed;
 mod emit;
-mod fpenv;
+pub(crate) mod fpenv;
 mod fused;
 mod integer;
 mod sequential;
@@ -32,7 +32,7 @@ use cranelift_codegen::ir::{AbiParam, BlockArg, InstBuilder, MemFlagsData, UserF
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
+use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module, default_libcall_names};
 use fpenv::IeeeDefaults;
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -461,12 +461,17 @@ impl Lowering<'_> {
 /// NaN/Inf inputs and a merge block); returns d (i64), valid in the block it ends in.
 fn emit_dot(
     b: &mut FunctionBuilder,
+    data: &mut dyn emit::DataSymbols,
     inst: &Instruction,
     low: &Lowering,
     c: cranelift_codegen::ir::Value,
     ptrs: &fused::Ptrs,
 ) -> cranelift_codegen::ir::Value {
-    let mut em = emit::Emitter { b, w: low.width() };
+    let mut em = emit::Emitter {
+        b,
+        w: low.width(),
+        data,
+    };
     match low {
         Lowering::Fused(f, p) => fused::emit(&mut em, inst, f, p, c, ptrs),
         Lowering::Sequential(s, p) => sequential::emit(&mut em, inst, s, p, c, ptrs.a, ptrs.b),
@@ -474,7 +479,12 @@ fn emit_dot(
     }
 }
 
-fn new_module(options: Options) -> Result<JITModule, JitError> {
+/// The code generator for this host. `object`: for an object file or shared library
+/// (position-independent code, inline stack probes for large frames) rather than the JIT.
+pub(crate) fn host_isa(
+    options: Options,
+    object: bool,
+) -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>, JitError> {
     let mut flags = settings::builder();
     let set = |flags: &mut settings::Builder, k: &str, v: &str| {
         flags
@@ -491,13 +501,20 @@ fn new_module(options: Options) -> Result<JITModule, JitError> {
         "enable_verifier",
         if verify { "true" } else { "false" },
     )?;
-    set(&mut flags, "is_pic", "false")?;
-    let isa = cranelift_native::builder()
+    set(&mut flags, "is_pic", if object { "true" } else { "false" })?;
+    if object {
+        set(&mut flags, "enable_probestack", "true")?;
+        set(&mut flags, "probestack_strategy", "inline")?;
+    }
+    cranelift_native::builder()
         .map_err(|e| JitError::backend(format!("this host is not supported: {e}")))?
         .finish(settings::Flags::new(flags))
-        .map_err(|e| JitError::backend(format!("cannot configure the code generator: {e}")))?;
+        .map_err(|e| JitError::backend(format!("cannot configure the code generator: {e}")))
+}
+
+fn new_module(options: Options) -> Result<JITModule, JitError> {
     Ok(JITModule::new(JITBuilder::with_isa(
-        isa,
+        host_isa(options, false)?,
         default_libcall_names(),
     )))
 }
@@ -551,8 +568,8 @@ pub fn compile_instruction(
 
 /// Plan and build one kernel, turning a panic into a refusal (the last line of defence:
 /// the validator should have rejected whatever makes a lowering panic).
-fn lower(
-    module: &mut JITModule,
+fn lower<M: Module>(
+    target: &mut Target<'_, M>,
     fctx: &mut FunctionBuilderContext,
     inst: &Instruction,
     info: &ArithmeticInfo,
@@ -560,7 +577,7 @@ fn lower(
 ) -> Result<Pending, String> {
     let built = catch_unwind(AssertUnwindSafe(|| {
         let low = plan(inst, info)?;
-        build_kernel(module, fctx, inst, &low, index)
+        build_kernel(target, fctx, inst, &low, index)
     }));
     built.unwrap_or_else(|panic| {
         // the builder context may hold a half-built function
@@ -579,13 +596,13 @@ fn lower(
 
 /// How a job was lowered: a native kernel (an index into the pending kernels), or a
 /// composed kernel whose runs were lowered in turn.
-enum Lowered {
+pub(crate) enum Lowered {
     Native(usize),
     Composed(Box<ComposedPlan>),
 }
 
 /// A composed kernel before its runs' code exists.
-struct ComposedPlan {
+pub(crate) struct ComposedPlan {
     name: String,
     converters: [composed::Converter; 3],
     c_format: crate::format::Format,
@@ -615,10 +632,70 @@ enum PlannedStep {
     },
 }
 
-/// Lowering the jobs: the module, the kernels built so far, and the arithmetic of
-/// composed runs already lowered (each once).
-struct Jobs<'m> {
-    module: &'m mut JITModule,
+/// Where kernels are built: a module (the JIT's, or an object file's), the data objects of
+/// the tables defined in it so far, and the prefix of the kernels' (local) symbol names.
+pub(crate) struct Target<'m, M: Module> {
+    pub module: &'m mut M,
+    tables: HashMap<usize, DataId>,
+    /// Reach the tables with PC-relative addresses (an object file, where the linker
+    /// places them); the JIT uses absolute ones, wherever its memory lies.
+    near: bool,
+    pub prefix: String,
+}
+
+impl<'m, M: Module> Target<'m, M> {
+    pub fn new(module: &'m mut M, near: bool, prefix: &str) -> Target<'m, M> {
+        Target {
+            module,
+            tables: HashMap::new(),
+            near,
+            prefix: prefix.to_string(),
+        }
+    }
+}
+
+impl<M: Module> emit::DataSymbols for Target<'_, M> {
+    fn table(
+        &mut self,
+        func: &mut cranelift_codegen::ir::Function,
+        table: &'static [u64],
+    ) -> cranelift_codegen::ir::GlobalValue {
+        let key = table.as_ptr() as usize;
+        let id = match self.tables.get(&key) {
+            Some(id) => *id,
+            None => {
+                let name = format!("{}table{}", self.prefix, self.tables.len());
+                let id = self
+                    .module
+                    .declare_data(&name, Linkage::Local, false, false)
+                    .expect("a fresh local data name");
+                let mut desc = DataDescription::new();
+                desc.set_align(8);
+                desc.define(table.iter().flat_map(|e| e.to_le_bytes()).collect());
+                self.module
+                    .define_data(id, &desc)
+                    .expect("a declared data object is defined once");
+                self.tables.insert(key, id);
+                id
+            }
+        };
+        let name = func.declare_imported_user_function(cranelift_codegen::ir::UserExternalName {
+            namespace: 1,
+            index: id.as_u32(),
+        });
+        func.create_global_value(cranelift_codegen::ir::GlobalValueData::Symbol {
+            name: cranelift_codegen::ir::ExternalName::user(name),
+            offset: cranelift_codegen::ir::immediates::Imm64::new(0),
+            colocated: self.near,
+            tls: false,
+        })
+    }
+}
+
+/// Lowering the jobs: where, the kernels built so far, and the arithmetic of composed runs
+/// already lowered (each once).
+pub(crate) struct Jobs<'t, 'm, M: Module> {
+    target: &'t mut Target<'m, M>,
     fctx: FunctionBuilderContext,
     kernels: Vec<Pending>,
     clif: Vec<(String, String)>,
@@ -626,12 +703,12 @@ struct Jobs<'m> {
     runs: HashMap<crate::ir::Arithmetic, Result<std::rc::Rc<Lowered>, String>>,
 }
 
-impl Jobs<'_> {
+impl<M: Module> Jobs<'_, '_, M> {
     /// Lower one instruction: native code, or a composed kernel over lowered runs.
     fn job(&mut self, inst: &Instruction, info: &ArithmeticInfo) -> Result<Lowered, String> {
         let Pipeline::Composed(c) = &inst.arithmetic.pipeline else {
             let index = self.kernels.len();
-            let k = lower(self.module, &mut self.fctx, inst, info, index)?;
+            let k = lower(self.target, &mut self.fctx, inst, info, index)?;
             if self.options.emit_clif {
                 self.clif.push((
                     format!("{} (dot{index})", inst.name),
@@ -779,29 +856,38 @@ fn materialize(l: &Lowered, entries: &[Result<Entry, String>]) -> Result<Code, S
     }
 }
 
-/// Compile the kernels of `jobs` (a representative instruction and its info each);
-/// `members` gives every instruction and the job whose kernel it uses.
-fn compile_jobs<'s>(
+/// The kernels of some jobs, built and defined in a module.
+pub(crate) struct Built {
+    /// Per job: how it was lowered, or why it was refused.
+    pub outcome: Vec<Result<Lowered, String>>,
+    /// Per native kernel: its dot and batch functions, or why they could not be defined.
+    pub ids: Vec<Result<(FuncId, FuncId), String>>,
+    pub clif: Vec<(String, String)>,
+    pub asm: Vec<(String, String)>,
+}
+
+/// Lower `jobs` (a representative instruction and its info each) in `target`, generate
+/// their machine code on every available core (at most 4 threads), and define it in the
+/// module. The same code serves the JIT and object files.
+pub(crate) fn build_jobs<M: Module>(
+    target: &mut Target<'_, M>,
     jobs: &[(&Instruction, &ArithmeticInfo)],
-    members: impl Iterator<Item = (&'s Instruction, usize)>,
     options: Options,
-) -> Result<CompiledSpec, JitError> {
-    let started = Instant::now();
-    let mut module = new_module(options)?;
+) -> Built {
     let mut lowering = Jobs {
-        module: &mut module,
+        target,
         fctx: FunctionBuilderContext::new(),
         kernels: vec![],
         clif: vec![],
         options,
         runs: HashMap::new(),
     };
-    // per job: how it was lowered, or why it was refused
     let outcome: Vec<Result<Lowered, String>> = jobs
         .iter()
         .map(|(inst, info)| lowering.job(inst, info))
         .collect();
     let (kernels, clif) = (lowering.kernels, lowering.clif);
+    let module = &mut *target.module;
 
     // machine code, in parallel
     let threads = std::thread::available_parallelism()
@@ -860,6 +946,29 @@ fn compile_jobs<'s>(
             Ok((k.dot.0, k.batch.0))
         }));
     }
+    Built {
+        outcome,
+        ids,
+        clif,
+        asm,
+    }
+}
+
+/// Compile the kernels of `jobs` (a representative instruction and its info each);
+/// `members` gives every instruction and the job whose kernel it uses.
+fn compile_jobs<'s>(
+    jobs: &[(&Instruction, &ArithmeticInfo)],
+    members: impl Iterator<Item = (&'s Instruction, usize)>,
+    options: Options,
+) -> Result<CompiledSpec, JitError> {
+    let started = Instant::now();
+    let mut module = new_module(options)?;
+    let Built {
+        outcome,
+        ids,
+        clif,
+        asm,
+    } = build_jobs(&mut Target::new(&mut module, false, ""), jobs, options);
     module
         .finalize_definitions()
         .map_err(|e| JitError::backend(format!("cannot finalize the code: {e}")))?;
@@ -975,25 +1084,27 @@ fn compile_kernel(
 }
 
 /// Declare a kernel's dot and batch functions and build their Cranelift IR.
-fn build_kernel(
-    module: &mut JITModule,
+fn build_kernel<M: Module>(
+    target: &mut Target<'_, M>,
     fctx: &mut FunctionBuilderContext,
     inst: &Instruction,
     low: &Lowering,
     index: usize,
 ) -> Result<Pending, String> {
-    let mut ctx = module.make_context();
-    let ptr = module.target_config().pointer_type();
+    let prefix = target.prefix.clone();
+    let mut ctx = target.module.make_context();
+    let ptr = target.module.target_config().pointer_type();
 
     // dot(c, a, b, sa, sb) -> d
-    let mut sig = module.make_signature();
+    let mut sig = target.module.make_signature();
     sig.params.push(AbiParam::new(types::I64));
     for _ in 0..4 {
         sig.params.push(AbiParam::new(ptr));
     }
     sig.returns.push(AbiParam::new(types::I64));
-    let dot_id = module
-        .declare_function(&format!("dot{index}"), Linkage::Local, &sig)
+    let dot_id = target
+        .module
+        .declare_function(&format!("{prefix}dot{index}"), Linkage::Local, &sig)
         .map_err(|e| e.to_string())?;
     ctx.func.signature = sig;
     ctx.func.name = UserFuncName::user(0, dot_id.as_u32());
@@ -1009,20 +1120,21 @@ fn build_kernel(
             sa: p[3],
             sb: p[4],
         };
-        let d = emit_dot(&mut b, inst, low, p[0], &ptrs);
+        let d = emit_dot(&mut b, target, inst, low, p[0], &ptrs);
         b.ins().return_(&[d]);
         b.seal_all_blocks();
-        b.finalize(module.target_config());
+        b.finalize(target.module.target_config());
     }
     let dot_fn = std::mem::replace(&mut ctx.func, cranelift_codegen::ir::Function::new());
     // batch(n, c, a, b, sa, sb, d, strides)
-    let mut sig = module.make_signature();
+    let mut sig = target.module.make_signature();
     sig.params.push(AbiParam::new(types::I64));
     for _ in 0..7 {
         sig.params.push(AbiParam::new(ptr));
     }
-    let batch_id = module
-        .declare_function(&format!("batch{index}"), Linkage::Local, &sig)
+    let batch_id = target
+        .module
+        .declare_function(&format!("{prefix}batch{index}"), Linkage::Local, &sig)
         .map_err(|e| e.to_string())?;
     ctx.func.signature = sig;
     ctx.func.name = UserFuncName::user(0, batch_id.as_u32());
@@ -1082,7 +1194,7 @@ fn build_kernel(
             at(&mut b, sbp, sb_step),
         ];
         // one copy of the kernel body: the batch loop calls the dot entry
-        let callee = module.declare_func_in_func(dot_id, b.func);
+        let callee = target.module.declare_func_in_func(dot_id, b.func);
         let call = b.ins().call(callee, &args);
         let d = b.inst_results(call)[0];
         let d_at = off(&mut b, dp, 1);
@@ -1093,7 +1205,7 @@ fn build_kernel(
         b.switch_to_block(exit);
         b.ins().return_(&[]);
         b.seal_all_blocks();
-        b.finalize(module.target_config());
+        b.finalize(target.module.target_config());
     }
     Ok(Pending {
         label: inst.name.clone(),

@@ -21,8 +21,8 @@ pub(crate) const MAX_BITS: u32 = 8;
 
 type Key = (FloatFormat, bool);
 
-/// The table of a format, or `None` if it is too wide. Tables are never freed: kernels
-/// embed their address.
+/// The table of a format, or `None` if it is too wide. Built once per process; every module
+/// that uses it copies it into a data object of its own (`emit::DataSymbols`).
 pub(crate) fn decode_table(f: &FloatFormat, flush: bool) -> Option<&'static [u64]> {
     if f.storage_bits > MAX_BITS || f.mantissa_bits > 30 {
         return None;

@@ -90,7 +90,7 @@ pub(super) fn table_entry(
         em.b.ins()
             .band_imm_s(raw, crate::format::low_mask(f.storage_bits) as i64);
     let off = em.b.ins().ishl_imm_s(idx, 3);
-    let base = em.i64c(table.as_ptr() as i64);
+    let base = em.table_address(table);
     let at = em.b.ins().iadd(base, off);
     em.b.ins().load(
         types::I64,
