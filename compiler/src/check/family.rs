@@ -19,6 +19,7 @@ pub(super) fn expand_family(
     formats: &HashMap<String, Format>,
     pipelines: &BTreeMap<String, PipelineEntry>,
     overrides: &[Override],
+    only: Option<&str>,
 ) -> Result<Vec<Instruction>, Vec<Diag>> {
     let mut diags = vec![];
     // every combination of the `for` bindings
@@ -178,7 +179,14 @@ pub(super) fn expand_family(
     }
     let mut out = vec![];
     for combo in combos {
-        match instantiate(decl, uses, entry, combo, formats, overrides) {
+        let scope = Scope {
+            vars: combo,
+            formats,
+        };
+        if only.is_some_and(|name| instruction_name(decl, &scope) != name) {
+            continue;
+        }
+        match instantiate(decl, uses, entry, scope.vars, formats, overrides) {
             Ok(i) => out.push(i),
             Err(mut d) => diags.append(&mut d),
         }
@@ -200,16 +208,7 @@ pub(super) fn instantiate(
 ) -> Result<Instruction, Vec<Diag>> {
     let scope = Scope { vars, formats };
     let mut diags = vec![];
-    let name: String = decl
-        .name
-        .iter()
-        .map(|p| match p {
-            NamePart::Text(t) => t.clone(),
-            NamePart::Placeholder(id) => {
-                scope.lookup(&id.name).map(|v| v.show()).unwrap_or_default()
-            }
-        })
-        .collect();
+    let name = instruction_name(decl, &scope);
 
     // shape
     let shape = match &decl.shape {
@@ -523,6 +522,19 @@ pub(super) fn instantiate(
             node_names,
         },
     })
+}
+
+/// The name of one member of an instruction family: its placeholders filled in.
+fn instruction_name(decl: &ast::InstructionDecl, scope: &Scope) -> String {
+    decl.name
+        .iter()
+        .map(|p| match p {
+            NamePart::Text(t) => t.clone(),
+            NamePart::Placeholder(id) => {
+                scope.lookup(&id.name).map(|v| v.show()).unwrap_or_default()
+            }
+        })
+        .collect()
 }
 
 /// The value `overrides` give an instruction's parameter, if any.
