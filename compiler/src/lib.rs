@@ -184,6 +184,31 @@ mod tests {
         assert_eq!(d.codes(), vec![Code::UnknownName]);
     }
 
+    /// Over the whole library, checking one instruction alone gives the instruction the
+    /// whole file gives (a sample of each file's instructions, every family member kind).
+    #[test]
+    fn one_instruction_of_the_library_is_checked_alike() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for dir in ["specs", "specs/examples"] {
+            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_none_or(|e| e != "mma") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let name = path.display().to_string();
+                let whole = compile(&name, &text).unwrap();
+                for inst in whole.spec.instructions.iter().step_by(23) {
+                    let one = compile_instruction_with_overrides(&name, &text, &inst.name, &[])
+                        .unwrap_or_else(|d| panic!("{}", d.render_plain(100)));
+                    assert_eq!(one.spec.instructions.len(), 1, "{}", inst.name);
+                    assert_eq!(one.spec.instructions[0].name, inst.name);
+                    assert_eq!(one.spec.instructions[0].arithmetic, inst.arithmetic);
+                }
+            }
+        }
+    }
+
     #[test]
     fn prelude_parses() {
         parse::parse(STD_PRELUDE).expect("the std prelude parses");

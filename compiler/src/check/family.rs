@@ -24,6 +24,11 @@ pub(super) fn expand_family(
     let mut diags = vec![];
     // every combination of the `for` bindings
     let mut combos: Vec<HashMap<String, Value>> = vec![HashMap::new()];
+    if let Some(target) = only
+        && !name_may_match(decl, &combos[0], target)
+    {
+        return Ok(vec![]);
+    }
     let scope0 = Scope {
         vars: HashMap::new(),
         formats,
@@ -111,6 +116,10 @@ pub(super) fn expand_family(
             }
         }
         combos = next;
+        // checking one instruction: drop the members whose name can no longer match
+        if let Some(target) = only {
+            combos.retain(|c| name_may_match(decl, c, target));
+        }
         if combos.len() > MAX_FAMILY {
             diags.push(
                 Diag::new(
@@ -535,6 +544,35 @@ fn instruction_name(decl: &ast::InstructionDecl, scope: &Scope) -> String {
             }
         })
         .collect()
+}
+
+/// Can a member of the family named by `decl`, with the placeholders `bound` so far, be
+/// called `target`? Unbound placeholders match any text.
+fn name_may_match(
+    decl: &ast::InstructionDecl,
+    bound: &HashMap<String, Value>,
+    target: &str,
+) -> bool {
+    let parts: Vec<Option<String>> = decl
+        .name
+        .iter()
+        .map(|p| match p {
+            NamePart::Text(t) => Some(t.clone()),
+            NamePart::Placeholder(id) => bound.get(&id.name).map(|v| v.show()),
+        })
+        .collect();
+    fn matches(parts: &[Option<String>], rest: &str) -> bool {
+        match parts.split_first() {
+            None => rest.is_empty(),
+            Some((Some(text), more)) => rest
+                .strip_prefix(text.as_str())
+                .is_some_and(|r| matches(more, r)),
+            Some((None, more)) => (0..=rest.len())
+                .filter(|&i| rest.is_char_boundary(i))
+                .any(|i| matches(more, &rest[i..])),
+        }
+    }
+    matches(&parts, target)
 }
 
 /// The value `overrides` give an instruction's parameter, if any.
