@@ -30,6 +30,25 @@ impl Rng {
         if n == 0 { 0 } else { self.next_u64() % n }
     }
 
+    /// A number in `lo..=hi` (`lo` when the range is empty).
+    pub fn between(&mut self, lo: i64, hi: i64) -> i64 {
+        if hi <= lo {
+            lo
+        } else {
+            lo + self.below((hi - lo) as u64 + 1) as i64
+        }
+    }
+
+    /// True with probability `percent` / 100.
+    pub fn percent(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    /// One item of a non-empty slice, uniformly.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+
     /// A random finite encoding of `f` (0 if 64 draws found none).
     pub fn finite(&mut self, f: &Format) -> u64 {
         for _ in 0..64 {
