@@ -4,8 +4,12 @@
 
 pub mod conformance;
 pub mod gemm;
+pub mod inputs;
 pub mod listing;
 pub mod matrix;
+pub mod mutants;
+pub mod observability;
 pub mod probes;
 pub mod specs;
 pub mod vectors;
+pub mod witness;
