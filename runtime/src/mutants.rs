@@ -14,11 +14,21 @@
 //! A suite of conformance vectors is adequate for an instruction when every neighbour
 //! fails at least one of its cases, or is proven to compute what the original computes on
 //! every input ([`crate::observability`]).
+//!
+//! [`behaviour_variants`] are the other kind of mutant: the instruction's IR with one rule
+//! changed that no number expresses (a rounding mode, the overflow rule, the sign of a
+//! zero result, flushing, whether zero terms take part in the max-exponent search, a
+//! product overflow threshold or a drop rule removed). They are what conformance cases
+//! for NaN, Inf, signed zeros and subnormals pin; `tests/vectors/` keeps public cases that
+//! tell them apart too.
 
 use mmac_compiler::check::Override;
 use mmac_compiler::diagnostic::Code;
-use mmac_compiler::ir::Instruction;
-use mmac_compiler::valid::ArithmeticInfo;
+use mmac_compiler::exact::Rounding;
+use mmac_compiler::ir::{
+    Conditioning, Instruction, Overflow, Pipeline, ProductRule, ZeroExponent, ZeroSign,
+};
+use mmac_compiler::valid::{ArithmeticInfo, validate_instruction};
 
 /// The most single steps a walk takes in one direction before giving up.
 pub const MAX_STEPS: i64 = 64;
@@ -144,6 +154,222 @@ pub fn neighbours(file_name: &str, text: &str, inst: &Instruction) -> Vec<Neighb
     out
 }
 
+/// An instruction with one rule of its IR changed ([`behaviour_variants`]).
+#[derive(Clone, Debug)]
+pub struct Variant {
+    /// What changed, e.g. `normalize[0] round toward_zero -> down`.
+    pub label: String,
+    pub instruction: Instruction,
+    pub info: ArithmeticInfo,
+}
+
+fn flip_conditioning(c: &Conditioning) -> Vec<(String, Conditioning)> {
+    vec![
+        (
+            format!("flush a {} -> {}", c.flush_a, !c.flush_a),
+            Conditioning {
+                flush_a: !c.flush_a,
+                ..*c
+            },
+        ),
+        (
+            format!("flush b {} -> {}", c.flush_b, !c.flush_b),
+            Conditioning {
+                flush_b: !c.flush_b,
+                ..*c
+            },
+        ),
+        (
+            format!("flush c {} -> {}", c.flush_c, !c.flush_c),
+            Conditioning {
+                flush_c: !c.flush_c,
+                ..*c
+            },
+        ),
+    ]
+}
+
+fn other_roundings(r: Rounding) -> impl Iterator<Item = Rounding> {
+    Rounding::ALL.into_iter().filter(move |x| *x != r)
+}
+
+/// Every behaviour variant of an instruction (module docs): each rounding mode replaced
+/// by every other, each overflow rule swapped, the zero-result sign rule swapped, each
+/// flush turned on or off, a fixed zero exponent replaced by "never", a product overflow
+/// threshold or a drop rule removed. Variants the validator refuses, or whose arithmetic
+/// equals the original's, are left out.
+pub fn behaviour_variants(inst: &Instruction) -> Vec<Variant> {
+    let mut edits: Vec<(String, Pipeline)> = vec![];
+    match &inst.arithmetic.pipeline {
+        Pipeline::Fused(f) => {
+            for (i, step) in f.normalize.iter().enumerate() {
+                for r in other_roundings(step.rounding) {
+                    let mut g = f.clone();
+                    g.normalize[i].rounding = r;
+                    edits.push((
+                        format!(
+                            "normalize[{i}] round {} -> {}",
+                            step.rounding.keyword(),
+                            r.keyword()
+                        ),
+                        Pipeline::Fused(g),
+                    ));
+                }
+                if step.max_exponent.is_some() {
+                    let o = match step.overflow {
+                        Overflow::Saturate => Overflow::Inf,
+                        _ => Overflow::Saturate,
+                    };
+                    let mut g = f.clone();
+                    g.normalize[i].overflow = o;
+                    edits.push((
+                        format!("normalize[{i}] overflow {:?} -> {o:?}", step.overflow),
+                        Pipeline::Fused(g),
+                    ));
+                }
+            }
+            for (ni, node) in f.nodes.iter().enumerate() {
+                for (ti, term) in node.terms.iter().enumerate() {
+                    if let Some((keep, mode)) = term.keep {
+                        for r in other_roundings(mode) {
+                            let mut g = f.clone();
+                            g.nodes[ni].terms[ti].keep = Some((keep, r));
+                            edits.push((
+                                format!(
+                                    "align[{ni}] term {ti} round {} -> {}",
+                                    mode.keyword(),
+                                    r.keyword()
+                                ),
+                                Pipeline::Fused(g),
+                            ));
+                        }
+                    }
+                    if term.drop_below.is_some() {
+                        let mut g = f.clone();
+                        g.nodes[ni].terms[ti].drop_below = None;
+                        edits.push((
+                            format!("align[{ni}] term {ti} drop rule removed"),
+                            Pipeline::Fused(g),
+                        ));
+                    }
+                }
+            }
+            let zero_sign = match f.zero_sign {
+                ZeroSign::Positive => ZeroSign::ExactPositive,
+                ZeroSign::ExactPositive => ZeroSign::Positive,
+            };
+            edits.push((
+                format!("zero result {:?} -> {zero_sign:?}", f.zero_sign),
+                Pipeline::Fused(mmac_compiler::ir::Fused {
+                    zero_sign,
+                    ..f.clone()
+                }),
+            ));
+            if f.product_overflow.is_some() {
+                edits.push((
+                    "product overflow removed".into(),
+                    Pipeline::Fused(mmac_compiler::ir::Fused {
+                        product_overflow: None,
+                        ..f.clone()
+                    }),
+                ));
+            }
+            let z = f.zero_exponent;
+            for (class, value) in [("products", z.products), ("c", z.c), ("groups", z.groups)] {
+                if let ZeroExponent::Fixed(e) = value {
+                    let mut g = f.clone();
+                    match class {
+                        "products" => g.zero_exponent.products = ZeroExponent::Never,
+                        "c" => g.zero_exponent.c = ZeroExponent::Never,
+                        _ => g.zero_exponent.groups = ZeroExponent::Never,
+                    }
+                    edits.push((
+                        format!("zero exponent of {class} {e} -> never"),
+                        Pipeline::Fused(g),
+                    ));
+                }
+            }
+            for (label, c) in flip_conditioning(&f.conditioning) {
+                edits.push((
+                    label,
+                    Pipeline::Fused(mmac_compiler::ir::Fused {
+                        conditioning: c,
+                        ..f.clone()
+                    }),
+                ));
+            }
+        }
+        Pipeline::Sequential(sq) => {
+            for r in other_roundings(sq.accumulate.rounding) {
+                let mut g = sq.clone();
+                g.accumulate.rounding = r;
+                edits.push((
+                    format!(
+                        "accumulate round {} -> {}",
+                        sq.accumulate.rounding.keyword(),
+                        r.keyword()
+                    ),
+                    Pipeline::Sequential(g),
+                ));
+            }
+            let mut g = sq.clone();
+            g.accumulate.flush_keep_sign = !g.accumulate.flush_keep_sign;
+            edits.push((
+                format!(
+                    "accumulate flush {} -> {}",
+                    sq.accumulate.flush_keep_sign, g.accumulate.flush_keep_sign
+                ),
+                Pipeline::Sequential(g),
+            ));
+            if let ProductRule::Rounded(_) = sq.product {
+                let mut g = sq.clone();
+                g.product = ProductRule::Exact;
+                edits.push(("products exact".into(), Pipeline::Sequential(g)));
+            }
+            if sq.pairwise.is_some() {
+                let mut g = sq.clone();
+                g.pairwise = None;
+                edits.push(("pairwise sums removed".into(), Pipeline::Sequential(g)));
+            }
+            for (label, c) in flip_conditioning(&sq.conditioning) {
+                let mut g = sq.clone();
+                g.conditioning = c;
+                edits.push((label, Pipeline::Sequential(g)));
+            }
+        }
+        Pipeline::Integer(i) => {
+            let o = match i.overflow {
+                Overflow::Saturate => Overflow::Wrap,
+                _ => Overflow::Saturate,
+            };
+            edits.push((
+                format!("overflow {:?} -> {o:?}", i.overflow),
+                Pipeline::Integer(mmac_compiler::ir::IntegerDot { overflow: o, ..*i }),
+            ));
+        }
+    }
+    let mut out: Vec<Variant> = vec![];
+    for (label, pipeline) in edits {
+        let mut instruction = inst.clone();
+        instruction.arithmetic.pipeline = pipeline;
+        if instruction.arithmetic == inst.arithmetic
+            || out
+                .iter()
+                .any(|v| v.instruction.arithmetic == instruction.arithmetic)
+        {
+            continue;
+        }
+        if let Ok(info) = validate_instruction(&instruction) {
+            out.push(Variant {
+                label,
+                instruction,
+                info,
+            });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +416,36 @@ mod tests {
         assert!(got.contains(&"L 8 -> 2".to_string()), "{got:?}");
         assert!(got.contains(&"F2 31 -> 30".to_string()), "{got:?}");
         assert!(!got.iter().any(|l| l.starts_with("L 8 -> 9")), "{got:?}");
+    }
+
+    /// Behaviour variants change one rule each and validate.
+    #[test]
+    fn behaviour_variants_of_cdna3() {
+        let (path, text) = spec("specs/cdna3.mma");
+        let whole = mmac_compiler::compile(&path, &text).unwrap();
+        let inst = whole
+            .spec
+            .instruction("v_mfma_f32_16x16x32_fp8_fp8")
+            .unwrap();
+        let labels: Vec<String> = behaviour_variants(inst)
+            .into_iter()
+            .map(|v| v.label)
+            .collect();
+        for want in [
+            "normalize[0] round down -> toward_zero",
+            "normalize[1] overflow Inf -> Saturate",
+            "align[3] term 1 drop rule removed",
+            "zero result ExactPositive -> Positive",
+            "flush c false -> true",
+        ] {
+            assert!(labels.iter().any(|l| l == want), "{want} not in {labels:?}");
+        }
+        let fma = whole.spec.instruction("v_mfma_f32_16x16x4_f32").unwrap();
+        assert!(
+            behaviour_variants(fma)
+                .iter()
+                .any(|v| v.label == "accumulate round nearest_even -> toward_zero")
+        );
     }
 
     /// A block-scaled instruction's block moves to the neighbouring divisors of k, and

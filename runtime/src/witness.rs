@@ -1164,8 +1164,8 @@ pub fn nan_any(inst: &Instruction) -> bool {
 const BATCH: usize = 2048;
 
 /// Look for inputs on which `x` and `y` differ (module docs): every structured candidate
-/// first, then random draws, until `options.wanted` witnesses are found. Every witness is
-/// confirmed by the interpreter. An empty list means none was found, not that none exists
+/// first, then random draws, until `options.wanted` witnesses are found, no two with the
+/// same products (a, b and scale factors). Every witness is confirmed by the interpreter. An empty list means none was found, not that none exists
 /// ([`crate::observability`] proves that).
 pub fn find(
     x: (&Instruction, &ArithmeticInfo),
@@ -1190,7 +1190,14 @@ pub fn find(
             if found.len() >= options.wanted {
                 break;
             }
-            if matches(d, dx[i], dy[i], nan) || found.iter().any(|w| &w.input == input) {
+            // witnesses differ in their products, not only in c
+            let seen = found.iter().any(|w| {
+                w.input.a == input.a
+                    && w.input.b == input.b
+                    && w.input.sa == input.sa
+                    && w.input.sb == input.sb
+            });
+            if seen || matches(d, dx[i], dy[i], nan) {
                 continue;
             }
             let (left, right) = (ex.interp(input)?, ey.interp(input)?);
