@@ -18,6 +18,9 @@
 //! - output ties: c plus exactly half an ulp of d (or of an intermediate precision P,
 //!   F2) plus a term at an alignment cut, which decides the tie; this is what makes F
 //!   visible through round-to-nearest outputs such as f16 and bf16;
+//! - precision cuts after a carry: c = 2^E plus a product 2^E and a bit at each
+//!   normalisation precision P (the sum's leading bit is one binade above the alignment's
+//!   reference, so the bit is kept by the alignment and cut by the normalisation);
 //! - exponents of zero: c = +-0 (or a tiny c and zero products) with every nonzero term
 //!   below e_zero, one of them at the cut `e_zero - F`, a tie to break, opposite signs;
 //! - chain boundaries: a product cancelling c in one chained step and a small term in the
@@ -397,6 +400,28 @@ impl<'a> Templates<'a> {
         }
     }
 
+    fn precision_carries(&mut self) {
+        let (l0, l1) = (self.slot(0, 0), self.slot(0, 1));
+        for p in self.focus.precisions.clone() {
+            for q in [p - 1, p, p + 1, p + 2] {
+                for neg in [false, true] {
+                    self.anchored(
+                        format!(
+                            "c = 2^E, 2^E {} 2^(E+1-{q}): a carry, then {p} bits",
+                            if neg { "-" } else { "+" }
+                        ),
+                        |s, e| {
+                            s.c(&p2(e))?
+                                .product(l0, &p2(e))?
+                                .product(l1, &sp2(neg, e + 1 - q))?;
+                            Some(())
+                        },
+                    );
+                }
+            }
+        }
+    }
+
     fn zero_exponents(&mut self) {
         let (dp, dmin) = (self.dp, self.dmin);
         let keeps = self.focus.keeps.clone();
@@ -637,6 +662,7 @@ pub fn structured(inst: &Instruction, focus: &Focus) -> Vec<(String, Input)> {
     t.alignment_cuts();
     t.truncation_direction();
     t.output_ties();
+    t.precision_carries();
     t.zero_exponents();
     t.chain_boundaries();
     t.group_boundaries();
@@ -1260,12 +1286,28 @@ mod tests {
             ("specs/hopper.mma", "mma.m16n8k16.f32.bf16.bf16.f32"),
             ("specs/ada.mma", "mma.m16n8k16.f32.e4m3.e4m3.f32"),
             ("specs/cdna3.mma", "v_mfma_f32_16x16x16_f16"),
+            ("specs/cdna3.mma", "v_mfma_f32_16x16x32_fp8_bf8"),
+            ("specs/cdna2.mma", "v_mfma_f32_16x16x16f16"),
+            (
+                "specs/blackwell.mma",
+                "tcgen05.mma.block_scale.m64n8k64.kind::mxf4.block32.f32.e2m1.e2m1.ue8m0",
+            ),
+            (
+                "specs/blackwell.mma",
+                "tcgen05.mma.m64n8k32.kind::f8f6f4.f16.e2m1.e2m3",
+            ),
+            (
+                "specs/examples/kulisch.mma",
+                "fixed.m16n8k32.f32.e4m3.e4m3.f32",
+            ),
         ] {
             let (path, text, v) = load(file);
             let i = v.spec.position(name).unwrap();
             let (inst, info) = (&v.spec.instructions[i], v.info.instruction(i));
             for n in neighbours(&path, &text, inst) {
-                if proven_equivalent(inst, info, &n.instruction).is_some() {
+                if !n.same_interface(inst)
+                    || proven_equivalent(inst, info, &n.instruction).is_some()
+                {
                     continue;
                 }
                 let opts = SearchOptions {
