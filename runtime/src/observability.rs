@@ -22,17 +22,19 @@
 //!    of every chained step after the first.
 //!    Proof: a zero term's value is 0, so its exponent acts only through the reference,
 //!    the largest exponent of the alignment's terms, and the reference acts only on that
-//!    alignment's own cuts and drops (it is the last one). If a nonzero term has an
-//!    exponent of at least `z_hi`, the zero terms (at `z` or `z'`, both at most `z_hi`)
-//!    do not change the largest exponent: the reference is the same under both. Otherwise
-//!    every nonzero term lies below `z_hi`, so only sources that can lie below `z_hi` are
-//!    nonzero, and the reference is at most `z_hi` under both: each such term is cut at or
-//!    below `z_hi - F`, where it is exact, and it is not dropped. The sum is then the exact
-//!    sum of the terms under both, and so is the result. Each chained step gives the same
-//!    result, so the next step has the same c. (A term whose value cancels to zero, e.g. a
-//!    group whose products sum to 0, takes its nonzero exponent and is bounded like any
-//!    nonzero term.) With every source at or above `z_hi`, this is the plain case: the
-//!    reference never comes from a zero term.
+//!    alignment's own cuts and drops (it is the last one). If some other term (a nonzero
+//!    one, or a zero of a class whose exponent did not move) has an exponent of at least
+//!    `z_hi`, the moved zero terms (at `z` or `z'`, both at most `z_hi`) do not change the
+//!    largest exponent: the reference is the same under both. Otherwise every nonzero
+//!    term lies below `z_hi`, so only sources that can lie below `z_hi` are nonzero, and
+//!    the reference is at most `z_hi` under both: each such term is cut at or below
+//!    `z_hi - F`, where it is exact, and it is not dropped (it lies at or above
+//!    `z_hi - n`, so at or above `reference - n`). The sum is then the exact sum of the
+//!    terms under both, and so is the result. Each chained step gives the same result, so
+//!    the next step has the same c. (A term whose value cancels to zero, e.g. a group
+//!    whose products sum to 0, takes its nonzero exponent and is bounded like any nonzero
+//!    term.) With every source at or above `z_hi`, this is the plain case: the reference
+//!    never comes from a zero term.
 
 use mmac_compiler::ir::{
     Arithmetic, Fused, Instruction, Pipeline, Reference, TermSource, ZeroExponent, ZeroExponents,
