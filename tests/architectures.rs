@@ -4,7 +4,7 @@
 //! is generated from the specs and must be current.
 
 use mmac_runtime::specs::LoadedSpec;
-use mmac_runtime::{listing, probes, specs};
+use mmac_runtime::{listing, mutants, observability, probes, specs};
 use std::path::{Path, PathBuf};
 
 fn spec_files() -> Vec<PathBuf> {
@@ -101,4 +101,84 @@ fn probes_tell_architectures_apart() {
             .map(|l| l.to_string())
     };
     assert_ne!(pick(&rh), pick(&ra), "hopper:\n{rh}\nampere:\n{ra}");
+}
+
+/// A wrong parameter changes a snapshot: for one instruction of each distinct arithmetic
+/// of every spec, the probe report of each neighbour (one parameter moved to the next
+/// value that checks, runtime/src/mutants.rs) differs from the original's, unless the
+/// neighbour is proven to compute the same on every input (runtime/src/observability.rs)
+/// or takes other operands (a moved scale block). The perturbations the hardening issue
+/// names are checked by name as well.
+#[test]
+fn probes_see_every_wrong_parameter() {
+    let mut checked = 0;
+    let mut missed = vec![];
+    for p in spec_files() {
+        let loaded = load(&p);
+        let text = std::fs::read_to_string(&p).unwrap();
+        let shown = p.display().to_string();
+        for (inst, info, _) in loaded.distinct() {
+            let report = probes::report(inst, info);
+            for n in mutants::neighbours(&shown, &text, inst) {
+                if !n.same_interface(inst)
+                    || observability::proven_equivalent(inst, info, &n.instruction).is_some()
+                {
+                    continue;
+                }
+                checked += 1;
+                if probes::report(&n.instruction, &n.info) == report {
+                    missed.push(format!("{} {}: {}", loaded.spec.arch, inst.name, n.label()));
+                }
+            }
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "the probes do not see:\n{}",
+        missed.join("\n")
+    );
+    assert!(checked > 1000, "only {checked} neighbours");
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (arch, name, label) in [
+        (
+            "hopper",
+            "mma.m16n8k16.f32.bf16.bf16.f32",
+            "e_zero -133 -> -132",
+        ),
+        (
+            "hopper",
+            "mma.m16n8k16.f16.f16.f16.f16",
+            "e_zero -21 -> -22",
+        ),
+        (
+            "ada",
+            "mma.m16n8k16.f32.bf16.bf16.f32",
+            "e_zero -132 -> -131",
+        ),
+        ("ada", "mma.m16n8k16.f16.f16.f16.f16", "e_zero -20 -> -19"),
+        ("ada", "mma.m16n8k16.f32.e4m3.e4m3.f32", "P 13 -> 14"),
+        ("cdna3", "v_mfma_f32_16x16x16_f16", "F2 31 -> 30"),
+        ("volta", "mma.m8n8k4.f16.f16.f16.f16", "e_zero -19 -> -18"),
+        ("turing", "mma.m16n8k8.f16.f16.f16.f16", "e_zero -20 -> -21"),
+        (
+            "blackwell",
+            "tcgen05.mma.block_scale.m64n8k64.kind::mxf4.block32.f32.e2m1.e2m1.ue8m0",
+            "e_zero -139 -> -138",
+        ),
+    ] {
+        let path = root.join(format!("specs/{arch}.mma"));
+        let loaded = load(&path);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let (inst, info) = loaded.instruction(name).unwrap();
+        let n = mutants::neighbours(&path.display().to_string(), &text, inst)
+            .into_iter()
+            .find(|n| n.label() == label)
+            .unwrap_or_else(|| panic!("{arch} {name} has no neighbour {label}"));
+        assert_ne!(
+            probes::report(inst, info),
+            probes::report(&n.instruction, &n.info),
+            "{arch} {name} {label}"
+        );
+    }
 }

@@ -1,6 +1,7 @@
-//! The committed conformance subset (tests/vectors: for every instruction of every
-//! architecture, the probe cases and some random ones, from mmasim 2.1.1) runs through
-//! the interpreter: every file must match a spec and every case must pass.
+//! The committed conformance vectors (tests/vectors, chosen by mutation: see
+//! tests/vectors/README.md) run through the interpreter: every file must match a spec and
+//! every case must pass. `<instruction>.mmv` files are subsets of the public set (mmasim
+//! 2.1.1); `<instruction>.spec.mmv` files are computed from the specs and pin them.
 
 use std::path::Path;
 
@@ -15,9 +16,22 @@ fn committed_vectors_pass_through_the_interpreter() {
     );
     let sum = mmac_runtime::conformance::run(&specs, &root.join("tests/vectors")).unwrap();
     assert_eq!((sum.failed, sum.skipped), (0, 0), "{}", sum.report);
-    assert!(sum.passed > 38_000, "only {} cases ran", sum.passed);
+    // 5,244 public and 844 spec-pinned cases when last chosen
+    assert!(sum.passed > 6_000, "only {} cases ran", sum.passed);
     let files = mmac_runtime::vectors::find_files(&root.join("tests/vectors")).unwrap();
-    assert_eq!(files.len(), 326, "one file per (architecture, instruction)");
+    let (pinned, public): (Vec<_>, Vec<_>) = files
+        .iter()
+        .partition(|f| f.to_string_lossy().ends_with(".spec.mmv"));
+    assert_eq!(
+        public.len(),
+        326,
+        "one file per (architecture, instruction) of the public set"
+    );
+    assert_eq!(
+        pinned.len(),
+        173,
+        "spec-pinned files: where a neighbouring spec needs them, and the spec-only archs"
+    );
 }
 
 /// A wrong expectation is caught: the runner really compares bits.

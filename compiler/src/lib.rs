@@ -79,6 +79,33 @@ pub fn compile_with_overrides(
     compile_with(file_name, text, std, overrides)
 }
 
+/// [`compile_with_overrides`] for one instruction ([`check::check_instruction`]): the
+/// spec returned holds only `instruction`, checked with `overrides`; a file that does not
+/// declare it is an `unknown-name` error.
+pub fn compile_instruction_with_overrides(
+    file_name: &str,
+    text: &str,
+    instruction: &str,
+    overrides: &[check::Override],
+) -> Result<Validated, Diagnostics> {
+    let std = std_ast().map_err(|d| Diagnostics::new(file_name, text, vec![d]))?;
+    let fail = |diags| Diagnostics::new(file_name, text, diags);
+    let ast = parse::parse(text).map_err(|d| fail(vec![d]))?;
+    let spec = check::check_instruction(&ast, std, instruction, overrides).map_err(fail)?;
+    if spec.instructions.is_empty() {
+        return Err(fail(vec![
+            Diag::new(
+                Code::UnknownName,
+                diagnostic::Span::new(0, 0),
+                format!("no instruction `{instruction}` in this file"),
+            )
+            .label("not declared here"),
+        ]));
+    }
+    let info = valid::validate(&spec).map_err(fail)?;
+    Ok(Validated { spec, info })
+}
+
 fn compile_with(
     file_name: &str,
     text: &str,
@@ -126,6 +153,61 @@ mod tests {
         assert_eq!(d.codes(), vec![Code::UnknownParameter]);
         // a value the checker refuses is refused here too
         assert!(compile_with_overrides("x.mma", text, &[o("L", 3)]).is_err());
+    }
+
+    /// Checking one instruction gives the same IR as checking the whole file, and only it.
+    #[test]
+    fn one_instruction_is_checked_alone() {
+        let text = "arch x\nimport std\ninstruction v{K} {\n  for K in [8, 16]\n  shape 16 x 16 x K\n  types a = f16, b = f16, c = f32, d = f32\n  uses tr_fdpa(F = 24, F2 = 31, L = 8)\n}\n";
+        let whole = compile("x.mma", text).unwrap();
+        let o = check::Override {
+            instruction: "v16".into(),
+            parameter: "F2".into(),
+            value: 30,
+        };
+        let one = compile_instruction_with_overrides("x.mma", text, "v16", &[]).unwrap();
+        assert_eq!(one.spec.instructions.len(), 1);
+        assert_eq!(
+            one.spec.instructions[0].arithmetic,
+            whole.spec.instruction("v16").unwrap().arithmetic
+        );
+        let moved =
+            compile_instruction_with_overrides("x.mma", text, "v16", std::slice::from_ref(&o))
+                .unwrap();
+        let moved_whole = compile_with_overrides("x.mma", text, &[o]).unwrap();
+        assert_eq!(
+            moved.spec.instructions[0].arithmetic,
+            moved_whole.spec.instruction("v16").unwrap().arithmetic
+        );
+        let Err(d) = compile_instruction_with_overrides("x.mma", text, "v32", &[]) else {
+            panic!("an instruction the file does not declare is an error")
+        };
+        assert_eq!(d.codes(), vec![Code::UnknownName]);
+    }
+
+    /// Over the whole library, checking one instruction alone gives the instruction the
+    /// whole file gives (a sample of each file's instructions, every family member kind).
+    #[test]
+    fn one_instruction_of_the_library_is_checked_alike() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for dir in ["specs", "specs/examples"] {
+            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_none_or(|e| e != "mma") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let name = path.display().to_string();
+                let whole = compile(&name, &text).unwrap();
+                for inst in whole.spec.instructions.iter().step_by(23) {
+                    let one = compile_instruction_with_overrides(&name, &text, &inst.name, &[])
+                        .unwrap_or_else(|d| panic!("{}", d.render_plain(100)));
+                    assert_eq!(one.spec.instructions.len(), 1, "{}", inst.name);
+                    assert_eq!(one.spec.instructions[0].name, inst.name);
+                    assert_eq!(one.spec.instructions[0].arithmetic, inst.arithmetic);
+                }
+            }
+        }
     }
 
     #[test]

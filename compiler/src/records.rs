@@ -34,6 +34,25 @@ impl Rng {
         }
     }
 
+    /// A number in `lo..=hi` (`lo` when the range is empty).
+    pub fn between(&mut self, lo: i64, hi: i64) -> i64 {
+        if hi <= lo {
+            lo
+        } else {
+            lo + self.below((hi - lo) as usize + 1) as i64
+        }
+    }
+
+    /// True with probability `percent` / 100.
+    pub fn percent(&mut self, percent: u64) -> bool {
+        (self.below(100) as u64) < percent
+    }
+
+    /// One item of a non-empty slice, uniformly.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+
     /// A random finite encoding of `f` (0 if 64 draws found none).
     pub fn finite(&mut self, f: &Format) -> u64 {
         for _ in 0..64 {

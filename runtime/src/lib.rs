@@ -5,9 +5,13 @@
 
 pub mod conformance;
 pub mod gemm;
+pub mod inputs;
 pub mod listing;
 pub mod matrix;
+pub mod mutants;
+pub mod observability;
 pub mod probes;
 pub mod specs;
 pub mod values;
 pub mod vectors;
+pub mod witness;

@@ -1,8 +1,19 @@
 //! Feature probes: a fixed battery of inputs per instruction that exposes its arithmetic
 //! (alignment precision at 1 + 2^-j around F, output rounding ties, overflow boundaries,
 //! NaN and Inf, subnormals, signed zero, the exponent of zero), built from the operand
-//! formats alone so that every instruction of every spec gets the same questions.
+//! formats, and then a part read from the instruction's IR ([`parameter_probes`]) so
+//! that moving any of F, P, F2 or e_zero by one changes some probe's result: output ties
+//! decided by a term at each alignment cut (which makes F visible through a
+//! round-to-nearest f16 or bf16 output), a carry followed by a bit at each normalisation
+//! precision (P), ties broken by a bit at an intermediate precision (F2), and sums whose
+//! every term lies below an exponent of zero with a bit at its cut (e_zero).
+//!
+//! [`report`] prints each probe's result and, below it, its inputs as `mmac run`
+//! arguments (a and b up to their last nonzero lane, then `--pad`), so that any row can
+//! be re-run with `--trace`.
 
+use crate::inputs::{Input, Sketch, encode as value, max_finite, min_positive, pow2, zero};
+use crate::witness::{Focus, anchored, spread_lanes};
 use mmac_compiler::engine::Operands;
 use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::{Format, FormatKind, low_mask};
@@ -21,39 +32,28 @@ pub struct Probe {
     pub sb: Vec<u64>,
 }
 
-/// The encoding of `sign * 2^e` in a float format, if representable.
-fn pow2(f: &Format, e: i64, negative: bool) -> Option<u64> {
-    f.encode_finite(negative, &Dyadic::from_parts(negative, 1, e))
-}
+impl Probe {
+    fn new(name: String, input: Input) -> Probe {
+        Probe {
+            name,
+            c: input.c,
+            a: input.a,
+            b: input.b,
+            sa: input.sa,
+            sb: input.sb,
+        }
+    }
 
-fn value(f: &Format, v: &Dyadic) -> Option<u64> {
-    f.encode_finite(v.is_negative(), v)
-}
-
-fn zero(f: &Format, negative: bool) -> u64 {
-    f.encode_finite(negative, &Dyadic::zero()).unwrap_or(0)
-}
-
-/// The largest finite value.
-fn max_finite(f: &Format, negative: bool) -> Option<u64> {
-    let ff = f.as_float()?;
-    let v = Dyadic::from_parts(
-        negative,
-        ff.max_significand() as u128,
-        ff.max_exponent() as i64 - ff.mantissa_bits as i64,
-    );
-    value(f, &v)
-}
-
-/// The smallest positive subnormal (or the smallest normal without subnormals).
-fn min_positive(f: &Format) -> Option<u64> {
-    let ff = f.as_float()?;
-    let lsb = if ff.subnormals {
-        ff.min_exponent() as i64 - ff.mantissa_bits as i64
-    } else {
-        ff.min_exponent() as i64
-    };
-    pow2(f, lsb, false)
+    /// The probe's inputs.
+    pub fn input(&self) -> Input {
+        Input {
+            c: self.c,
+            a: self.a.clone(),
+            b: self.b.clone(),
+            sa: self.sa.clone(),
+            sb: self.sb.clone(),
+        }
+    }
 }
 
 /// Factor `2^e` into `2^ea * 2^eb` with both representable in a and b.
@@ -144,6 +144,254 @@ pub fn battery(inst: &Instruction) -> Vec<Probe> {
             );
         }
         _ => float_probes(inst, &mut add),
+    }
+    for (name, input) in parameter_probes(inst) {
+        out.push(Probe::new(name, input));
+    }
+    out
+}
+
+/// How far from 0 the parameter probes look for an anchor exponent.
+const ANCHOR_RANGE: i64 = 64;
+
+/// `2^(E-j)` written relative to the anchor `E` the probe found (`1` when E = 0).
+fn rel(e: i64, j: i64) -> String {
+    match (e, j) {
+        (0, 0) => "1".into(),
+        (0, j) => format!("2^{}", -j),
+        (e, 0) => format!("2^{e}"),
+        (e, j) => format!("2^({e}-{j})"),
+    }
+}
+
+fn signed(negative: bool) -> &'static str {
+    if negative { "-" } else { "+" }
+}
+
+/// The probes read from a fused instruction's IR (module docs). Each is built at the
+/// first anchor exponent where the formats represent it, and left out where none does.
+pub fn parameter_probes(inst: &Instruction) -> Vec<(String, Input)> {
+    let Pipeline::Fused(fused) = &inst.arithmetic.pipeline else {
+        return vec![];
+    };
+    let Some(d) = inst.arithmetic.d.as_float() else {
+        return vec![];
+    };
+    let (dp, dmin) = (d.mantissa_bits as i64, d.min_exponent() as i64);
+    let focus = Focus::of(&[inst]);
+    let lanes = spread_lanes(
+        inst,
+        fused.chain as usize,
+        focus.groups.first().copied().unwrap_or(0),
+    );
+    let (l0, l1) = (lanes[0], lanes.get(1).copied().unwrap_or(lanes[0]));
+    let rest: Vec<usize> = lanes.iter().skip(2).copied().collect();
+    let mut out = vec![];
+    let mut add = |name: String, found: Option<(i64, Input)>| {
+        if let Some((_, input)) = found {
+            out.push((name, input));
+        }
+    };
+    let p2 = Dyadic::pow2;
+    let sp2 = |neg: bool, e: i64| Dyadic::from_parts(neg, 1, e);
+    // an output tie decided by a term at each alignment cut
+    for &f in &focus.keeps {
+        for j in (f - 1)..=(f + 2) {
+            if j <= dp + 1 {
+                continue;
+            }
+            for neg in [false, true] {
+                let found = anchored(inst, 0, ANCHOR_RANGE, |s, e| {
+                    s.c(&p2(e))?
+                        .product(l0, &p2(e - dp - 1))?
+                        .product(l1, &sp2(neg, e - j))?;
+                    Some(())
+                });
+                let e = found.as_ref().map_or(0, |x| x.0);
+                add(
+                    format!(
+                        "{} + half ulp {} {} (tie, cut at F = {f})",
+                        rel(e, 0),
+                        signed(neg),
+                        rel(e, j)
+                    ),
+                    found,
+                );
+            }
+        }
+    }
+    // c cut at each alignment cut, with products that cancel above it (for products too
+    // coarse to reach the cut themselves, e.g. FP4)
+    for &f in &focus.keeps {
+        for j in [f, f + 1] {
+            let found = anchored(inst, 0, ANCHOR_RANGE, |s, e| {
+                s.c(&p2(e - j))?
+                    .product(l0, &p2(e))?
+                    .product(l1, &sp2(true, e))?;
+                Some(())
+            });
+            let e = found.as_ref().map_or(0, |x| x.0);
+            add(
+                format!(
+                    "c = {}, {} - {} (c cut at F = {f})",
+                    rel(e, j),
+                    rel(e, 0),
+                    rel(e, 0)
+                ),
+                found,
+            );
+        }
+    }
+    // a fixed reference: c at its grid and just below
+    for &r in &focus.references {
+        for &f in &focus.keeps {
+            for g in [r - f, r - f - 1] {
+                let mut sk = Sketch::new(inst);
+                let built = sk.c(&p2(g)).is_some().then(|| (0, sk.finish()));
+                add(format!("c = 2^{g} (fixed reference {r}, {f} bits)"), built);
+            }
+        }
+    }
+    // chained steps: a cancellation, then a small term, in consecutive steps; and half an
+    // ulp in each of two consecutive steps (the boundary of the chain and of one twice
+    // as fine)
+    let chain = fused.chain as usize;
+    let small = focus.keeps.last().copied().unwrap_or(dp) + 2;
+    for b in [chain, chain / 2] {
+        if b == 0 || b >= inst.k() {
+            continue;
+        }
+        let found = anchored(inst, 0, ANCHOR_RANGE, |s, e| {
+            s.c(&p2(e))?
+                .product(b - 1, &sp2(true, e))?
+                .product(b, &p2(e - small))?;
+            Some(())
+        });
+        let e = found.as_ref().map_or(0, |x| x.0);
+        add(
+            format!(
+                "c = {}, - {} at k = {}, + {} at k = {b} (chain {chain})",
+                rel(e, 0),
+                rel(e, 0),
+                b - 1,
+                rel(e, small)
+            ),
+            found,
+        );
+        let found = anchored(inst, 0, ANCHOR_RANGE, |s, e| {
+            s.c(&p2(e))?
+                .product(b - 1, &p2(e - dp - 1))?
+                .product(b, &p2(e - dp - 1))?;
+            Some(())
+        });
+        let e = found.as_ref().map_or(0, |x| x.0);
+        add(
+            format!(
+                "c = {}, half ulp at k = {} and at k = {b} (chain {chain})",
+                rel(e, 0),
+                b - 1
+            ),
+            found,
+        );
+    }
+    // groups: two terms next to the cut in one group, or in two (G and half of it), with
+    // c cancelled from the last lane
+    if let (Some(g), Some(&f)) = (fused.grouping, focus.keeps.last()) {
+        let g = g.size as usize;
+        let far = inst.k() - 1;
+        for b in [g / 2, g] {
+            if b == 0 || b >= far {
+                continue;
+            }
+            let found = anchored(inst, 0, ANCHOR_RANGE, |s, e| {
+                s.c(&p2(e))?
+                    .product(far, &sp2(true, e))?
+                    .product(0, &p2(e - f + 1))?
+                    .product(b, &sp2(true, e - f - 1))?;
+                Some(())
+            });
+            let e = found.as_ref().map_or(0, |x| x.0);
+            add(
+                format!(
+                    "c = {0} - {0}, {1} at k = 0, - {2} at k = {b} (groups of {g})",
+                    rel(e, 0),
+                    rel(e, f - 1),
+                    rel(e, f + 1)
+                ),
+                found,
+            );
+        }
+    }
+    // a carry into the next binade, then a bit at each normalisation precision
+    for step in &fused.normalize {
+        let p = step.fraction_bits as i64;
+        for q in [p, p + 1] {
+            let found = anchored(inst, 0, ANCHOR_RANGE, |s, e| {
+                s.c(&p2(e))?
+                    .product(l0, &p2(e))?
+                    .product(l1, &p2(e + 1 - q))?;
+                Some(())
+            });
+            let e = found.as_ref().map_or(0, |x| x.0);
+            add(
+                format!(
+                    "{} + {} + {} (carry, then precision {p})",
+                    rel(e, 0),
+                    rel(e, 0),
+                    rel(e, q - 1)
+                ),
+                found,
+            );
+        }
+        // a tie at d's precision broken by a bit an intermediate precision keeps or drops
+        if p > dp + 1 && step.max_exponent.is_none() {
+            for q in [p, p + 1] {
+                let found = anchored(inst, 0, ANCHOR_RANGE, |s, e| {
+                    s.c(&p2(e))?
+                        .product(l0, &p2(e - dp - 1))?
+                        .product(l1, &p2(e - q))?;
+                    Some(())
+                });
+                let e = found.as_ref().map_or(0, |x| x.0);
+                add(
+                    format!(
+                        "{} + half ulp + {} (tie, intermediate precision {p})",
+                        rel(e, 0),
+                        rel(e, q)
+                    ),
+                    found,
+                );
+            }
+        }
+    }
+    // every term below an exponent of zero, a bit at its cut
+    for &z in &focus.zero_exponents {
+        for &f in &focus.keeps {
+            // the smallest value d shows (nearest the cut, for formats with few bits)
+            let x = (dmin - dp).min(z - 1);
+            for delta in [0, -1] {
+                let g = z - f + delta;
+                for (neg, tie) in [(true, false), (false, true), (true, true)] {
+                    let mut sk = Sketch::new(inst);
+                    let built = (|| {
+                        sk.c_zero(false).product(l0, &sp2(neg, g))?;
+                        if tie {
+                            sk.product(l1, &p2(x.max(dmin) - dp - 1))?;
+                        }
+                        sk.product_sum(&rest, &p2(x))?;
+                        Some(())
+                    })();
+                    add(
+                        format!(
+                            "c = 0, 2^{x}{} {} 2^{g} (all below e_zero = {z}, cut {z} - {f})",
+                            if tie { " + half ulp" } else { "" },
+                            signed(neg)
+                        ),
+                        built.map(|_| (0, sk.finish())),
+                    );
+                }
+            }
+        }
     }
     out
 }
@@ -392,6 +640,7 @@ pub fn report(inst: &Instruction, info: &ArithmeticInfo) -> String {
             Err(e) => format!("error: {e}"),
         };
         s.push_str(&format!("  {:<48} {line}\n", p.name));
+        s.push_str(&format!("      {}\n", p.input().run_arguments(inst)));
     }
     s
 }

@@ -86,9 +86,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run the feature-probe battery (precision around F, rounding ties, overflow, NaN and
-    /// Inf, subnormals, signed zeros) on one instruction, or on every instruction with
-    /// distinct arithmetic.
+    /// Run the feature probes on one instruction, or on every instruction with distinct
+    /// arithmetic: a fixed battery (precision around F, rounding ties, overflow, NaN and
+    /// Inf, subnormals, signed zeros) and inputs read from the spec's own parameters (ties
+    /// at every alignment cut, carries at every normalisation precision, sums below
+    /// e_zero, chain and group boundaries), each printed as `mmac run` arguments.
     Probe {
         file: PathBuf,
         /// Instruction name, as in `mmac list`; all instructions when omitted.

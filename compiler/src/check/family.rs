@@ -18,11 +18,17 @@ pub(super) fn expand_family(
     decl: &ast::InstructionDecl,
     env: &Env,
     overrides: &[Override],
+    only: Option<&str>,
 ) -> Result<Vec<Instruction>, Vec<Diag>> {
     let (formats, pipelines) = (env.formats, env.pipelines);
     let mut diags = vec![];
     // every combination of the `for` bindings
     let mut combos: Vec<HashMap<String, Value>> = vec![HashMap::new()];
+    if let Some(target) = only
+        && !name_may_match(decl, &combos[0], target)
+    {
+        return Ok(vec![]);
+    }
     let scope0 = Scope {
         vars: HashMap::new(),
         formats,
@@ -110,6 +116,10 @@ pub(super) fn expand_family(
             }
         }
         combos = next;
+        // checking one instruction: drop the members whose name can no longer match
+        if let Some(target) = only {
+            combos.retain(|c| name_may_match(decl, c, target));
+        }
         if combos.len() > MAX_FAMILY {
             diags.push(
                 Diag::new(
@@ -178,6 +188,17 @@ pub(super) fn expand_family(
     }
     let mut out = vec![];
     for combo in combos {
+        if only.is_some_and(|name| {
+            instruction_name(
+                decl,
+                &Scope {
+                    vars: combo.clone(),
+                    formats,
+                },
+            ) != name
+        }) {
+            continue;
+        }
         match instantiate(decl, uses, entry, combo, env, overrides) {
             Ok(i) => out.push(i),
             Err(mut d) => diags.append(&mut d),
@@ -203,16 +224,7 @@ pub(super) fn instantiate(
         formats: env.formats,
     };
     let mut diags = vec![];
-    let name: String = decl
-        .name
-        .iter()
-        .map(|p| match p {
-            NamePart::Text(t) => t.clone(),
-            NamePart::Placeholder(id) => {
-                scope.lookup(&id.name).map(|v| v.show()).unwrap_or_default()
-            }
-        })
-        .collect();
+    let name = instruction_name(decl, &scope);
 
     // shape
     let shape = match &decl.shape {
@@ -587,6 +599,48 @@ pub(super) fn instantiate_pipeline(
         steps: built.steps,
         pipeline_span,
     })
+}
+
+/// The name of one member of an instruction family: its placeholders filled in.
+fn instruction_name(decl: &ast::InstructionDecl, scope: &Scope) -> String {
+    decl.name
+        .iter()
+        .map(|p| match p {
+            NamePart::Text(t) => t.clone(),
+            NamePart::Placeholder(id) => {
+                scope.lookup(&id.name).map(|v| v.show()).unwrap_or_default()
+            }
+        })
+        .collect()
+}
+
+/// Can a member of the family named by `decl`, with the placeholders `bound` so far, be
+/// called `target`? Unbound placeholders match any text.
+fn name_may_match(
+    decl: &ast::InstructionDecl,
+    bound: &HashMap<String, Value>,
+    target: &str,
+) -> bool {
+    let parts: Vec<Option<String>> = decl
+        .name
+        .iter()
+        .map(|p| match p {
+            NamePart::Text(t) => Some(t.clone()),
+            NamePart::Placeholder(id) => bound.get(&id.name).map(|v| v.show()),
+        })
+        .collect();
+    fn matches(parts: &[Option<String>], rest: &str) -> bool {
+        match parts.split_first() {
+            None => rest.is_empty(),
+            Some((Some(text), more)) => rest
+                .strip_prefix(text.as_str())
+                .is_some_and(|r| matches(more, r)),
+            Some((None, more)) => (0..=rest.len())
+                .filter(|&i| rest.is_char_boundary(i))
+                .any(|i| matches(more, &rest[i..])),
+        }
+    }
+    matches(&parts, target)
 }
 
 /// The value `overrides` give an instruction's parameter, if any.

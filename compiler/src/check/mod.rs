@@ -24,12 +24,19 @@ use formats::define_format;
 use pipelines::check_pipeline;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+/// Expands one instruction of the file by name, on demand (None when there is none).
+type Resolve<'a> = &'a dyn Fn(&str) -> Option<Instruction>;
+
 /// What instantiating a pipeline can refer to: the file's formats and pipelines, and the
 /// instructions already expanded (which composed pipelines run).
 struct Env<'a> {
     formats: &'a HashMap<String, Format>,
     pipelines: &'a BTreeMap<String, PipelineEntry<'a>>,
+    /// The instructions expanded so far (a composed pipeline runs them by name).
     known: &'a HashMap<String, Instruction>,
+    /// When only some instructions are expanded ([`check_instruction`]): finds one that
+    /// is not in `known` by expanding it on demand.
+    resolve: Option<Resolve<'a>>,
 }
 
 /// Where a pipeline was declared: in the file being checked, or in the standard prelude
@@ -70,6 +77,31 @@ pub fn check_with(
     file: &ast::File,
     std: &ast::File,
     overrides: &[Override],
+) -> Result<ir::Spec, Vec<Diag>> {
+    check_selected(file, std, overrides, None)
+}
+
+/// [`check_with`] for one instruction: the file's formats and pipelines are checked as
+/// usual, but of its instruction families only the member named `instruction` is
+/// instantiated (a family's other members are skipped before their pipeline is built), so
+/// the spec returned holds that instruction alone, or none if no family declares it.
+/// Studying one instruction's neighbours this way costs one instantiation, not one per
+/// instruction of the file (Blackwell declares over 5,000). Errors of the members skipped
+/// are not reported.
+pub fn check_instruction(
+    file: &ast::File,
+    std: &ast::File,
+    instruction: &str,
+    overrides: &[Override],
+) -> Result<ir::Spec, Vec<Diag>> {
+    check_selected(file, std, overrides, Some(instruction))
+}
+
+fn check_selected(
+    file: &ast::File,
+    std: &ast::File,
+    overrides: &[Override],
+    only: Option<&str>,
 ) -> Result<ir::Spec, Vec<Diag>> {
     let mut diags: Vec<Diag> = vec![];
     let mut arch: Option<(String, Option<String>, Span)> = None;
@@ -255,6 +287,21 @@ pub fn check_with(
     let mut expanded: Vec<Vec<Instruction>> = vec![vec![]; decls.len()];
     let mut known: HashMap<String, Instruction> = HashMap::new();
     let mut names: HashMap<String, Span> = HashMap::new();
+    // with `only`, the first pass expands only that instruction; a composed one may run
+    // instructions the pass skipped, which are then expanded on demand
+    let resolve = |name: &str| -> Option<Instruction> {
+        let no_known = HashMap::new();
+        let env = Env {
+            formats: &formats,
+            pipelines: &pipelines,
+            known: &no_known,
+            resolve: None,
+        };
+        decls
+            .iter()
+            .filter(|d| !composed(d))
+            .find_map(|d| expand_family(d, &env, overrides, Some(name)).ok()?.pop())
+    };
     for second_pass in [false, true] {
         for (index, decl) in decls.iter().enumerate() {
             if composed(decl) != second_pass {
@@ -264,8 +311,11 @@ pub fn check_with(
                 formats: &formats,
                 pipelines: &pipelines,
                 known: &known,
+                resolve: only
+                    .is_some()
+                    .then_some(&resolve as Resolve),
             };
-            match expand_family(decl, &env, overrides) {
+            match expand_family(decl, &env, overrides, only) {
                 Ok(list) => {
                     for inst in list {
                         if let Some(prev) = names.get(&inst.name) {

@@ -552,7 +552,11 @@ fn run(
                     .help("name an instruction of this spec, e.g. `run \"mma.m16n8k16.f16.f16.f16.f16\" over ...`")));
                 }
             };
-            let Some(inst) = env.known.get(&name) else {
+            let resolved = match env.known.get(&name) {
+                Some(_) => None,
+                None => env.resolve.and_then(|r| r(&name)),
+            };
+            let Some(inst) = env.known.get(&name).or(resolved.as_ref()) else {
                 let d = Diag::new(
                     Code::UnknownName,
                     e.span,

@@ -1,0 +1,1358 @@
+//! Witness search: an input on which two instructions that take the same operands (the
+//! same formats, k and scale factors) give different results. Written for mutation
+//! testing (an instruction against its neighbours, [`crate::mutants`]), and meant for
+//! comparing designs and generating a spec's corner cases too: [`Focus`] gathers the
+//! parameters of any set of instructions from their IR, [`structured`] builds the corner
+//! cases those parameters call for, and [`RandomInputs`] draws inputs concentrated on them.
+//!
+//! [`find`] first tries the structured candidates, then random batches, on native
+//! kernels from the JIT (about a hundred times faster than the interpreter), and confirms
+//! every difference with the reference interpreter before returning it.
+//!
+//! The structured candidates, for every parameter value of both instructions:
+//! - alignment cuts: c = 2^E and a product of +-2^(E-j) for j around each kept width F
+//!   (and each precision), alone, against a product that cancels c (so that a kept bit
+//!   survives any output rounding), with products only, and with a small c under two
+//!   products that cancel (for products too coarse to reach the cut, e.g. FP4);
+//! - truncation direction: two small terms of opposite sign next to the cut;
+//! - output ties: c plus exactly half an ulp of d (or of an intermediate precision P,
+//!   F2) plus a term at an alignment cut, which decides the tie; this is what makes F
+//!   visible through round-to-nearest outputs such as f16 and bf16;
+//! - precision cuts after a carry: c = 2^E plus a product 2^E and a bit at each
+//!   normalisation precision P (the sum's leading bit is one binade above the alignment's
+//!   reference, so the bit is kept by the alignment and cut by the normalisation);
+//! - exponents of zero: c = +-0 (or a tiny c and zero products) with every nonzero term
+//!   below e_zero, one of them at the cut `e_zero - F`, a tie to break, opposite signs;
+//! - chain boundaries: a product cancelling c in one chained step and a small term in the
+//!   next; halves of an ulp in consecutive steps;
+//! - group boundaries: two products in one group of the larger G and in two groups of the
+//!   smaller, next to the cut, with c cancelled from another block;
+//! - fixed references (Kulisch-style accumulators): c or a product at the grid, just
+//!   below it, and at the top of the accumulator;
+//! - the output's subnormal edge and its largest binade.
+
+use crate::conformance::matches;
+use crate::inputs::{Input, Sketch, float_at, max_finite, split_product};
+use crate::mutants::same_interface;
+use mmac_compiler::engine::EvalError;
+use mmac_compiler::exact::Dyadic;
+use mmac_compiler::format::Format;
+use mmac_compiler::interp;
+use mmac_compiler::ir::{Instruction, NanPolicy, Pipeline, ProductRule, Reference, ZeroExponent};
+use mmac_compiler::jit;
+use mmac_compiler::records::Rng;
+use mmac_compiler::valid::ArithmeticInfo;
+
+/// The parameters a search concentrates on, from the IR of one or more instructions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Focus {
+    /// Fraction bits kept by alignments (F; F2 + 1 for TR-FDPA's dot).
+    pub keeps: Vec<i64>,
+    /// Fraction bits of roundings: normalisation steps (P, F2, d's precision) and the
+    /// formats of rounded sequential steps.
+    pub precisions: Vec<i64>,
+    /// Fixed exponents of zero terms (e_zero).
+    pub zero_exponents: Vec<i64>,
+    /// Chain lengths (L) and pairwise group sizes below k.
+    pub chains: Vec<usize>,
+    /// Sizes of exactly summed groups (G).
+    pub groups: Vec<usize>,
+    /// Distances below the reference at which a term is dropped.
+    pub drops: Vec<i64>,
+    /// Fixed reference exponents.
+    pub references: Vec<i64>,
+}
+
+fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+impl Focus {
+    /// The parameters of every instruction given.
+    pub fn of(insts: &[&Instruction]) -> Focus {
+        let mut f = Focus::default();
+        for inst in insts {
+            let k = inst.k();
+            if let Some(d) = inst.arithmetic.d.as_float() {
+                f.precisions.push(d.mantissa_bits as i64);
+            }
+            match &inst.arithmetic.pipeline {
+                Pipeline::Fused(fu) => {
+                    for n in &fu.nodes {
+                        for t in &n.terms {
+                            if let Some((keep, _)) = t.keep {
+                                f.keeps.push(keep as i64);
+                            }
+                            if let Some(d) = t.drop_below {
+                                f.drops.push(d as i64);
+                            }
+                        }
+                        if let Reference::Fixed(r) = n.reference {
+                            f.references.push(r as i64);
+                        }
+                    }
+                    for s in &fu.normalize {
+                        f.precisions.push(s.fraction_bits as i64);
+                    }
+                    for z in [
+                        fu.zero_exponent.products,
+                        fu.zero_exponent.c,
+                        fu.zero_exponent.groups,
+                    ] {
+                        if let ZeroExponent::Fixed(z) = z {
+                            f.zero_exponents.push(z as i64);
+                        }
+                    }
+                    if (fu.chain as usize) < k {
+                        f.chains.push(fu.chain as usize);
+                    }
+                    if let Some(g) = fu.grouping {
+                        f.groups.push(g.size as usize);
+                    }
+                }
+                Pipeline::Sequential(s) => {
+                    let mut ops = vec![&s.accumulate];
+                    if let ProductRule::Rounded(op) = &s.product {
+                        ops.push(op);
+                    }
+                    if let Some((g, op)) = &s.pairwise {
+                        ops.push(op);
+                        if (*g as usize) < k {
+                            f.chains.push(*g as usize);
+                        }
+                    }
+                    for op in ops {
+                        if let Some(x) = op.format.as_float() {
+                            f.precisions.push(x.mantissa_bits as i64);
+                        }
+                    }
+                }
+                // the runs' parameters are their own instructions'; the IEEE steps
+                // have only their format's precision
+                Pipeline::Integer(_) | Pipeline::Composed(_) => {}
+            }
+        }
+        Focus {
+            keeps: sorted(f.keeps),
+            precisions: sorted(f.precisions),
+            zero_exponents: sorted(f.zero_exponents),
+            chains: sorted(f.chains),
+            groups: sorted(f.groups),
+            drops: sorted(f.drops),
+            references: sorted(f.references),
+        }
+    }
+
+    /// Every bit position below a reference where something is cut: kept widths,
+    /// precisions and drop distances.
+    pub fn cuts(&self) -> Vec<i64> {
+        sorted(
+            self.keeps
+                .iter()
+                .chain(&self.precisions)
+                .chain(&self.drops)
+                .copied()
+                .collect(),
+        )
+    }
+}
+
+/// How far from 0 an anchor exponent is looked for.
+const ANCHOR_RANGE: i64 = 160;
+
+/// The structured candidates being built for one instruction's operands.
+struct Templates<'a> {
+    inst: &'a Instruction,
+    focus: &'a Focus,
+    out: Vec<(String, Input)>,
+    /// The anchor exponent the last realised template used (tried first next time).
+    last_anchor: i64,
+    /// Lanes in the order templates fill them: distinct scale blocks, then distinct
+    /// groups, then the rest (within the first chained step of the finest chain).
+    slots: Vec<usize>,
+    /// The finest chain length.
+    step: usize,
+    dp: i64,
+    dmin: i64,
+}
+
+fn p2(e: i64) -> Dyadic {
+    Dyadic::pow2(e)
+}
+
+fn sp2(negative: bool, e: i64) -> Dyadic {
+    Dyadic::from_parts(negative, 1, e)
+}
+
+/// Build an input at the first anchor exponent `E` (tried: `first`, then 0, 1, -1, 2,
+/// ... up to `range` away from 0) for which `build` succeeds, i.e. every value it places
+/// is representable.
+pub fn anchored(
+    inst: &Instruction,
+    first: i64,
+    range: i64,
+    build: impl Fn(&mut Sketch, i64) -> Option<()>,
+) -> Option<(i64, Input)> {
+    let order =
+        std::iter::once(first).chain((0..=range).flat_map(|d| [d, -d]).filter(|&e| e != first));
+    for e in order {
+        let mut s = Sketch::new(inst);
+        if build(&mut s, e).is_some() {
+            return Some((e, s.finish()));
+        }
+    }
+    None
+}
+
+/// The lanes of the first `step` lanes of k in the order templates fill them: one per
+/// scale block, then one per group of `group` products, then the rest; so that terms
+/// placed in order land in different blocks (each with its own scale) and groups first.
+pub fn spread_lanes(inst: &Instruction, step: usize, group: usize) -> Vec<usize> {
+    let block = inst
+        .arithmetic
+        .scale
+        .as_ref()
+        .map(|s| s.block as usize)
+        .unwrap_or(0);
+    let mut slots = vec![];
+    for stride in [block, group, 1] {
+        if stride == 0 {
+            continue;
+        }
+        for lane in (0..step.min(inst.k())).step_by(stride) {
+            if !slots.contains(&lane) {
+                slots.push(lane);
+            }
+        }
+    }
+    slots
+}
+
+impl<'a> Templates<'a> {
+    fn new(inst: &'a Instruction, focus: &'a Focus) -> Templates<'a> {
+        let k = inst.k();
+        let step = focus.chains.iter().copied().min().unwrap_or(k).max(1);
+        let group = focus.groups.iter().copied().min().unwrap_or(0);
+        let d = inst.arithmetic.d.as_float();
+        Templates {
+            inst,
+            focus,
+            out: vec![],
+            last_anchor: 0,
+            slots: spread_lanes(inst, step, group),
+            step,
+            dp: d.map_or(23, |d| d.mantissa_bits as i64),
+            dmin: d.map_or(-126, |d| d.min_exponent() as i64),
+        }
+    }
+
+    /// Lane of slot `s` in chained step `t` of the finest chain.
+    fn slot(&self, t: usize, s: usize) -> usize {
+        t * self.step + self.slots.get(s).copied().unwrap_or(usize::MAX / 2)
+    }
+
+    fn steps(&self) -> usize {
+        self.inst.k() / self.step
+    }
+
+    /// Realise a template at the first anchor exponent E for which it is representable.
+    fn anchored(&mut self, name: String, build: impl Fn(&mut Sketch, i64) -> Option<()>) {
+        if let Some((e, input)) = anchored(self.inst, self.last_anchor, ANCHOR_RANGE, build) {
+            self.last_anchor = e;
+            self.out.push((name, input));
+        }
+    }
+
+    /// Realise a template whose exponents are absolute.
+    fn fixed(&mut self, name: String, build: impl Fn(&mut Sketch) -> Option<()>) {
+        let mut s = Sketch::new(self.inst);
+        if build(&mut s).is_some() {
+            self.out.push((name, s.finish()));
+        }
+    }
+
+    fn alignment_cuts(&mut self) {
+        let last = self.steps() - 1;
+        for cut in self.focus.cuts() {
+            for j in (cut - 2)..=(cut + 3) {
+                if j < 1 {
+                    continue;
+                }
+                for neg in [false, true] {
+                    let sg = if neg { "-" } else { "+" };
+                    for t in [0, last] {
+                        let (l0, l1) = (self.slot(t, 0), self.slot(t, 1));
+                        self.anchored(format!("c = 2^E {sg} 2^(E-{j}) in step {t}"), |s, e| {
+                            s.c(&p2(e))?.product(l0, &sp2(neg, e - j))?;
+                            Some(())
+                        });
+                        self.anchored(
+                            format!("c = 2^E - 2^E {sg} 2^(E-{j}) in step {t}"),
+                            |s, e| {
+                                s.c(&p2(e))?
+                                    .product(l0, &sp2(true, e))?
+                                    .product(l1, &sp2(neg, e - j))?;
+                                Some(())
+                            },
+                        );
+                        self.anchored(
+                            format!("c = {sg}2^(E-{j}), 2^E - 2^E in step {t}"),
+                            |s, e| {
+                                s.c(&sp2(neg, e - j))?
+                                    .product(l0, &p2(e))?
+                                    .product(l1, &sp2(true, e))?;
+                                Some(())
+                            },
+                        );
+                        self.anchored(format!("c = 0, 2^E {sg} 2^(E-{j}) in step {t}"), |s, e| {
+                            s.c_zero(false)
+                                .product(l0, &p2(e))?
+                                .product(l1, &sp2(neg, e - j))?;
+                            Some(())
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    fn truncation_direction(&mut self) {
+        let (l0, l1, l2) = (self.slot(0, 0), self.slot(0, 1), self.slot(0, 2));
+        for f in self.focus.keeps.clone() {
+            for (j1, j2) in [
+                (f - 2, f),
+                (f - 1, f + 1),
+                (f, f + 1),
+                (f, f + 2),
+                (f + 1, f + 3),
+            ] {
+                if j1 < 1 {
+                    continue;
+                }
+                for neg in [false, true] {
+                    self.anchored(
+                        format!("c = 2^E, terms 2^(E-{j1}) and 2^(E-{j2}) of opposite signs"),
+                        |s, e| {
+                            s.c(&p2(e))?
+                                .product(l0, &sp2(neg, e - j1))?
+                                .product(l1, &sp2(!neg, e - j2))?;
+                            Some(())
+                        },
+                    );
+                    self.anchored(
+                        format!("c = 2^E - 2^E, terms 2^(E-{j1}) and 2^(E-{j2}) of opposite signs"),
+                        |s, e| {
+                            s.c(&p2(e))?
+                                .product(l0, &sp2(true, e))?
+                                .product(l1, &sp2(neg, e - j1))?
+                                .product(l2, &sp2(!neg, e - j2))?;
+                            Some(())
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn output_ties(&mut self) {
+        let (l0, l1) = (self.slot(0, 0), self.slot(0, 1));
+        let dp = self.dp;
+        let cuts = self.focus.cuts();
+        for p in self.focus.precisions.clone() {
+            for &cut in &cuts {
+                for j in (cut - 1)..=(cut + 2) {
+                    if j <= p + 1 {
+                        continue;
+                    }
+                    for odd in [false, true] {
+                        for (c_neg, tie_neg, small_neg) in [
+                            (false, false, false),
+                            (false, false, true),
+                            (true, true, false),
+                            (true, true, true),
+                            (false, true, false),
+                            (false, true, true),
+                        ] {
+                            let name = format!(
+                                "c = {}2^E{}, {} half ulp at {p} bits, {} 2^(E-{j})",
+                                if c_neg { "-" } else { "" },
+                                if odd { " + ulp" } else { "" },
+                                if tie_neg { "-" } else { "+" },
+                                if small_neg { "-" } else { "+" },
+                            );
+                            self.anchored(name, |s, e| {
+                                let mut c = p2(e);
+                                if odd {
+                                    c = c.add(&p2(e - dp));
+                                }
+                                if c_neg {
+                                    c = c.neg();
+                                }
+                                s.c(&c)?
+                                    .product(l0, &sp2(tie_neg, e - p - 1))?
+                                    .product(l1, &sp2(small_neg, e - j))?;
+                                Some(())
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn precision_carries(&mut self) {
+        let (l0, l1) = (self.slot(0, 0), self.slot(0, 1));
+        for p in self.focus.precisions.clone() {
+            for q in [p - 1, p, p + 1, p + 2] {
+                for neg in [false, true] {
+                    self.anchored(
+                        format!(
+                            "c = 2^E, 2^E {} 2^(E+1-{q}): a carry, then {p} bits",
+                            if neg { "-" } else { "+" }
+                        ),
+                        |s, e| {
+                            s.c(&p2(e))?
+                                .product(l0, &p2(e))?
+                                .product(l1, &sp2(neg, e + 1 - q))?;
+                            Some(())
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn zero_exponents(&mut self) {
+        let (dp, dmin) = (self.dp, self.dmin);
+        let keeps = self.focus.keeps.clone();
+        // the small terms take the first slots (so that a block scale is chosen for
+        // them), the big one is spread over the remaining lanes of the step if it must be
+        let (small, tie) = (self.slot(0, 0), self.slot(0, 1));
+        let rest: Vec<usize> = (0..self.step)
+            .filter(|l| *l != small && *l != tie)
+            .collect();
+        for z in self.focus.zero_exponents.clone() {
+            let xs: Vec<i64> = [z - 1, z - 2, z - 3, z - 5, z - 9, z - 17]
+                .into_iter()
+                .chain((0..3).map(|i| dmin - dp + i))
+                .chain([dmin - 1, dmin])
+                .filter(|x| *x < z)
+                .collect();
+            for &f in &keeps {
+                for &x in &xs {
+                    for delta in [-1, 0, 1] {
+                        let g = z - f + delta;
+                        if g >= x {
+                            continue;
+                        }
+                        for small_neg in [false, true] {
+                            for with_tie in [false, true] {
+                                for c_neg in [false, true] {
+                                    let name = format!(
+                                        "c = {}0, 2^{x} {} 2^{g}{} (e_zero {z}, F = {f})",
+                                        if c_neg { "-" } else { "+" },
+                                        if small_neg { "-" } else { "+" },
+                                        if with_tie { " + a tie" } else { "" }
+                                    );
+                                    let rest = rest.clone();
+                                    self.fixed(name, move |s| {
+                                        s.c_zero(c_neg).product(small, &sp2(small_neg, g))?;
+                                        if with_tie {
+                                            s.product(tie, &p2(x.max(dmin) - dp - 1))?;
+                                        }
+                                        s.product_sum(&rest, &p2(x))?;
+                                        Some(())
+                                    });
+                                }
+                            }
+                            let name = format!(
+                                "c = 2^{x}, zero products but {} 2^{g} (e_zero {z}, F = {f})",
+                                if small_neg { "-" } else { "+" },
+                            );
+                            self.fixed(name, |s| {
+                                s.c(&p2(x))?.product(small, &sp2(small_neg, g))?;
+                                Some(())
+                            });
+                            let name = format!(
+                                "c = 2^{x} {} 2^{g}, zero products (e_zero {z}, F = {f})",
+                                if small_neg { "-" } else { "+" },
+                            );
+                            self.fixed(name, |s| {
+                                s.c(&p2(x).add(&sp2(small_neg, g)))?;
+                                Some(())
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn chain_boundaries(&mut self) {
+        let k = self.inst.k();
+        let dp = self.dp;
+        let cuts = self.focus.cuts();
+        for l in self.focus.chains.clone() {
+            for b in (l..k).step_by(l).take(2) {
+                let (before, after) = (b - 1, b);
+                for &cut in &cuts {
+                    for j in (cut - 1)..=(cut + 2) {
+                        for neg in [false, true] {
+                            self.anchored(
+                                format!(
+                                    "c = 2^E, -2^E at k = {before}, {} 2^(E-{j}) at k = {after}",
+                                    if neg { "-" } else { "+" }
+                                ),
+                                |s, e| {
+                                    s.c(&p2(e))?
+                                        .product(before, &sp2(true, e))?
+                                        .product(after, &sp2(neg, e - j))?;
+                                    Some(())
+                                },
+                            );
+                            self.anchored(
+                                format!(
+                                    "c = 2^E, {0} 2^(E-{j}) at k = {before} and k = {after}",
+                                    if neg { "-" } else { "+" }
+                                ),
+                                |s, e| {
+                                    s.c(&p2(e))?
+                                        .product(before, &sp2(neg, e - j))?
+                                        .product(after, &sp2(neg, e - j))?;
+                                    Some(())
+                                },
+                            );
+                        }
+                    }
+                }
+                for odd in [false, true] {
+                    for (x, y) in [(1, 1), (1, 2), (2, 2), (2, 1)] {
+                        for neg in [false, true] {
+                            self.anchored(
+                                format!(
+                                    "c = 2^E{}, {} 2^(E-{}) at k = {before}, 2^(E-{}) at k = {after}",
+                                    if odd { " + ulp" } else { "" },
+                                    if neg { "-" } else { "+" },
+                                    dp + x,
+                                    dp + y
+                                ),
+                                |s, e| {
+                                    let c = if odd { p2(e).add(&p2(e - dp)) } else { p2(e) };
+                                    s.c(&c)?
+                                        .product(before, &sp2(neg, e - dp - x))?
+                                        .product(after, &sp2(neg, e - dp - y))?;
+                                    Some(())
+                                },
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn group_boundaries(&mut self) {
+        let k = self.inst.k();
+        let Some(&g) = self.focus.groups.first() else {
+            return;
+        };
+        let far = k - 1;
+        if g >= far {
+            return;
+        }
+        for f in self.focus.keeps.clone() {
+            for (j1, j2) in [
+                (f - 1, f + 1),
+                (f, f + 1),
+                (f - 2, f),
+                (f + 1, f + 2),
+                (f, f),
+            ] {
+                for neg in [false, true] {
+                    for cancel in [false, true] {
+                        self.anchored(
+                            format!(
+                                "c = 2^E{}, 2^(E-{j1}) at k = 0 and {} 2^(E-{j2}) at k = {g}",
+                                if cancel { " - 2^E" } else { "" },
+                                if neg { "-" } else { "+" }
+                            ),
+                            |s, e| {
+                                s.c(&p2(e))?;
+                                if cancel {
+                                    s.product(far, &sp2(true, e))?;
+                                }
+                                s.product(0, &p2(e - j1))?.product(g, &sp2(neg, e - j2))?;
+                                Some(())
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn fixed_references(&mut self) {
+        let l0 = self.slot(0, 0);
+        for r in self.focus.references.clone() {
+            for f in self.focus.keeps.clone() {
+                for g in [r - f - 2, r - f - 1, r - f, r - f + 1] {
+                    for neg in [false, true] {
+                        let sg = if neg { "-" } else { "" };
+                        self.fixed(format!("c = {sg}2^{g} (fixed reference {r})"), |s| {
+                            s.c(&sp2(neg, g))?;
+                            Some(())
+                        });
+                        self.fixed(format!("product {sg}2^{g} (fixed reference {r})"), |s| {
+                            s.product(l0, &sp2(neg, g))?;
+                            Some(())
+                        });
+                    }
+                }
+                // at the top of the accumulator
+                for top in [r, r + 1, r + 2] {
+                    self.fixed(
+                        format!("c = 2^{top} + 2^{top} (fixed reference {r})"),
+                        |s| {
+                            s.c(&p2(top))?.product(l0, &p2(top))?;
+                            Some(())
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn output_edges(&mut self) {
+        let l0 = self.slot(0, 0);
+        let (dp, dmin) = (self.dp, self.dmin);
+        for e in [dmin - dp - 2, dmin - dp - 1, dmin - 1, dmin] {
+            for neg in [false, true] {
+                self.fixed(
+                    format!("c = 0, one product {}2^{e}", if neg { "-" } else { "" }),
+                    |s| {
+                        s.c_zero(false).product(l0, &sp2(neg, e))?;
+                        Some(())
+                    },
+                );
+            }
+        }
+        let d = &self.inst.arithmetic.d;
+        if let Some(ff) = d.as_float() {
+            let top = ff.max_exponent() as i64;
+            let l1 = self.slot(0, 1);
+            for j in [dp, dp + 1, dp + 2] {
+                self.fixed(format!("c = 2^{top} + 2^{top} - 2^({top}-{j})"), |s| {
+                    s.c(&p2(top))?
+                        .product(l0, &p2(top))?
+                        .product(l1, &sp2(true, top - j))?;
+                    Some(())
+                });
+            }
+        }
+    }
+}
+
+/// The structured candidates for an instruction's operands, named, focused on `focus`
+/// (module docs). Candidates the formats cannot represent are left out.
+pub fn structured(inst: &Instruction, focus: &Focus) -> Vec<(String, Input)> {
+    if matches!(inst.arithmetic.pipeline, Pipeline::Integer(_)) {
+        return vec![];
+    }
+    let mut t = Templates::new(inst, focus);
+    t.alignment_cuts();
+    t.truncation_direction();
+    t.output_ties();
+    t.precision_carries();
+    t.zero_exponents();
+    t.chain_boundaries();
+    t.group_boundaries();
+    t.fixed_references();
+    t.output_edges();
+    let mut seen = std::collections::HashSet::new();
+    t.out.retain(|(_, i)| seen.insert(i.clone()));
+    t.out
+}
+
+/// Random inputs concentrated on a [`Focus`]: terms at the cuts below a reference, ties,
+/// every term below an exponent of zero, cancellations, terms across chained steps,
+/// extreme and raw random elements.
+pub struct RandomInputs<'a> {
+    inst: &'a Instruction,
+    focus: &'a Focus,
+    rng: Rng,
+    cuts: Vec<i64>,
+    /// (scale exponent, sa, sb) for every exponent a block's two scales can make.
+    scales: Vec<(i64, u64, u64)>,
+    dp: i64,
+    dmin: i64,
+    cmin: i64,
+    cmax: i64,
+}
+
+impl<'a> RandomInputs<'a> {
+    pub fn new(inst: &'a Instruction, focus: &'a Focus, seed: u64) -> RandomInputs<'a> {
+        let ar = &inst.arithmetic;
+        let mut scales = vec![];
+        if let Some(s) = &ar.scale
+            && let Some(ff) = s.format.as_float()
+        {
+            let lo = 2 * (ff.min_exponent() as i64 - ff.mantissa_bits as i64);
+            let hi = 2 * ff.max_exponent() as i64;
+            for e in lo..=hi {
+                if let Some((x, y)) = split_product(&s.format, &s.format, &p2(e)) {
+                    scales.push((e, x, y));
+                }
+            }
+        }
+        let d = ar.d.as_float();
+        let c = ar.c.as_float();
+        RandomInputs {
+            inst,
+            focus,
+            rng: Rng::new(seed),
+            cuts: focus.cuts(),
+            scales,
+            dp: d.map_or(23, |d| d.mantissa_bits as i64),
+            dmin: d.map_or(-126, |d| d.min_exponent() as i64),
+            cmin: c.map_or(0, |c| c.min_exponent() as i64),
+            cmax: c.map_or(0, |c| c.max_exponent() as i64),
+        }
+    }
+
+    /// The next input.
+    pub fn draw(&mut self) -> Input {
+        let k = self.inst.k();
+        let mut input = Input::zeros(self.inst);
+        if matches!(self.inst.arithmetic.pipeline, Pipeline::Integer(_)) {
+            self.raw(&mut input);
+            return input;
+        }
+        let mut block_exp = vec![0i64; self.inst.scale_count()];
+        let steps = self.focus.chains.first().map_or(1, |l| k / l);
+        let mode = self.rng.below(100);
+        match mode {
+            0..=34 => self.align(&mut input, &mut block_exp),
+            35..=49 => self.tie(&mut input, &mut block_exp),
+            50..=64 if !self.focus.zero_exponents.is_empty() => {
+                self.below_zero_exponent(&mut input, &mut block_exp)
+            }
+            65..=74 => self.cancel(&mut input, &mut block_exp),
+            75..=86 if steps > 1 => self.across_steps(&mut input, &mut block_exp),
+            87..=94 => self.extreme(&mut input),
+            50..=94 => self.align(&mut input, &mut block_exp),
+            _ => self.raw(&mut input),
+        }
+        input
+    }
+
+    fn offset(&mut self) -> i64 {
+        let widest = self.cuts.last().copied().unwrap_or(24);
+        match self.rng.below(10) {
+            0..=2 => self.rng.between(0, 2),
+            3..=7 if !self.cuts.is_empty() => {
+                let c = *self.rng.pick(&self.cuts);
+                c + self.rng.between(-2, 2)
+            }
+            _ => self.rng.between(0, widest + 8),
+        }
+    }
+
+    fn anchor(&mut self) -> i64 {
+        match self.rng.below(10) {
+            0..=5 => self.rng.between(-4, 4),
+            6..=7 => self.rng.between(self.cmin, self.cmax),
+            _ => self.dmin + self.rng.between(0, self.dp + 4),
+        }
+    }
+
+    fn fraction(&mut self, dense: bool) -> u64 {
+        if dense { self.rng.next_u64() } else { 0 }
+    }
+
+    /// Set block `j`'s scales to `2^e` (or the nearest exponent they can make).
+    fn set_scale(&mut self, input: &mut Input, block_exp: &mut [i64], j: usize, e: i64) {
+        if self.scales.is_empty() || j >= block_exp.len() {
+            return;
+        }
+        let i = self
+            .scales
+            .partition_point(|s| s.0 < e)
+            .min(self.scales.len() - 1);
+        let (se, x, y) = self.scales[i];
+        input.sa[j] = x;
+        input.sb[j] = y;
+        block_exp[j] = se;
+    }
+
+    /// A product of exponent `e` (its scales' included) on lane `lane`.
+    fn product_at(
+        &mut self,
+        input: &mut Input,
+        block_exp: &[i64],
+        lane: usize,
+        e: i64,
+        negative: bool,
+    ) {
+        let ar = &self.inst.arithmetic;
+        let (Some(fa), Some(fb)) = (ar.a.as_float(), ar.b.as_float()) else {
+            return;
+        };
+        let s = ar
+            .scale
+            .as_ref()
+            .map_or(0, |sc| block_exp[lane / sc.block as usize]);
+        let e = e - s;
+        let (amin, amax) = (
+            fa.min_exponent() as i64 - fa.mantissa_bits as i64,
+            fa.max_exponent() as i64,
+        );
+        let (bmin, bmax) = (
+            fb.min_exponent() as i64 - fb.mantissa_bits as i64,
+            fb.max_exponent() as i64,
+        );
+        let lo = amin.max(e - bmax);
+        let hi = amax.min(e - bmin);
+        let ea = if lo <= hi {
+            self.rng.between(lo, hi)
+        } else {
+            e.clamp(amin, amax)
+        };
+        let dense_a = self.rng.percent(60);
+        let dense_b = self.rng.percent(30);
+        let (fa_bits, fb_bits) = (self.fraction(dense_a), self.fraction(dense_b));
+        input.a[lane] = float_at(&ar.a, negative, ea, fa_bits);
+        input.b[lane] = float_at(&ar.b, false, e - ea, fb_bits);
+    }
+
+    fn lanes(&mut self, n: usize) -> Vec<usize> {
+        let k = self.inst.k();
+        let mut out: Vec<usize> = vec![];
+        for _ in 0..n {
+            let lane = self.rng.below(k);
+            if !out.contains(&lane) {
+                out.push(lane);
+            }
+        }
+        out
+    }
+
+    fn random_c(&mut self, input: &mut Input, e: i64, negative: bool) {
+        let dense = self.rng.percent(50);
+        let frac = self.fraction(dense);
+        input.c = float_at(&self.inst.arithmetic.c, negative, e, frac);
+    }
+
+    fn align(&mut self, input: &mut Input, block_exp: &mut [i64]) {
+        let k = self.inst.k();
+        let e = self.anchor();
+        for j in 0..block_exp.len() {
+            if self.rng.percent(30) {
+                let s = e + self.rng.between(-8, 8);
+                self.set_scale(input, block_exp, j, s);
+            }
+        }
+        let c_neg = self.rng.percent(50);
+        match self.rng.below(10) {
+            0..=5 => self.random_c(input, e, c_neg),
+            6 => input.c = crate::inputs::zero(&self.inst.arithmetic.c, c_neg),
+            7 => {
+                let j = self.offset();
+                self.random_c(input, e - j, c_neg)
+            }
+            _ => {
+                let lane = self.rng.below(k);
+                self.product_at(input, block_exp, lane, e, c_neg);
+            }
+        }
+        let n = if self.rng.percent(10) {
+            k
+        } else {
+            1 + self.rng.below(k.min(6))
+        };
+        for lane in self.lanes(n) {
+            let j = self.offset();
+            let neg = self.rng.percent(50);
+            self.product_at(input, block_exp, lane, e - j, neg);
+        }
+        // sometimes a product cancels c exactly
+        if self.rng.percent(25)
+            && let Some(cv) = decode_value(&self.inst.arithmetic.c, input.c)
+        {
+            let lane = self.rng.below(k);
+            let mut s = Sketch::new(self.inst);
+            s.input = input.clone();
+            if s.product(lane, &cv.neg()).is_some() {
+                *input = s.finish();
+            }
+        }
+    }
+
+    fn tie(&mut self, input: &mut Input, block_exp: &mut [i64]) {
+        let k = self.inst.k();
+        let e = self.anchor();
+        let c_neg = self.rng.percent(50);
+        let odd = self.rng.percent(50);
+        let mut c = p2(e);
+        if odd {
+            c = c.add(&p2(e - self.dp));
+        }
+        if c_neg {
+            c = c.neg();
+        }
+        let p = *self.rng.pick(&self.focus.precisions.clone());
+        let lane = self.rng.below(k);
+        let tie_neg = if self.rng.percent(70) { c_neg } else { !c_neg };
+        let mut s = Sketch::new(self.inst);
+        if s.c(&c).is_none() || s.product(lane, &sp2(tie_neg, e - p - 1)).is_none() {
+            return self.align(input, block_exp);
+        }
+        *input = s.finish();
+        for (j, e) in block_exp.iter_mut().enumerate() {
+            *e = decode_scale(self.inst, input, j);
+        }
+        let n = 1 + self.rng.below(3);
+        for other in self.lanes(n) {
+            if other == lane {
+                continue;
+            }
+            let j = self.offset().max(p + 2);
+            let neg = self.rng.percent(50);
+            self.product_at(input, block_exp, other, e - j, neg);
+        }
+    }
+
+    fn below_zero_exponent(&mut self, input: &mut Input, block_exp: &mut [i64]) {
+        let z = *self.rng.pick(&self.focus.zero_exponents.clone());
+        let f = self.focus.keeps.last().copied().unwrap_or(24);
+        for j in 0..block_exp.len() {
+            let s = z - self.rng.between(1, f + 4);
+            self.set_scale(input, block_exp, j, s);
+        }
+        if self.rng.percent(70) {
+            input.c = crate::inputs::zero(&self.inst.arithmetic.c, self.rng.percent(50));
+        } else {
+            let e = z - self.rng.between(1, f + 4);
+            let neg = self.rng.percent(50);
+            self.random_c(input, e, neg);
+        }
+        let n = 1 + self.rng.below(4);
+        for lane in self.lanes(n) {
+            let e = z - self.rng.between(1, f + 6);
+            let neg = self.rng.percent(50);
+            self.product_at(input, block_exp, lane, e, neg);
+        }
+        if self.rng.percent(30) {
+            let lane = self.rng.below(self.inst.k());
+            let e = (z - 1).max(self.dmin) - self.dp - 1;
+            let mut s = Sketch::new(self.inst);
+            s.input = input.clone();
+            if s.product(lane, &p2(e)).is_some() {
+                *input = s.finish();
+            }
+        }
+    }
+
+    fn cancel(&mut self, input: &mut Input, block_exp: &mut [i64]) {
+        let k = self.inst.k();
+        let e = self.anchor();
+        let pairs = 1 + self.rng.below((k / 2).clamp(1, 4));
+        let lanes = self.lanes(2 * pairs);
+        for pair in lanes.chunks(2) {
+            let [x, y] = pair else { continue };
+            let neg = self.rng.percent(50);
+            self.product_at(input, block_exp, *x, e, neg);
+            let ar = &self.inst.arithmetic;
+            let flip = ar.a.as_float().map_or(0, |f| {
+                if f.signed {
+                    1u64 << (f.exponent_bits + f.mantissa_bits + f.ignored_low_bits)
+                } else {
+                    0
+                }
+            });
+            let nudge: i64 = *self.rng.pick(&[-1, 0, 0, 1]);
+            input.a[*y] = input.a[*x] ^ flip;
+            input.b[*y] = input.b[*x]
+                .wrapping_add_signed(nudge << ar.b.as_float().map_or(0, |f| f.ignored_low_bits));
+            if !matches!(
+                ar.b.decode(input.b[*y]),
+                mmac_compiler::format::Decoded::Finite(_)
+            ) {
+                input.b[*y] = input.b[*x];
+            }
+        }
+        if self.rng.percent(50) {
+            let neg = self.rng.percent(50);
+            self.random_c(input, e, neg);
+        }
+        let n = self.rng.below(3);
+        for lane in self.lanes(n) {
+            let j = self.offset();
+            let neg = self.rng.percent(50);
+            self.product_at(input, block_exp, lane, e - j, neg);
+        }
+    }
+
+    fn across_steps(&mut self, input: &mut Input, block_exp: &mut [i64]) {
+        let k = self.inst.k();
+        let l = *self.rng.pick(&self.focus.chains.clone());
+        let e = self.anchor();
+        let c_neg = self.rng.percent(50);
+        self.random_c(input, e, c_neg);
+        let steps = k / l;
+        for _ in 0..1 + self.rng.below(4) {
+            let t = self.rng.below(steps);
+            let lane = t * l + self.rng.below(l);
+            let j = if self.rng.percent(30) {
+                0
+            } else {
+                self.offset()
+            };
+            let neg = self.rng.percent(50);
+            self.product_at(input, block_exp, lane, e - j, neg);
+        }
+    }
+
+    fn extreme(&mut self, input: &mut Input) {
+        let ar = &self.inst.arithmetic;
+        let k = self.inst.k();
+        let pick_elem = |rng: &mut Rng, f: &Format| -> u64 {
+            let Some(ff) = f.as_float() else {
+                return rng.finite(f);
+            };
+            let neg = rng.percent(50);
+            let frac = rng.next_u64();
+            match rng.below(5) {
+                0 => max_finite(f, neg).unwrap_or(0),
+                1 => float_at(f, neg, ff.max_exponent() as i64 - rng.between(0, 3), frac),
+                2 => float_at(
+                    f,
+                    neg,
+                    ff.min_exponent() as i64 - rng.between(0, ff.mantissa_bits as i64),
+                    frac,
+                ),
+                3 => crate::inputs::zero(f, neg),
+                _ => rng.finite(f),
+            }
+        };
+        input.c = pick_elem(&mut self.rng, &ar.c);
+        for i in 0..k {
+            if self.rng.percent(40) {
+                input.a[i] = pick_elem(&mut self.rng, &ar.a);
+                input.b[i] = pick_elem(&mut self.rng, &ar.b);
+            }
+        }
+        if let Some(s) = &ar.scale {
+            for j in 0..input.sa.len() {
+                if self.rng.percent(50) {
+                    input.sa[j] = self.rng.finite(&s.format);
+                    input.sb[j] = self.rng.finite(&s.format);
+                }
+            }
+        }
+    }
+
+    fn raw(&mut self, input: &mut Input) {
+        let ar = &self.inst.arithmetic;
+        input.c = self.rng.finite(&ar.c);
+        for i in 0..self.inst.k() {
+            input.a[i] = self.rng.finite(&ar.a);
+            input.b[i] = self.rng.finite(&ar.b);
+        }
+        if let Some(s) = &ar.scale {
+            for j in 0..input.sa.len() {
+                input.sa[j] = self.rng.finite(&s.format);
+                input.sb[j] = self.rng.finite(&s.format);
+            }
+        }
+    }
+}
+
+fn decode_value(f: &Format, raw: u64) -> Option<Dyadic> {
+    match f.decode(raw) {
+        mmac_compiler::format::Decoded::Finite(x) if !x.is_zero() => Some(x.value()),
+        _ => None,
+    }
+}
+
+fn decode_scale(inst: &Instruction, input: &Input, j: usize) -> i64 {
+    let Some(s) = &inst.arithmetic.scale else {
+        return 0;
+    };
+    let e = |raw: u64| match s.format.decode(raw) {
+        mmac_compiler::format::Decoded::Finite(x) => x.exponent as i64,
+        _ => 0,
+    };
+    e(input.sa[j]) + e(input.sb[j])
+}
+
+/// An input on which two instructions differ, with both results.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Witness {
+    pub input: Input,
+    /// The first instruction's result.
+    pub left: u64,
+    /// The second instruction's result.
+    pub right: u64,
+    /// The structured candidate's name, or `random draw N`.
+    pub origin: String,
+}
+
+/// Why a search could not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SearchError {
+    #[error("`{0}` and `{1}` do not take the same operands (formats, k, scale factors)")]
+    Incomparable(String, String),
+    #[error(transparent)]
+    Eval(#[from] EvalError),
+    /// The JIT found a difference the interpreter does not confirm: an engine bug.
+    #[error("the JIT and the interpreter disagree on `{instruction}` for {input}")]
+    EnginesDisagree { instruction: String, input: String },
+}
+
+/// How hard [`find`] looks.
+#[derive(Clone, Debug)]
+pub struct SearchOptions {
+    /// Random inputs drawn after the structured candidates.
+    pub random_draws: usize,
+    pub seed: u64,
+    /// Witnesses wanted; the search stops when it has this many.
+    pub wanted: usize,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        SearchOptions {
+            random_draws: 1 << 20,
+            seed: 0x5eed_0fd1,
+            wanted: 1,
+        }
+    }
+}
+
+/// Evaluates one instruction on batches of inputs: a JIT kernel, or the interpreter for
+/// an instruction the JIT refuses.
+struct Evaluator<'a> {
+    inst: &'a Instruction,
+    info: &'a ArithmeticInfo,
+    compiled: Option<jit::CompiledSpec>,
+}
+
+impl<'a> Evaluator<'a> {
+    fn new(inst: &'a Instruction, info: &'a ArithmeticInfo) -> Evaluator<'a> {
+        Evaluator {
+            inst,
+            info,
+            compiled: jit::compile_instruction(inst, info).ok(),
+        }
+    }
+
+    fn run(&self, inputs: &[&Input]) -> Result<Vec<u64>, EvalError> {
+        let kernel = self
+            .compiled
+            .as_ref()
+            .and_then(|c| c.kernel(&self.inst.name).ok());
+        let Some(kernel) = kernel else {
+            return inputs
+                .iter()
+                .map(|i| interp::run(self.inst, self.info, &i.operands()))
+                .collect();
+        };
+        let c: Vec<u64> = inputs.iter().map(|i| i.c).collect();
+        let flat = |f: fn(&Input) -> &[u64]| -> Vec<u64> {
+            inputs.iter().flat_map(|i| f(i).iter().copied()).collect()
+        };
+        let (a, b, sa, sb) = (
+            flat(|i| &i.a),
+            flat(|i| &i.b),
+            flat(|i| &i.sa),
+            flat(|i| &i.sb),
+        );
+        let mut d = vec![0; inputs.len()];
+        kernel.batch(&c, &a, &b, &sa, &sb, &mut d)?;
+        Ok(d)
+    }
+
+    fn interp(&self, input: &Input) -> Result<u64, EvalError> {
+        interp::run(self.inst, self.info, &input.operands())
+    }
+}
+
+/// Do results of `inst` compare with any NaN matching any NaN (`nan ieee`)?
+pub fn nan_any(inst: &Instruction) -> bool {
+    pipeline_nan_any(&inst.arithmetic.pipeline)
+}
+
+fn pipeline_nan_any(p: &Pipeline) -> bool {
+    match p {
+        Pipeline::Fused(f) => f.nan == NanPolicy::Ieee,
+        Pipeline::Sequential(s) => s.nan == NanPolicy::Ieee,
+        Pipeline::Integer(_) => false,
+        // d is the result of its last run (whose rule applies), or of an IEEE addition or
+        // FMA, whose NaN is the format's canonical one
+        Pipeline::Composed(c) => match c.result {
+            mmac_compiler::ir::StepValue::Step(i) => match &c.steps[i] {
+                mmac_compiler::ir::Step::Run { arithmetic, .. } => {
+                    pipeline_nan_any(&arithmetic.pipeline)
+                }
+                _ => false,
+            },
+            _ => false,
+        },
+    }
+}
+
+/// Inputs per batch.
+const BATCH: usize = 2048;
+
+/// Look for inputs on which `x` and `y` differ (module docs): every structured candidate
+/// first, then random draws, until `options.wanted` witnesses are found, no two with the
+/// same products (a, b and scale factors). Every witness is confirmed by the interpreter. An empty list means none was found, not that none exists
+/// ([`crate::observability`] proves that).
+pub fn find(
+    x: (&Instruction, &ArithmeticInfo),
+    y: (&Instruction, &ArithmeticInfo),
+    options: &SearchOptions,
+) -> Result<Vec<Witness>, SearchError> {
+    if !same_interface(x.0, y.0) {
+        return Err(SearchError::Incomparable(
+            x.0.name.clone(),
+            y.0.name.clone(),
+        ));
+    }
+    let focus = Focus::of(&[x.0, y.0]);
+    let (ex, ey) = (Evaluator::new(x.0, x.1), Evaluator::new(y.0, y.1));
+    let nan = nan_any(x.0) || nan_any(y.0);
+    let d = &x.0.arithmetic.d;
+    let mut found: Vec<Witness> = vec![];
+    let check = |batch: &[(String, Input)], found: &mut Vec<Witness>| -> Result<(), SearchError> {
+        let inputs: Vec<&Input> = batch.iter().map(|(_, i)| i).collect();
+        let (dx, dy) = (ex.run(&inputs)?, ey.run(&inputs)?);
+        for (i, (name, input)) in batch.iter().enumerate() {
+            if found.len() >= options.wanted {
+                break;
+            }
+            // witnesses differ in their products, not only in c
+            let seen = found.iter().any(|w| {
+                w.input.a == input.a
+                    && w.input.b == input.b
+                    && w.input.sa == input.sa
+                    && w.input.sb == input.sb
+            });
+            if seen || matches(d, dx[i], dy[i], nan) {
+                continue;
+            }
+            let (left, right) = (ex.interp(input)?, ey.interp(input)?);
+            if matches(d, left, right, nan) {
+                let culprit = if left != dx[i] { x.0 } else { y.0 };
+                return Err(SearchError::EnginesDisagree {
+                    instruction: culprit.name.clone(),
+                    input: input.case_fields(x.0),
+                });
+            }
+            found.push(Witness {
+                input: input.clone(),
+                left,
+                right,
+                origin: name.clone(),
+            });
+        }
+        Ok(())
+    };
+    let candidates = structured(x.0, &focus);
+    for chunk in candidates.chunks(BATCH) {
+        check(chunk, &mut found)?;
+        if found.len() >= options.wanted {
+            return Ok(found);
+        }
+    }
+    let mut random = RandomInputs::new(x.0, &focus, options.seed);
+    let mut drawn = 0;
+    while drawn < options.random_draws && found.len() < options.wanted {
+        let n = BATCH.min(options.random_draws - drawn);
+        let batch: Vec<(String, Input)> = (0..n)
+            .map(|i| (format!("random draw {}", drawn + i), random.draw()))
+            .collect();
+        drawn += n;
+        check(&batch, &mut found)?;
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mutants::neighbours;
+    use crate::observability::proven_equivalent;
+
+    fn load(path: &str) -> (String, String, mmac_compiler::Validated) {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let text = std::fs::read_to_string(root.join(path)).unwrap();
+        let v = mmac_compiler::compile(path, &text).unwrap();
+        (path.to_string(), text, v)
+    }
+
+    /// Every neighbour of these instructions is separated by a structured candidate or a
+    /// few random draws, unless it is proven unobservable; the witness really separates.
+    #[test]
+    fn neighbours_are_separated() {
+        for (file, name) in [
+            ("specs/hopper.mma", "mma.m16n8k16.f32.f16.f16.f32"),
+            ("specs/hopper.mma", "mma.m16n8k16.f16.f16.f16.f16"),
+            ("specs/hopper.mma", "mma.m16n8k16.f32.bf16.bf16.f32"),
+            ("specs/ada.mma", "mma.m16n8k16.f32.e4m3.e4m3.f32"),
+            ("specs/cdna3.mma", "v_mfma_f32_16x16x16_f16"),
+            ("specs/cdna3.mma", "v_mfma_f32_16x16x32_fp8_bf8"),
+            ("specs/cdna2.mma", "v_mfma_f32_16x16x16f16"),
+            (
+                "specs/blackwell.mma",
+                "tcgen05.mma.block_scale.m64n8k64.kind::mxf4.block32.f32.e2m1.e2m1.ue8m0",
+            ),
+            (
+                "specs/blackwell.mma",
+                "tcgen05.mma.m64n8k32.kind::f8f6f4.f16.e2m1.e2m3",
+            ),
+            (
+                "specs/examples/kulisch.mma",
+                "fixed.m16n8k32.f32.e4m3.e4m3.f32",
+            ),
+        ] {
+            let (path, text, v) = load(file);
+            let i = v.spec.position(name).unwrap();
+            let (inst, info) = (&v.spec.instructions[i], v.info.instruction(i));
+            for n in neighbours(&path, &text, inst) {
+                if !n.same_interface(inst)
+                    || proven_equivalent(inst, info, &n.instruction).is_some()
+                {
+                    continue;
+                }
+                let opts = SearchOptions {
+                    random_draws: 4096,
+                    ..Default::default()
+                };
+                let w = find((inst, info), (&n.instruction, &n.info), &opts).unwrap();
+                assert_eq!(w.len(), 1, "{name} {}: no witness", n.label());
+                let ops = w[0].input.operands();
+                assert_ne!(
+                    interp::run(inst, info, &ops).unwrap(),
+                    interp::run(&n.instruction, &n.info, &ops).unwrap()
+                );
+            }
+        }
+    }
+
+    /// Instructions that take other operands cannot be compared.
+    #[test]
+    fn other_operands_are_incomparable() {
+        let (_, _, v) = load("specs/hopper.mma");
+        let x = v.spec.position("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+        let y = v.spec.position("mma.m16n8k8.f32.f16.f16.f32").unwrap();
+        let r = find(
+            (&v.spec.instructions[x], v.info.instruction(x)),
+            (&v.spec.instructions[y], v.info.instruction(y)),
+            &SearchOptions::default(),
+        );
+        assert!(matches!(r, Err(SearchError::Incomparable(..))));
+    }
+}
