@@ -61,18 +61,14 @@ impl Engine {
     }
 }
 
-/// Errors about one operand's encodings.
-pub struct Operand;
-
-impl Operand {
-    /// An encoding with bits above the format's storage width.
-    pub fn unfit(operand: &str, at: &str, value: u64, f: &Format) -> PyErr {
-        PyValueError::new_err(format!(
-            "{operand}: element {at} = {value:#x} does not fit `{}` ({} bits)",
-            f.name,
-            f.storage_bits()
-        ))
-    }
+/// The error for an encoding with bits above its format's storage width (`at`: where,
+/// as `[i]` or `[i, j]`).
+pub fn unfit_encoding(operand: &str, at: &str, value: u64, f: &Format) -> PyErr {
+    PyValueError::new_err(format!(
+        "{operand}: element {at} = {value:#x} does not fit `{}` ({} bits)",
+        f.name,
+        f.storage_bits()
+    ))
 }
 
 /// A matrix of encodings as the Python side passes it: little-endian u64 `bytes`, rows,
@@ -96,7 +92,7 @@ impl RawMatrix<'_> {
             .collect();
         let m = Matrix { rows, cols, data };
         match m.first_unfit(format) {
-            Some((r, c, v)) => Err(Operand::unfit(operand, &format!("[{r}, {c}]"), v, format)),
+            Some((r, c, v)) => Err(unfit_encoding(operand, &format!("[{r}, {c}]"), v, format)),
             None => Ok(m),
         }
     }

@@ -5,7 +5,7 @@
 //! Python floats. Compiled kernels are kept per instruction for the spec's lifetime.
 
 use crate::SpecError;
-use crate::compute::{self, Engine, Jit, Operand, RawMatrix};
+use crate::compute::{self, Engine, Jit, RawMatrix, unfit_encoding};
 use crate::formats;
 use mmac_compiler::diagnostic::closest;
 use mmac_compiler::format::Format;
@@ -325,12 +325,12 @@ impl NativeInstruction {
             }
             let f = self.format(operand)?;
             if let Some(i) = values.iter().position(|v| v & !f.storage_mask() != 0) {
-                return Err(Operand::unfit(operand, &format!("[{i}]"), values[i], f));
+                return Err(unfit_encoding(operand, &format!("[{i}]"), values[i], f));
             }
         }
         let f = &inst.arithmetic.c;
         if c & !f.storage_mask() != 0 {
-            return Err(Operand::unfit("c", "", c, f));
+            return Err(unfit_encoding("c", "", c, f));
         }
         compute::dot(&self.spec, self.index, engine, c, &a, &b, &sa, &sb)
     }
