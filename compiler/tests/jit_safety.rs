@@ -3,7 +3,8 @@
 //! may be hoisted above it; the host's floating-point control state (FTZ/DAZ, rounding
 //! mode) cannot change a kernel's bits; a checked spec whose alignment sums nothing
 //! (GTR-FDPA with one product per step) compiles instead of panicking; and an engine
-//! given another instruction's validation info returns an error.
+//! given another instruction's validation info returns an error. A compiled spec is
+//! shared between threads.
 
 use mmac_compiler::Validated;
 use mmac_compiler::engine::{EvalError, Operands};
@@ -304,4 +305,44 @@ fn a_foreign_info_is_an_error() {
     assert!(matches!(r, Err(EvalError::Internal { .. })), "{r:?}");
     let compiled = jit::compile_instruction(fused, fma_info);
     assert!(compiled.is_err(), "the JIT refuses it too");
+}
+
+/// A compiled spec is `Send + Sync`: one cache of kernels serves every thread of an
+/// embedder (the Python package keeps one per instruction). Threads that look kernels up
+/// in one shared spec at the same time get the interpreter's bits.
+#[test]
+fn a_compiled_spec_is_shared_between_threads() {
+    fn shareable<T: Send + Sync>(_: &T) {}
+    let v = load("specs/hopper.mma");
+    let (inst, info) = find(&v, "mma.m16n8k16.f32.f16.f16.f32");
+    let compiled = jit::compile_instruction(inst, info).unwrap();
+    shareable(&compiled);
+    let rec = Records::random(inst, 300);
+    let k = inst.k();
+    let want: Vec<u64> = (0..rec.n)
+        .map(|i| {
+            let ops = Operands {
+                c: rec.c[i],
+                a: &rec.a[i * k..(i + 1) * k],
+                b: &rec.b[i * k..(i + 1) * k],
+                sa: &[],
+                sb: &[],
+            };
+            interp::run(inst, info, &ops).unwrap()
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..20 {
+                    let kernel = compiled.kernel(&inst.name).unwrap();
+                    let mut d = vec![0u64; rec.n];
+                    kernel
+                        .batch(&rec.c, &rec.a, &rec.b, &rec.sa, &rec.sb, &mut d)
+                        .unwrap();
+                    assert_eq!(d, want);
+                }
+            });
+        }
+    });
 }

@@ -28,6 +28,16 @@ impl Matrix {
     pub fn at(&self, i: usize, j: usize) -> u64 {
         self.data[i * self.cols + j]
     }
+    /// The first element whose encoding has bits above `format`'s storage width, as
+    /// (row, column, value): what no file or array of that format may hold.
+    pub fn first_unfit(&self, format: &Format) -> Option<(usize, usize, u64)> {
+        let mask = format.storage_mask();
+        let cols = self.cols.max(1);
+        self.data
+            .iter()
+            .position(|v| v & !mask != 0)
+            .map(|idx| (idx / cols, idx % cols, self.data[idx]))
+    }
     /// The transpose (so that columns become contiguous rows).
     pub fn transposed(&self) -> Matrix {
         let mut data = vec![0; self.data.len()];
@@ -229,13 +239,12 @@ pub fn read(path: &Path, format: &Format, operand: &str) -> Result<Matrix, Matri
     } else {
         Matrix { rows, cols, data }
     };
-    let mask = format.storage_mask();
-    if let Some(idx) = m.data.iter().position(|v| v & !mask != 0) {
+    if let Some((row, col, value)) = m.first_unfit(format) {
         return Err(MatrixError::Encoding {
             path: path.to_path_buf(),
-            row: idx / cols.max(1),
-            col: idx % cols.max(1),
-            value: m.data[idx],
+            row,
+            col,
+            value,
             format: format.name.clone(),
             bits: format.storage_bits(),
         });
@@ -387,6 +396,28 @@ mod tests {
         assert!(
             e.contains("a must have dtype <f2 (the raw encoding of `f16`), found <f4"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn first_unfit_finds_the_first_wide_encoding() {
+        let e2m1 = builtin("e2m1").unwrap();
+        let m = Matrix {
+            rows: 2,
+            cols: 3,
+            data: vec![0, 0xf, 3, 7, 0x10, 0x20],
+        };
+        assert_eq!(m.first_unfit(&e2m1), Some((1, 1, 0x10)));
+        assert_eq!(m.first_unfit(&builtin("u8").unwrap()), None);
+        // tf32 keeps 32 bits of storage, its 13 ignored low bits included
+        let tf32 = Matrix {
+            rows: 1,
+            cols: 2,
+            data: vec![0xffff_ffff, 0x1_0000_0000],
+        };
+        assert_eq!(
+            tf32.first_unfit(&builtin("tf32").unwrap()),
+            Some((0, 1, 0x1_0000_0000))
         );
     }
 

@@ -147,6 +147,13 @@ impl Drop for CompiledSpec {
     }
 }
 
+// SAFETY: the JIT module (whose memory provider and symbol table are not `Sync`) is
+// touched only when the spec is compiled and dropped, both with exclusive access; no
+// method taking `&self` reaches it: they read the kernel table and copy the finalized
+// entries' function pointers, which `Kernel` already shares between threads. So a
+// compiled spec can be shared, e.g. cached once and used by every thread of an embedder.
+unsafe impl Sync for CompiledSpec {}
+
 impl std::fmt::Debug for CompiledSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CompiledSpec")

@@ -1,0 +1,371 @@
+"""mmac: the exact arithmetic of GPU matrix-multiply-accumulate units, from Python.
+
+Load a ``.mma`` spec, pick an instruction, and compute what the hardware computes, bit
+for bit, on NumPy arrays (or torch tensors)::
+
+    import mmac, numpy as np
+    spec = mmac.load("specs/hopper.mma")
+    ins = spec["mma.m16n8k16.f32.f16.f16.f32"]
+    A = np.ones((16, 16), np.float16); B = np.ones((16, 8), np.float16)
+    D = ins.gemm(A, B)            # float32, as the instruction's d format
+
+The specs are checked and the instructions compiled by the same compiler and JIT as the
+``mmac`` command; GEMMs run in the order ``mmac gemm`` uses (K walked in increasing
+k-steps, each step's D the next step's C), on rayon's thread pool with the GIL released.
+``mmac.torch`` emulates an instruction under a model's matmuls; ``mmac.dask`` spreads a
+GEMM over a Dask cluster.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _dtypes
+from ._native import SpecError
+from . import _native
+
+__all__ = [
+    "load",
+    "loads",
+    "Spec",
+    "Instruction",
+    "ErrorReport",
+    "SpecError",
+    "default_threads",
+]
+
+_OPERANDS = ("a", "b", "c", "d")
+
+
+def load(path) -> "Spec":
+    """Read, parse and check a spec file. A spec that does not check raises
+    :class:`SpecError` whose text is the rendered diagnostics; a missing file raises
+    ``FileNotFoundError``."""
+    return Spec(_native.load(str(path)))
+
+
+def loads(text: str, name: str = "<string>") -> "Spec":
+    """Parse and check spec text; ``name`` names it in diagnostics."""
+    return Spec(_native.loads(text, name))
+
+
+@functools.lru_cache(maxsize=64)
+def _loads_cached(text: str, name: str) -> "Spec":
+    """A spec rebuilt from its text once per process (pickles sent to Dask workers)."""
+    return loads(text, name)
+
+
+def _instruction_of(text: str, spec_name: str, name: str) -> "Instruction":
+    return _loads_cached(text, spec_name)[name]
+
+
+def default_threads() -> int:
+    """Threads a computation uses when ``threads=None``: one per core, as ``mmac gemm``."""
+    return _native.default_threads()
+
+
+class Spec:
+    """A checked spec: its instructions by name (``spec[name]``)."""
+
+    def __init__(self, native):
+        self._native = native
+        self._instructions: dict[str, Instruction] = {}
+
+    @property
+    def name(self) -> str:
+        """The file name, or the name given to :func:`loads`."""
+        return self._native.name
+
+    @property
+    def arch(self) -> str:
+        return self._native.arch
+
+    @property
+    def title(self):
+        return self._native.title
+
+    @property
+    def text(self) -> str:
+        """The spec's source text."""
+        return self._native.text
+
+    def instructions(self) -> list:
+        """Every instruction's name, in the order of the file."""
+        return self._native.instructions()
+
+    def __getitem__(self, name: str) -> "Instruction":
+        ins = self._instructions.get(name)
+        if ins is None:
+            ins = Instruction(self, self._native.instruction(name))
+            self._instructions[name] = ins
+        return ins
+
+    def __contains__(self, name) -> bool:
+        return isinstance(name, str) and name in self.instructions()
+
+    def __iter__(self):
+        return iter(self.instructions())
+
+    def __len__(self) -> int:
+        return len(self.instructions())
+
+    def __reduce__(self):
+        return (_loads_cached, (self.text, self.name))
+
+    def __repr__(self) -> str:
+        return f"<mmac.Spec {self.name!r}: arch {self.arch}, {len(self)} instructions>"
+
+
+@dataclass(frozen=True)
+class ErrorReport:
+    """The error of D against the exact result ``C + A*B`` (computed exactly; only the
+    statistics are floats), as ``mmac gemm --report`` prints it (``str(report)``)."""
+
+    compared: int
+    """Elements compared (exact result and D finite)."""
+    non_finite: int
+    """Elements skipped because an input or D is NaN or infinite."""
+    max_abs: float
+    mean_abs: float
+    max_rel: float
+    """Relative errors are over the elements whose exact result is non-zero."""
+    mean_rel: float
+    mean_signed: float
+    """The mean of D - exact: the bias."""
+    table: str
+    d: np.ndarray
+    """The D that was compared."""
+
+    def __str__(self) -> str:
+        return self.table
+
+
+class Instruction:
+    """One instruction of a spec: its shape, formats and entries.
+
+    ``dot`` computes one dot-product-add, ``mma`` one whole instruction, ``gemm`` any
+    multiple of its shape, ``report`` the error against the exact result. ``engine`` is
+    ``"auto"`` (the JIT; the reference interpreter, with a warning, for an instruction the
+    JIT refuses), ``"jit"`` or ``"interp"``; the engines agree bit for bit."""
+
+    def __init__(self, spec: Spec, native):
+        self._spec = spec
+        self._native = native
+        self._formats = {op: native.format_of(op) for op in _OPERANDS}
+        scale = native.scale
+        self._scale_format = scale[0] if scale else None
+        self._warned = False
+
+    # ---------------------------------------------------------------- description
+
+    @property
+    def name(self) -> str:
+        return self._native.name
+
+    @property
+    def spec(self) -> Spec:
+        return self._spec
+
+    @property
+    def arch(self) -> str:
+        return self._native.arch
+
+    @property
+    def m(self) -> int:
+        return self._native.m
+
+    @property
+    def n(self) -> int:
+        return self._native.n
+
+    @property
+    def k(self) -> int:
+        return self._native.k
+
+    @property
+    def shape(self) -> tuple:
+        """``(m, n, k)``."""
+        return (self.m, self.n, self.k)
+
+    @property
+    def types(self) -> dict:
+        """The operand formats by name: ``{"a": "f16", "b": "f16", "c": "f32", "d": "f32"}``."""
+        return {op: f["name"] for op, f in self._formats.items()}
+
+    @property
+    def scale(self):
+        """Block scale factors ``{"format": name, "block": elements of k}``, or None."""
+        s = self._native.scale
+        return None if s is None else {"format": s[0]["name"], "block": s[1]}
+
+    @property
+    def pipeline(self) -> str:
+        """The pipeline of its ``uses`` line (``t_fdpa``, ...)."""
+        return self._native.pipeline
+
+    @property
+    def algorithm(self) -> str:
+        return self._native.algorithm
+
+    @property
+    def jit_error(self):
+        """Why the JIT refuses this instruction (the interpreter computes it), or None."""
+        return self._native.jit_error
+
+    def format(self, operand: str) -> dict:
+        """The layout of an operand's format (``a``, ``b``, ``c``, ``d``, ``sa``, ``sb``):
+        ``name``, ``kind``, ``bits`` and, for floats, ``exponent``, ``mantissa``,
+        ``bias``, ``specials``, ``signed``, ``subnormals``, ``ignore_low``."""
+        return dict(self._format(operand))
+
+    def dtype(self, operand: str):
+        """The NumPy dtype that holds an operand's format bit for bit, or None when only
+        raw encodings (unsigned integers) can."""
+        return _dtypes.natural_dtype(self._format(operand))
+
+    def decode(self, codes, operand: str = "d") -> np.ndarray:
+        """The values of raw encodings of an operand's format, as float64 (exact for every
+        format up to f64's precision)."""
+        arr = np.asarray(codes)
+        flat = [int(v) for v in arr.astype(np.uint64).ravel()]
+        return np.asarray(self._native.decode(operand, flat), dtype=np.float64).reshape(arr.shape)
+
+    def __repr__(self) -> str:
+        t = self.types
+        return (
+            f"<mmac.Instruction {self.name} ({self.arch}): m{self.m}n{self.n}k{self.k}, "
+            f"a={t['a']} b={t['b']} c={t['c']} d={t['d']}>"
+        )
+
+    def __reduce__(self):
+        return (_instruction_of, (self._spec.text, self._spec.name, self.name))
+
+    # ---------------------------------------------------------------- operands
+
+    def _format(self, operand: str) -> dict:
+        if operand in ("sa", "sb"):
+            if self._scale_format is None:
+                raise ValueError(f"`{self.name}` takes no scale factors")
+            return self._scale_format
+        if operand not in self._formats:
+            raise ValueError(f"unknown operand {operand!r}: one of a, b, c, d, sa, sb")
+        return self._formats[operand]
+
+    def _codes(self, x, operand: str, key: str, ndim):
+        return _dtypes.encodings(x, self._format(key), operand, self._native, key, ndim)
+
+    def _matrix(self, x, operand: str, key: str):
+        codes = self._codes(x, operand, key, 2)
+        rows, cols = codes.shape
+        return (np.ascontiguousarray(codes, dtype="<u8").tobytes(), rows, cols)
+
+    def _check_scales(self, sa, sb):
+        if self._scale_format is None:
+            if sa is not None or sb is not None:
+                raise ValueError(f"`{self.name}` takes no scale factors, but sa/sb were given")
+        elif sa is None or sb is None:
+            s = self.scale
+            raise ValueError(
+                f"`{self.name}` is block-scaled ({s['format']} per {s['block']} "
+                "elements of k): give both sa and sb"
+            )
+
+    def _engine(self, engine: str) -> str:
+        if engine == "auto" and not self._warned:
+            reason = self._native.jit_error
+            if reason is not None:
+                self._warned = True
+                warnings.warn(
+                    f"{reason}; the reference interpreter computes `{self.name}`",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+        return engine
+
+    def _result(self, raw, operand: str, inputs):
+        data, rows, cols = raw
+        codes = np.frombuffer(data, dtype="<u8").reshape(rows, cols)
+        out = _dtypes.from_encodings(codes, self._format(operand))
+        tensors = [x for x in inputs if _dtypes.is_tensor(x)]
+        if tensors:
+            return _dtypes.numpy_to_tensor(out, like=tensors[0])
+        return out
+
+    def _run(self, A, B, C, sa, sb, whole_instruction, threads, engine):
+        self._check_scales(sa, sb)
+        raw = self._native.gemm(
+            self._matrix(A, "A", "a"),
+            self._matrix(B, "B", "b"),
+            None if C is None else self._matrix(C, "C", "c"),
+            None if sa is None else self._matrix(sa, "SA", "sa"),
+            None if sb is None else self._matrix(sb, "SB", "sb"),
+            whole_instruction,
+            threads,
+            self._engine(engine),
+        )
+        return self._result(raw, "d", (A, B, C, sa, sb))
+
+    # ---------------------------------------------------------------- entries
+
+    def dot(self, c, a, b, sa=None, sb=None, *, engine: str = "auto"):
+        """One dot-product-add ``d = f(c, a[0..k], b[0..k])`` (``sa``, ``sb``: the block
+        scale factors of a and b, k/block each). Values may be arrays of the operands'
+        dtypes, raw encodings, or Python floats that are exact in the format. Returns a
+        NumPy scalar of d's dtype (a 0-d tensor when an input is a tensor)."""
+        c_code = self._codes(c, "c", "c", 0)
+        a_codes = self._codes(a, "a", "a", 1)
+        b_codes = self._codes(b, "b", "b", 1)
+        self._check_scales(sa, sb)
+        if self._scale_format is None:
+            sa_codes = sb_codes = []
+        else:
+            sa_codes = [int(v) for v in self._codes(sa, "sa", "sa", 1)]
+            sb_codes = [int(v) for v in self._codes(sb, "sb", "sb", 1)]
+        d = self._native.dot(
+            int(c_code),
+            [int(v) for v in a_codes],
+            [int(v) for v in b_codes],
+            sa_codes,
+            sb_codes,
+            self._engine(engine),
+        )
+        out = _dtypes.from_encodings(np.array([d], dtype=np.uint64), self._format("d"))
+        tensors = [x for x in (c, a, b, sa, sb) if _dtypes.is_tensor(x)]
+        if tensors:
+            return _dtypes.numpy_to_tensor(out, like=tensors[0])[0]
+        return out[0]
+
+    def mma(self, A, B, C, sa=None, sb=None, *, engine: str = "auto"):
+        """One whole instruction: A is m x k, B is k x n, C is m x n (``sa`` m x k/block,
+        ``sb`` k/block x n for block-scaled instructions). Returns D, m x n, in d's dtype."""
+        return self._run(A, B, C, sa, sb, True, None, engine)
+
+    def gemm(self, A, B, C=None, sa=None, sb=None, *, threads=None, engine: str = "auto"):
+        """A GEMM of any M x K x N that are multiples of the instruction's m, k and n,
+        computed as ``mmac gemm`` does: D is tiled by m x n, and each tile walks K in
+        k-sized steps in increasing order, each step's D the next step's C. ``C`` defaults
+        to +0. ``threads``: worker threads (None: one per core). Returns D in d's dtype
+        (a tensor when the inputs are tensors)."""
+        return self._run(A, B, C, sa, sb, False, threads, engine)
+
+    def report(self, A, B, C=None, sa=None, sb=None, *, D=None, threads=None, engine: str = "auto"):
+        """The error of D (computed by :meth:`gemm` unless given) against the exact result
+        ``C + A*B``: max and mean absolute and relative error and the mean signed error
+        (bias), as ``mmac gemm --report``."""
+        self._check_scales(sa, sb)
+        r = self._native.report(
+            self._matrix(A, "A", "a"),
+            self._matrix(B, "B", "b"),
+            None if C is None else self._matrix(C, "C", "c"),
+            None if sa is None else self._matrix(sa, "SA", "sa"),
+            None if sb is None else self._matrix(sb, "SB", "sb"),
+            None if D is None else self._matrix(D, "D", "d"),
+            threads,
+            self._engine(engine),
+        )
+        d = self._result(r.pop("d"), "d", (A, B, C, sa, sb))
+        return ErrorReport(d=d, **r)

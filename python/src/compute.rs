@@ -1,0 +1,266 @@
+//! Computing with the GIL released: matrices of encodings from Python `bytes`, the engine
+//! (the instruction's JIT kernel, or the reference interpreter), the GEMM of
+//! `mmac_runtime::gemm` (the order `mmac gemm` uses) on rayon's pool as the CLI runs it,
+//! exact error reports, and a count of computations running at once (for the test that
+//! two Python threads compute in parallel).
+
+use crate::spec::Loaded;
+use mmac_compiler::engine::{EvalError, Operands};
+use mmac_compiler::format::Format;
+use mmac_compiler::interp;
+use mmac_compiler::ir::Instruction;
+use mmac_compiler::jit::{self, CompiledSpec, JitError, Kernel};
+use mmac_compiler::valid::ArithmeticInfo;
+use mmac_runtime::gemm::{self, ErrorReport, Interpreter, Problem};
+use mmac_runtime::matrix::Matrix;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use rayon::ThreadPool;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// One instruction compiled on its own by the JIT.
+pub struct Jit {
+    compiled: CompiledSpec,
+    name: String,
+}
+
+impl Jit {
+    pub fn compile(inst: &Instruction, info: &ArithmeticInfo) -> Result<Jit, JitError> {
+        Ok(Jit {
+            compiled: jit::compile_instruction(inst, info)?,
+            name: inst.name.clone(),
+        })
+    }
+    fn kernel(&self) -> Result<Kernel<'_>, JitError> {
+        self.compiled.kernel(&self.name)
+    }
+}
+
+/// Which engine computes: `Auto` is the JIT, or the interpreter for an instruction the
+/// JIT refuses; `Jit` insists on the JIT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Auto,
+    Jit,
+    Interp,
+}
+
+impl Engine {
+    pub fn parse(name: &str) -> PyResult<Engine> {
+        match name {
+            "auto" => Ok(Engine::Auto),
+            "jit" => Ok(Engine::Jit),
+            "interp" => Ok(Engine::Interp),
+            _ => Err(PyValueError::new_err(format!(
+                "engine must be 'auto', 'jit' or 'interp', not {name:?}"
+            ))),
+        }
+    }
+}
+
+/// The error for an encoding with bits above its format's storage width (`at`: where,
+/// as `[i]` or `[i, j]`).
+pub fn unfit_encoding(operand: &str, at: &str, value: u64, f: &Format) -> PyErr {
+    PyValueError::new_err(format!(
+        "{operand}: element {at} = {value:#x} does not fit `{}` ({} bits)",
+        f.name,
+        f.storage_bits()
+    ))
+}
+
+/// A matrix of encodings as the Python side passes it: little-endian u64 `bytes`, rows,
+/// columns.
+#[derive(FromPyObject)]
+pub struct RawMatrix<'py>(Bound<'py, PyBytes>, usize, usize);
+
+impl RawMatrix<'_> {
+    /// The matrix, every encoding checked against `format` (`operand` names it in errors).
+    pub fn matrix(&self, format: &Format, operand: &str) -> PyResult<Matrix> {
+        let (bytes, rows, cols) = (self.0.as_bytes(), self.1, self.2);
+        if rows.checked_mul(cols).and_then(|n| n.checked_mul(8)) != Some(bytes.len()) {
+            return Err(PyValueError::new_err(format!(
+                "{operand}: {} bytes do not hold {rows} x {cols} encodings of 8 bytes",
+                bytes.len()
+            )));
+        }
+        let data = bytes
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+            .collect();
+        let m = Matrix { rows, cols, data };
+        match m.first_unfit(format) {
+            Some((r, c, v)) => Err(unfit_encoding(operand, &format!("[{r}, {c}]"), v, format)),
+            None => Ok(m),
+        }
+    }
+}
+
+/// Encodings as little-endian u64 `bytes`.
+pub fn to_bytes<'py>(py: Python<'py>, data: &[u64]) -> Bound<'py, PyBytes> {
+    PyBytes::new(
+        py,
+        &data
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+}
+
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+/// A computation running without the GIL, counted while it lives.
+struct Active;
+
+impl Active {
+    fn enter() -> Active {
+        let now = ACTIVE.fetch_add(1, Ordering::SeqCst) + 1;
+        PEAK.fetch_max(now, Ordering::SeqCst);
+        Active
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        ACTIVE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The most GEMMs and reports that have run at the same time since the last reset.
+#[pyfunction]
+pub fn concurrency_peak() -> usize {
+    PEAK.load(Ordering::SeqCst)
+}
+
+/// Reset [`concurrency_peak`] to the number running now.
+#[pyfunction]
+pub fn reset_concurrency_peak() {
+    PEAK.store(ACTIVE.load(Ordering::SeqCst), Ordering::SeqCst);
+}
+
+/// The number of threads a computation uses when `threads` is None: rayon's global
+/// pool, one per core, as `mmac gemm` without `--threads`.
+#[pyfunction]
+pub fn default_threads() -> usize {
+    rayon::current_num_threads()
+}
+
+/// The pool for `threads` workers (built once per count), or None for rayon's global pool.
+fn pool(threads: Option<usize>) -> PyResult<Option<Arc<ThreadPool>>> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<ThreadPool>>>> = OnceLock::new();
+    let Some(n) = threads else {
+        return Ok(None);
+    };
+    if n == 0 {
+        return Err(PyValueError::new_err(
+            "threads must be at least 1 (None: one per core)",
+        ));
+    }
+    let pools = POOLS.get_or_init(Default::default);
+    let mut pools = pools.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(p) = pools.get(&n) {
+        return Ok(Some(p.clone()));
+    }
+    let p = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build()
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start worker threads: {e}")))?;
+    let p = Arc::new(p);
+    pools.insert(n, p.clone());
+    Ok(Some(p))
+}
+
+fn eval_error(e: EvalError) -> PyErr {
+    PyRuntimeError::new_err(e.to_string())
+}
+
+/// The JIT kernel for `Engine::Jit`/`Auto`, None for the interpreter; `Jit` on a refused
+/// instruction is an error.
+fn kernel(spec: &Loaded, index: usize, engine: Engine) -> Result<Option<Kernel<'_>>, PyErr> {
+    let refused = |e: &str| {
+        PyRuntimeError::new_err(format!(
+            "{e}\n  help: engine='interp' runs the reference interpreter"
+        ))
+    };
+    match (engine, spec.jit(index)) {
+        (Engine::Interp, _) | (Engine::Auto, Err(_)) => Ok(None),
+        (_, Ok(jit)) => jit.kernel().map(Some).map_err(|e| refused(&e.to_string())),
+        (Engine::Jit, Err(e)) => Err(refused(e)),
+    }
+}
+
+/// One dot-product-add (short: the GIL stays held).
+#[allow(clippy::too_many_arguments)]
+pub fn dot(
+    spec: &Loaded,
+    index: usize,
+    engine: Engine,
+    c: u64,
+    a: &[u64],
+    b: &[u64],
+    sa: &[u64],
+    sb: &[u64],
+) -> PyResult<u64> {
+    let ops = Operands { c, a, b, sa, sb };
+    let (inst, info) = spec.instruction(index);
+    match kernel(spec, index, engine)? {
+        Some(k) => k.dot(&ops),
+        None => interp::run(inst, info, &ops),
+    }
+    .map_err(eval_error)
+}
+
+/// D of a GEMM (shapes checked here: multiples of the instruction's, or exactly it), with
+/// the GIL released, on the pool for `threads`.
+pub fn gemm(
+    py: Python<'_>,
+    spec: &Arc<Loaded>,
+    index: usize,
+    problem: &Problem,
+    whole_instruction: bool,
+    threads: Option<usize>,
+    engine: Engine,
+) -> PyResult<Matrix> {
+    let (inst, info) = spec.instruction(index);
+    gemm::check_shapes(inst, problem, whole_instruction).map_err(|e| PyValueError::new_err(e.0))?;
+    let pool = pool(threads)?;
+    py.detach(|| {
+        let _active = Active::enter();
+        let run = || -> PyResult<Matrix> {
+            let none = |_: usize| {};
+            match kernel(spec, index, engine)? {
+                Some(k) => gemm::gemm(inst, &k, problem, &none),
+                None => gemm::gemm(inst, &Interpreter(inst, info), problem, &none),
+            }
+            .map_err(eval_error)
+        };
+        match pool {
+            Some(p) => p.install(run),
+            None => run(),
+        }
+    })
+}
+
+/// The exact error report of D, with the GIL released.
+pub fn error_report(
+    py: Python<'_>,
+    spec: &Arc<Loaded>,
+    index: usize,
+    problem: &Problem,
+    d: &Matrix,
+    threads: Option<usize>,
+) -> PyResult<ErrorReport> {
+    let (inst, _) = spec.instruction(index);
+    let pool = pool(threads)?;
+    Ok(py.detach(|| {
+        let _active = Active::enter();
+        let run = || gemm::error_report(inst, problem, d);
+        match pool {
+            Some(p) => p.install(run),
+            None => run(),
+        }
+    }))
+}

@@ -1,0 +1,416 @@
+//! Specs and instructions as Python objects: `load` and `loads` (a spec that does not
+//! check raises `SpecError` with the rendered diagnostics), lookup by name (a `KeyError`
+//! with a did-you-mean), each instruction's shape, formats and scale, and its entries:
+//! one dot product, a whole instruction, a GEMM, an error report, exact encoding of
+//! Python floats. Compiled kernels are kept per instruction for the spec's lifetime.
+
+use crate::SpecError;
+use crate::compute::{self, Engine, Jit, RawMatrix, unfit_encoding};
+use crate::formats;
+use mmac_compiler::diagnostic::closest;
+use mmac_compiler::format::Format;
+use mmac_compiler::ir::Instruction;
+use mmac_compiler::valid::ArithmeticInfo;
+use mmac_runtime::gemm::{self, Problem};
+use mmac_runtime::specs::LoadedSpec;
+use pyo3::exceptions::{PyFileNotFoundError, PyKeyError, PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+/// A checked spec, its source text (a spec travels to Dask workers as its text) and
+/// the JIT kernel of each instruction, compiled on first use.
+pub struct Loaded {
+    pub spec: LoadedSpec,
+    pub text: String,
+    kernels: Vec<OnceLock<Result<Jit, String>>>,
+}
+
+impl Loaded {
+    fn new(spec: LoadedSpec, text: String) -> Loaded {
+        let kernels = spec
+            .spec
+            .instructions
+            .iter()
+            .map(|_| OnceLock::new())
+            .collect();
+        Loaded {
+            spec,
+            text,
+            kernels,
+        }
+    }
+
+    pub fn instruction(&self, index: usize) -> (&Instruction, &ArithmeticInfo) {
+        (
+            &self.spec.spec.instructions[index],
+            self.spec.info.instruction(index),
+        )
+    }
+
+    /// The instruction's JIT kernel (compiled once), or why the JIT refuses it.
+    pub fn jit(&self, index: usize) -> Result<&Jit, &str> {
+        self.kernels[index]
+            .get_or_init(|| {
+                let (inst, info) = self.instruction(index);
+                Jit::compile(inst, info).map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(String::as_str)
+    }
+}
+
+fn compile(name: &str, text: String) -> PyResult<NativeSpec> {
+    let validated = mmac_compiler::compile(name, &text)
+        .map_err(|d| SpecError::new_err(d.render(false).trim_end().to_string()))?;
+    let spec = LoadedSpec {
+        path: PathBuf::from(name),
+        spec: validated.spec,
+        info: validated.info,
+    };
+    Ok(NativeSpec {
+        inner: Arc::new(Loaded::new(spec, text)),
+    })
+}
+
+/// Read, parse and check a spec file.
+#[pyfunction]
+pub fn load(path: PathBuf) -> PyResult<NativeSpec> {
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        let message = format!("cannot read {}: {e}", path.display());
+        if e.kind() == std::io::ErrorKind::NotFound {
+            PyFileNotFoundError::new_err(message)
+        } else {
+            PyOSError::new_err(message)
+        }
+    })?;
+    compile(&path.display().to_string(), text)
+}
+
+/// Parse and check spec text; `name` names it in diagnostics.
+#[pyfunction]
+pub fn loads(text: String, name: &str) -> PyResult<NativeSpec> {
+    compile(name, text)
+}
+
+/// A checked spec.
+#[pyclass(frozen, module = "mmac._native")]
+pub struct NativeSpec {
+    inner: Arc<Loaded>,
+}
+
+#[pymethods]
+impl NativeSpec {
+    /// The file name (or the name given to `loads`).
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.spec.path.display().to_string()
+    }
+    #[getter]
+    fn text(&self) -> &str {
+        &self.inner.text
+    }
+    #[getter]
+    fn arch(&self) -> &str {
+        &self.inner.spec.spec.arch
+    }
+    #[getter]
+    fn title(&self) -> Option<&str> {
+        self.inner.spec.spec.title.as_deref()
+    }
+    /// Every instruction's name, in the order of the file.
+    fn instructions(&self) -> Vec<String> {
+        let insts = &self.inner.spec.spec.instructions;
+        insts.iter().map(|i| i.name.clone()).collect()
+    }
+    /// An instruction by name; a `KeyError` suggests the closest name.
+    fn instruction(&self, name: &str) -> PyResult<NativeInstruction> {
+        let spec = &self.inner.spec;
+        let Some(index) = spec.spec.position(name) else {
+            let file = spec.path.display();
+            let names = spec.spec.instructions.iter().map(|i| i.name.as_str());
+            let help = match closest(name, names) {
+                Some(near) => format!("did you mean `{near}`?"),
+                None => "Spec.instructions() lists its instructions".to_string(),
+            };
+            return Err(PyKeyError::new_err(format!(
+                "`{file}` declares no instruction `{name}`; {help}"
+            )));
+        };
+        Ok(NativeInstruction {
+            spec: self.inner.clone(),
+            index,
+        })
+    }
+}
+
+/// One instruction of a checked spec.
+#[pyclass(frozen, module = "mmac._native")]
+pub struct NativeInstruction {
+    spec: Arc<Loaded>,
+    index: usize,
+}
+
+impl NativeInstruction {
+    fn inst(&self) -> &Instruction {
+        self.spec.instruction(self.index).0
+    }
+
+    /// The format of an operand: `a`, `b`, `c`, `d`, or `sa`/`sb` (the scale format).
+    fn format(&self, operand: &str) -> PyResult<&Format> {
+        let a = &self.inst().arithmetic;
+        match operand {
+            "a" => Ok(&a.a),
+            "b" => Ok(&a.b),
+            "c" => Ok(&a.c),
+            "d" => Ok(&a.d),
+            "sa" | "sb" => a.scale.as_ref().map(|s| &s.format).ok_or_else(|| {
+                PyValueError::new_err(format!("`{}` takes no scale factors", self.inst().name))
+            }),
+            _ => Err(PyValueError::new_err(format!(
+                "unknown operand `{operand}`: one of a, b, c, d, sa, sb"
+            ))),
+        }
+    }
+
+    /// The operands of a GEMM as matrices of checked encodings; a missing C is +0.
+    fn problem(
+        &self,
+        a: RawMatrix,
+        b: RawMatrix,
+        c: Option<RawMatrix>,
+        sa: Option<RawMatrix>,
+        sb: Option<RawMatrix>,
+    ) -> PyResult<Problem> {
+        let inst = self.inst();
+        let ar = &inst.arithmetic;
+        let a = a.matrix(&ar.a, "A")?;
+        let b = b.matrix(&ar.b, "B")?;
+        let c = match c {
+            Some(c) => c.matrix(&ar.c, "C")?,
+            None => mmac_runtime::matrix::Matrix::filled(a.rows, b.cols, gemm::zero_of(&ar.c)),
+        };
+        let (sa, sb) = match (&ar.scale, sa, sb) {
+            (_, None, None) => (None, None),
+            (Some(s), Some(sa), Some(sb)) => (
+                Some(sa.matrix(&s.format, "SA")?),
+                Some(sb.matrix(&s.format, "SB")?),
+            ),
+            (None, _, _) => {
+                return Err(PyValueError::new_err(format!(
+                    "`{}` takes no scale factors, but sa/sb were given",
+                    inst.name
+                )));
+            }
+            (Some(s), _, _) => {
+                return Err(PyValueError::new_err(format!(
+                    "`{}` is block-scaled ({} per {} elements of k): give both sa and sb",
+                    inst.name, s.format.name, s.block
+                )));
+            }
+        };
+        Ok(Problem { a, b, c, sa, sb })
+    }
+}
+
+#[pymethods]
+impl NativeInstruction {
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inst().name
+    }
+    #[getter]
+    fn arch(&self) -> &str {
+        &self.spec.spec.spec.arch
+    }
+    #[getter]
+    fn m(&self) -> u32 {
+        self.inst().m
+    }
+    #[getter]
+    fn n(&self) -> u32 {
+        self.inst().n
+    }
+    #[getter]
+    fn k(&self) -> u32 {
+        self.inst().arithmetic.k
+    }
+    /// The pipeline the instruction uses, as its `uses` line names it.
+    #[getter]
+    fn pipeline(&self) -> &str {
+        &self.inst().provenance.pipeline
+    }
+    /// The pipeline's kind (`mmac list`'s algorithm column).
+    #[getter]
+    fn algorithm(&self) -> &'static str {
+        self.inst().arithmetic.pipeline.algorithm()
+    }
+    /// Scale factors: `(format description, block)`, or None.
+    #[getter]
+    fn scale<'py>(&self, py: Python<'py>) -> PyResult<Option<(Bound<'py, PyDict>, u32)>> {
+        match &self.inst().arithmetic.scale {
+            Some(s) => Ok(Some((formats::describe(py, &s.format)?, s.block))),
+            None => Ok(None),
+        }
+    }
+    /// The description of an operand's format (see `formats::describe`).
+    fn format_of<'py>(&self, py: Python<'py>, operand: &str) -> PyResult<Bound<'py, PyDict>> {
+        formats::describe(py, self.format(operand)?)
+    }
+    /// Why the JIT refuses this instruction (then the interpreter computes it), or None.
+    #[getter]
+    fn jit_error(&self, py: Python<'_>) -> Option<String> {
+        let spec = &self.spec;
+        let index = self.index;
+        py.detach(|| spec.jit(index).err().map(str::to_string))
+    }
+
+    /// Exact encodings of Python floats in an operand's format, and None; or, when a
+    /// value is not held exactly by the format, the codes before it and its position and
+    /// why.
+    #[allow(clippy::type_complexity)]
+    fn encode(
+        &self,
+        operand: &str,
+        values: Vec<f64>,
+    ) -> PyResult<(Vec<u64>, Option<(usize, String)>)> {
+        let f = self.format(operand)?;
+        let mut codes = Vec::with_capacity(values.len());
+        for (i, &x) in values.iter().enumerate() {
+            match formats::encode_exact(f, x) {
+                Ok(c) => codes.push(c),
+                Err(why) => return Ok((codes, Some((i, why)))),
+            }
+        }
+        Ok((codes, None))
+    }
+
+    /// The values of encodings of an operand's format, as floats.
+    fn decode(&self, operand: &str, codes: Vec<u64>) -> PyResult<Vec<f64>> {
+        let f = self.format(operand)?;
+        Ok(codes.iter().map(|&c| formats::decode_lossy(f, c)).collect())
+    }
+
+    /// One dot-product-add on encodings.
+    #[pyo3(signature = (c, a, b, sa, sb, engine))]
+    fn dot(
+        &self,
+        c: u64,
+        a: Vec<u64>,
+        b: Vec<u64>,
+        sa: Vec<u64>,
+        sb: Vec<u64>,
+        engine: &str,
+    ) -> PyResult<u64> {
+        let engine = Engine::parse(engine)?;
+        let (inst, _) = self.spec.instruction(self.index);
+        let (k, s) = (inst.k(), inst.scale_count());
+        for (operand, values, want) in [("a", &a, k), ("b", &b, k), ("sa", &sa, s), ("sb", &sb, s)]
+        {
+            if values.len() != want {
+                let what = if operand.starts_with('s') {
+                    "scale factors"
+                } else {
+                    "elements"
+                };
+                return Err(PyValueError::new_err(format!(
+                    "{operand} has {} {what}, but `{}` takes {want}",
+                    values.len(),
+                    inst.name
+                )));
+            }
+            if values.is_empty() {
+                continue;
+            }
+            let f = self.format(operand)?;
+            if let Some(i) = values.iter().position(|v| v & !f.storage_mask() != 0) {
+                return Err(unfit_encoding(operand, &format!("[{i}]"), values[i], f));
+            }
+        }
+        let f = &inst.arithmetic.c;
+        if c & !f.storage_mask() != 0 {
+            return Err(unfit_encoding("c", "", c, f));
+        }
+        compute::dot(&self.spec, self.index, engine, c, &a, &b, &sa, &sb)
+    }
+
+    /// A GEMM (`whole_instruction`: exactly one instruction's shape) on matrices of
+    /// encodings `(bytes of little-endian u64, rows, columns)`; returns D the same way.
+    #[pyo3(signature = (a, b, c, sa, sb, whole_instruction, threads, engine))]
+    #[allow(clippy::too_many_arguments)]
+    fn gemm<'py>(
+        &self,
+        py: Python<'py>,
+        a: RawMatrix,
+        b: RawMatrix,
+        c: Option<RawMatrix>,
+        sa: Option<RawMatrix>,
+        sb: Option<RawMatrix>,
+        whole_instruction: bool,
+        threads: Option<usize>,
+        engine: &str,
+    ) -> PyResult<(Bound<'py, PyBytes>, usize, usize)> {
+        let engine = Engine::parse(engine)?;
+        let problem = self.problem(a, b, c, sa, sb)?;
+        let d = compute::gemm(
+            py,
+            &self.spec,
+            self.index,
+            &problem,
+            whole_instruction,
+            threads,
+            engine,
+        )?;
+        Ok((compute::to_bytes(py, &d.data), d.rows, d.cols))
+    }
+
+    /// The error of D against the exact result `C + A*B`; D is computed when not given.
+    /// Returns the report's fields and its table.
+    #[pyo3(signature = (a, b, c, sa, sb, d, threads, engine))]
+    #[allow(clippy::too_many_arguments)]
+    fn report<'py>(
+        &self,
+        py: Python<'py>,
+        a: RawMatrix,
+        b: RawMatrix,
+        c: Option<RawMatrix>,
+        sa: Option<RawMatrix>,
+        sb: Option<RawMatrix>,
+        d: Option<RawMatrix>,
+        threads: Option<usize>,
+        engine: &str,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let engine = Engine::parse(engine)?;
+        let problem = self.problem(a, b, c, sa, sb)?;
+        let inst = self.inst();
+        let d = match d {
+            Some(d) => {
+                let d = d.matrix(&inst.arithmetic.d, "D")?;
+                let (m, n) = (problem.a.rows, problem.b.cols);
+                if (d.rows, d.cols) != (m, n) {
+                    return Err(PyValueError::new_err(format!(
+                        "D is {} x {} but A x B is {m} x {n}",
+                        d.rows, d.cols
+                    )));
+                }
+                gemm::check_shapes(inst, &problem, false)
+                    .map_err(|e| PyValueError::new_err(e.0))?;
+                d
+            }
+            None => compute::gemm(py, &self.spec, self.index, &problem, false, threads, engine)?,
+        };
+        let r = compute::error_report(py, &self.spec, self.index, &problem, &d, threads)?;
+        let out = PyDict::new(py);
+        out.set_item("compared", r.compared)?;
+        out.set_item("non_finite", r.non_finite)?;
+        out.set_item("max_abs", r.max_abs)?;
+        out.set_item("mean_abs", r.mean_abs)?;
+        out.set_item("max_rel", r.max_rel)?;
+        out.set_item("mean_rel", r.mean_rel)?;
+        out.set_item("mean_signed", r.mean_signed)?;
+        out.set_item("table", r.table())?;
+        out.set_item("d", (compute::to_bytes(py, &d.data), d.rows, d.cols))?;
+        Ok(out)
+    }
+}
