@@ -133,6 +133,19 @@ pub struct Provenance {
     pub evidence: Vec<Evidence>,
 }
 
+impl Provenance {
+    /// What pins the arithmetic, in words: `model`, `model+silicon`, `assumption`, or
+    /// `unstated`.
+    pub fn evidence_words(&self) -> String {
+        if self.evidence.is_empty() {
+            "unstated".into()
+        } else {
+            let words: Vec<_> = self.evidence.iter().map(|x| x.keyword()).collect();
+            words.join("+")
+        }
+    }
+}
+
 /// What pins an instruction's arithmetic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Evidence {

@@ -10,6 +10,7 @@
 // Diagnostics are plain values passed up by `?` in every pass; their size does not matter.
 #![allow(clippy::result_large_err)]
 
+pub mod aot;
 pub mod ast;
 pub mod check;
 pub mod diagnostic;

@@ -5,6 +5,7 @@
 
 pub mod conformance;
 pub mod gemm;
+pub mod generate;
 pub mod inputs;
 pub mod listing;
 pub mod matrix;

@@ -37,12 +37,7 @@ pub fn types(inst: &Instruction) -> String {
 /// What pins the instruction's arithmetic, in words: `model`, `model+silicon`,
 /// `assumption`, or `unstated`.
 pub fn evidence(inst: &Instruction) -> String {
-    let e = &inst.provenance.evidence;
-    if e.is_empty() {
-        "unstated".into()
-    } else {
-        e.iter().map(|x| x.keyword()).collect::<Vec<_>>().join("+")
-    }
+    inst.provenance.evidence_words()
 }
 
 /// `name <TAB> shape <TAB> types <TAB> pipeline <TAB> F=... <TAB> evidence=...`

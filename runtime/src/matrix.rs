@@ -287,7 +287,7 @@ impl Output {
             return Err(cannot(format!("there is no folder {}", dir.display())));
         }
         let mut builder = tempfile::Builder::new();
-        builder.prefix(".mmac-").suffix(".npy.part");
+        builder.prefix(".mmac-").suffix(".part");
         // the permissions of a file made with File::create (0o666 less the umask), not
         // the temporary file's private 0o600
         #[cfg(unix)]
@@ -307,13 +307,26 @@ impl Output {
     }
 
     /// Write the matrix and move the complete file over the destination.
-    pub fn finish(mut self, format: &Format, m: &Matrix) -> Result<(), MatrixError> {
+    pub fn finish(self, format: &Format, m: &Matrix) -> Result<(), MatrixError> {
+        self.finish_with(|out| write_npy(out, format, m))
+    }
+
+    /// Write `bytes` (any file, not only a matrix) and move the complete file over the
+    /// destination.
+    pub fn finish_bytes(self, bytes: &[u8]) -> Result<(), MatrixError> {
+        self.finish_with(|out| std::io::Write::write_all(out, bytes))
+    }
+
+    fn finish_with(
+        mut self,
+        write: impl FnOnce(&mut std::io::BufWriter<&mut std::fs::File>) -> std::io::Result<()>,
+    ) -> Result<(), MatrixError> {
         let io = |source| MatrixError::Io {
             path: self.path.clone(),
             source,
         };
         let mut out = std::io::BufWriter::new(self.file.as_file_mut());
-        write_npy(&mut out, format, m).map_err(io)?;
+        write(&mut out).map_err(io)?;
         std::io::Write::flush(&mut out).map_err(io)?;
         drop(out);
         self.file.persist(&self.path).map_err(|e| io(e.error))?;

@@ -1,9 +1,12 @@
 //! The spec and vector subcommands: `check`, `list`, `show`, `probe`, `run` (one dot
-//! product, on the JIT or the interpreter) and `test` (conformance vectors). Each reads its
+//! product, on the JIT or the interpreter), `test` (conformance vectors) and `gen` (vectors
+//! from a spec). Each reads its
 //! inputs, calls the compiler or runtime, prints data to stdout and diagnostics to stderr,
 //! and returns the exit code.
 
-use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, instruction, load};
+use super::common::{
+    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load,
+};
 use super::{Engine, RunArgs};
 use mmac_compiler::engine::{EvalError, Operands};
 use mmac_compiler::exact::Dyadic;
@@ -12,7 +15,7 @@ use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
 use mmac_compiler::jit;
 use mmac_compiler::valid::ArithmeticInfo;
-use mmac_runtime::listing;
+use mmac_runtime::{generate, listing};
 use mmac_runtime::{specs, values};
 use std::io::Write as _;
 use std::path::Path;
@@ -289,4 +292,114 @@ pub fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> Outcome
             Ok(EXIT_USAGE)
         }
     }
+}
+
+/// How `mmac gen` writes its cases.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GenFormat {
+    /// `.mmv`, what `mmac test` reads.
+    Mmv,
+    /// One case per line of fixed-width hex fields, for Verilog's `$readmemh`.
+    Hex,
+}
+
+pub fn generate(
+    file: &Path,
+    name: &str,
+    random: usize,
+    seed: u64,
+    format: GenFormat,
+    output: Option<&Path>,
+    color: bool,
+) -> Outcome {
+    let s = load(file, color)?;
+    let (inst, info) = instruction(&s, name)?;
+    let out_file = match output {
+        Some(p) => Some(create_output(p, &[("FILE", file)])?),
+        None => None,
+    };
+    // the neighbours are re-checked from the text that was just loaded
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", file.display());
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let shown = file.display().to_string();
+    let options = generate::Options { random, seed };
+    let generated = match mmac_runtime::generate::generate(&shown, &text, inst, info, &options) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_FAILED);
+        }
+    };
+    let mut killed = 0;
+    let mut unobservable = vec![];
+    let mut survived = vec![];
+    for (label, fate) in &generated.neighbours {
+        match fate {
+            generate::Fate::Killed(_) | generate::Fate::Interface => killed += 1,
+            generate::Fate::Unobservable(why) => unobservable.push(format!("{label} ({why})")),
+            generate::Fate::Survived => survived.push(label.clone()),
+        }
+    }
+    let notes = vec![
+        format!(
+            "source: computed from {shown} by mmac's reference interpreter (`mmac gen --seed {seed} -n {random}`)"
+        ),
+        format!(
+            "{} random cases, then {} corner cases; each case's comment says why it is there",
+            generated.random,
+            generated.cases.len() - generated.random
+        ),
+        format!(
+            "neighbours (one parameter moved): {killed} told apart, {} unobservable{}",
+            unobservable.len(),
+            if survived.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", {} not told apart: {}",
+                    survived.len(),
+                    survived.join(", ")
+                )
+            }
+        ),
+    ];
+    let arch = &s.spec.arch;
+    let text = match format {
+        GenFormat::Mmv => generate::mmv_text(arch, inst, &notes, &generated.cases),
+        GenFormat::Hex => generate::hex_text(arch, inst, &notes, &generated.cases),
+    };
+    match out_file {
+        Some(o) => {
+            if let Err(e) = o.finish_bytes(text.as_bytes()) {
+                eprintln!("error: {e}");
+                return Ok(EXIT_USAGE);
+            }
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+        }
+    }
+    eprintln!(
+        "{} cases ({} random, {} corner); neighbours: {killed} told apart, {} unobservable",
+        generated.cases.len(),
+        generated.random,
+        generated.cases.len() - generated.random,
+        unobservable.len()
+    );
+    for u in &unobservable {
+        eprintln!("  unobservable: {u}");
+    }
+    for label in &survived {
+        eprintln!(
+            "warning: no generated case tells `{label}` apart, and it is not proven unobservable"
+        );
+    }
+    Ok(EXIT_OK)
 }

@@ -1,30 +1,58 @@
-//! The JIT subcommands: `compile` (JIT-compile a whole spec, optionally printing the
-//! Cranelift IR) and `bench` (time an instruction on either engine against a native f32
+//! The code-generating subcommands: `compile` (JIT-compile a whole spec, optionally
+//! printing the Cranelift IR or machine code, or write a linkable object or shared
+//! library with a C API) and `bench` (time an instruction on either engine against a native f32
 //! dot product).
 
 use super::Engine;
-use super::common::{EXIT_FAILED, EXIT_OK, Outcome, instruction, load};
+use super::common::{
+    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load,
+};
 use clap::ValueEnum;
+use mmac_compiler::aot;
 use mmac_compiler::engine::Operands;
 use mmac_compiler::interp;
 use mmac_compiler::jit;
 use mmac_compiler::records::{Records, Rng};
+use mmac_runtime::specs::LoadedSpec;
 use std::hint::black_box;
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// What `mmac compile --emit` prints.
+/// What `mmac compile --emit` produces.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Emit {
-    /// The Cranelift IR of every kernel.
+    /// The Cranelift IR of every kernel, on stdout.
     Clif,
-    /// The machine code of every kernel's dot entry.
+    /// The machine code of every kernel's dot entry, on stdout.
     Asm,
+    /// A relocatable object with a C API, and its header.
+    Obj,
+    /// A shared library with the same C API, and its header.
+    Lib,
 }
 
-pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> Outcome {
-    let s = load(file, color)?;
+pub fn compile(
+    file: &Path,
+    emit: Option<Emit>,
+    output: Option<&Path>,
+    only: &[String],
+    color: bool,
+) -> Outcome {
+    let mut s = load(file, color)?;
+    if !only.is_empty() {
+        s = subset(&s, only)?;
+    }
+    match emit {
+        Some(kind @ (Emit::Obj | Emit::Lib)) => return write_object(file, &s, kind, output),
+        _ if output.is_some() => {
+            eprintln!(
+                "error: -o is for `--emit obj` and `--emit lib`; the JIT's count, `clif` and `asm` go to stdout"
+            );
+            return Ok(EXIT_USAGE);
+        }
+        _ => {}
+    }
     let options = jit::Options {
         emit_clif: emit == Some(Emit::Clif),
         emit_asm: emit == Some(Emit::Asm),
@@ -56,6 +84,115 @@ pub fn compile(file: &Path, emit: Option<Emit>, color: bool) -> Outcome {
     )?;
     out.flush()?;
     Ok(EXIT_OK)
+}
+
+/// The spec with only the named instructions (each must exist), validated again.
+fn subset(s: &LoadedSpec, only: &[String]) -> Result<LoadedSpec, Halt> {
+    for name in only {
+        instruction(s, name)?;
+    }
+    let mut spec = s.spec.clone();
+    spec.instructions.retain(|i| only.contains(&i.name));
+    let info = mmac_compiler::valid::validate(&spec).map_err(|diags| {
+        for d in diags {
+            eprintln!("error: {}", d.message);
+        }
+        Halt::Exit(EXIT_FAILED)
+    })?;
+    Ok(LoadedSpec {
+        path: s.path.clone(),
+        spec,
+        info,
+    })
+}
+
+/// `--emit obj|lib`: the object (or the shared library linked from it) and its header.
+fn write_object(file: &Path, s: &LoadedSpec, kind: Emit, output: Option<&Path>) -> Outcome {
+    let arch = &s.spec.arch;
+    let output = match output {
+        Some(p) => p.to_path_buf(),
+        None if kind == Emit::Lib => PathBuf::from(format!("lib{arch}.so")),
+        None => PathBuf::from(format!("{arch}.o")),
+    };
+    let header_path = output.with_extension("h");
+    let name = |p: &Path| {
+        p.file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned())
+    };
+    let names = aot::ObjectNames {
+        source: file.display().to_string(),
+        header_name: name(&header_path),
+        object_name: name(&output),
+    };
+    let inputs = [("FILE", file)];
+    let object_out = create_output(&output, &inputs)?;
+    let header_out = create_output(&header_path, &inputs)?;
+    let start = Instant::now();
+    let object = match aot::compile_object(&s.spec, &s.info, &names) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_FAILED);
+        }
+    };
+    let bytes = match kind {
+        Emit::Lib => match link_shared(&object.bytes) {
+            Ok(b) => b,
+            Err(why) => {
+                eprintln!("error: cannot link {}: {why}", output.display());
+                return Ok(EXIT_FAILED);
+            }
+        },
+        _ => object.bytes,
+    };
+    for (out, data) in [
+        (object_out, &bytes[..]),
+        (header_out, object.header.as_bytes()),
+    ] {
+        if let Err(e) = out.finish_bytes(data) {
+            eprintln!("error: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    }
+    for (instr, why) in &object.absent {
+        eprintln!("warning: `{instr}` is not in {}: {why}", output.display());
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "wrote {} and {}: {} of {} instructions (symbols {}*) in {:.1} ms",
+        output.display(),
+        header_path.display(),
+        object.present.len(),
+        s.spec.instructions.len(),
+        object.prefix,
+        start.elapsed().as_secs_f64() * 1e3
+    )?;
+    out.flush()?;
+    Ok(EXIT_OK)
+}
+
+/// A shared library linked from an object by the system C compiler ($CC, else `cc`).
+fn link_shared(object: &[u8]) -> Result<Vec<u8>, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let (o, so) = (dir.path().join("mmac.o"), dir.path().join("libmmac.so"));
+    std::fs::write(&o, object).map_err(|e| e.to_string())?;
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let run = std::process::Command::new(&cc)
+        .arg("-shared")
+        .arg("-o")
+        .arg(&so)
+        .arg(&o)
+        .arg("-lm")
+        .output()
+        .map_err(|e| format!("cannot run `{cc}`: {e} (set CC to a C compiler)"))?;
+    if !run.status.success() {
+        return Err(format!(
+            "`{cc} -shared` failed:\n{}",
+            String::from_utf8_lossy(&run.stderr)
+        ));
+    }
+    std::fs::read(&so).map_err(|e| e.to_string())
 }
 
 /// The best (smallest) ns per dot over `rounds` rounds of at least `min` each, where one

@@ -1,5 +1,5 @@
 //! Command-line parsing (clap) and dispatch to the subcommands: `commands` (check, list,
-//! show, probe, run, test), `jit` (compile, bench) and `matrix` (mma, gemm), which share
+//! show, probe, run, test, gen), `jit` (compile, bench) and `matrix` (mma, gemm), which share
 //! only the leaf `common`.
 
 mod commands;
@@ -66,12 +66,43 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Engine::Jit)]
         engine: Engine,
     },
-    /// JIT-compile every instruction of a spec; print how many and how long it took.
+    /// Compile every instruction of a spec: JIT-compile it and print how many and how long
+    /// it took, print its Cranelift IR or machine code, or write a linkable object or
+    /// shared library with a C API and its header (OUT with the extension `.h`).
     Compile {
         file: PathBuf,
-        /// Print the Cranelift IR of every kernel.
+        /// What to produce: `clif` or `asm` print every kernel on stdout; `obj` writes a
+        /// relocatable object, `lib` a shared library (linked by `cc -shared`, or $CC).
         #[arg(long, value_enum)]
         emit: Option<jit::Emit>,
+        /// Where `--emit obj|lib` writes (default: `ARCH.o`, `libARCH.so`); the header
+        /// goes beside it.
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
+        /// Only this instruction (repeat the option for several).
+        #[arg(long)]
+        instr: Vec<String>,
+    },
+    /// Write conformance vectors for one instruction, computed by the reference
+    /// interpreter: random cases, then corner cases chosen from the spec's parameters
+    /// (alignment cuts, ties at every rounding stage, e_zero, chaining and group
+    /// boundaries, overflow, subnormals, NaN/Inf/±0, scale extremes) until every
+    /// single-parameter neighbour of the spec fails one of them.
+    Gen {
+        file: PathBuf,
+        #[arg(long)]
+        instr: String,
+        /// Random cases (before the corner cases).
+        #[arg(short = 'n', default_value_t = 256)]
+        n: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// `mmv` (what `mmac test` reads) or `hex` (one case per line for $readmemh).
+        #[arg(long, value_enum, default_value_t = commands::GenFormat::Mmv)]
+        format: commands::GenFormat,
+        /// The output file (default: stdout).
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
     },
     /// Time one instruction on random finite inputs: ns per dot product, dot products per
     /// second, and a native f32 dot product of the same K as the floor.
@@ -232,7 +263,20 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
             vectors,
             engine,
         } => commands::test(&spec, &vectors, engine, color),
-        Command::Compile { file, emit } => jit::compile(&file, emit, color),
+        Command::Compile {
+            file,
+            emit,
+            output,
+            instr,
+        } => jit::compile(&file, emit, output.as_deref(), &instr, color),
+        Command::Gen {
+            file,
+            instr,
+            n,
+            seed,
+            format,
+            output,
+        } => commands::generate(&file, &instr, n, seed, format, output.as_deref(), color),
         Command::Bench {
             file,
             instr,

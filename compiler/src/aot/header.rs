@@ -1,0 +1,173 @@
+//! The C header of an object: the descriptor struct (its layout checked by static
+//! assertions against [`super::api::layout`]), the error codes, the entries with their
+//! contracts, and a comment per instruction (name, shape, types, scale block, algorithm,
+//! evidence), the absent ones with the reason.
+
+use super::api::{ERRORS, layout};
+use super::{ObjectNames, Present};
+use crate::ir::Spec;
+use std::fmt::Write;
+
+pub(crate) fn write(
+    spec: &Spec,
+    prefix: &str,
+    provenance: &ObjectNames,
+    present: &[Present],
+    absent: &[(String, String)],
+) -> String {
+    let guard: String = provenance
+        .header_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let guard = format!("MMAC_{guard}");
+    let t = format!("{prefix}instruction");
+    let mut h = String::new();
+    let title = spec.title.as_deref().unwrap_or(&spec.arch);
+    let _ = writeln!(
+        h,
+        "/* {header}: the C API of {object}, compiled by mmac {version} from {source}.\n\
+         \x20* {title}: {n} instructions{absent}. Do not edit: regenerate with\n\
+         \x20*   mmac compile {source} --emit obj -o {object}\n\
+         \x20*\n\
+         \x20* Link:  cc main.c {object} -lm\n\
+         \x20*\n\
+         \x20* Every entry is exact and bit for bit the result of `mmac run` (the interpreter and\n\
+         \x20* the JIT give the same bits). Operands are raw encodings in the low bits of each\n\
+         \x20* uint64_t (an f16 in bits 0..15, an fp8 in bits 0..7, ...); bits above the\n\
+         \x20* format's storage width are ignored, so a sign-extended integer works. Results\n\
+         \x20* are written the same way, with the bits above the storage width zero.\n\
+         \x20* The entries are thread-safe (they only read the descriptors) and set the IEEE\n\
+         \x20* default floating-point control state (round to nearest, no flush to zero) for\n\
+         \x20* the duration of a call when the caller's differs.\n\
+         \x20*/",
+        header = provenance.header_name,
+        object = provenance.object_name,
+        version = env!("CARGO_PKG_VERSION"),
+        source = provenance.source,
+        n = present.len(),
+        absent = if absent.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} absent, listed below)", absent.len())
+        },
+    );
+    let _ = writeln!(
+        h,
+        "#ifndef {guard}\n#define {guard}\n\n#include <stddef.h>\n#include <stdint.h>\n\n\
+         #ifdef __cplusplus\nextern \"C\" {{\n#endif\n"
+    );
+    // error codes, shared by every mmac header
+    let _ = writeln!(
+        h,
+        "/* Return codes of the entries ({prefix}error gives the text). */"
+    );
+    let _ = writeln!(h, "#ifndef MMAC_OK");
+    for (name, code, message) in ERRORS {
+        let _ = writeln!(h, "#define {name:<16} {code}  /* {message} */");
+    }
+    let _ = writeln!(h, "#endif\n");
+
+    let _ = writeln!(
+        h,
+        "/* One instruction. Read the public fields; the last two are the object's own. */\n\
+         typedef struct {t} {{\n\
+         \x20   const char *name;       /* the instruction's name, e.g. \"mma.m16n8k16.f32.f16.f16.f32\" */\n\
+         \x20   const char *arch;       /* \"{arch}\" */\n\
+         \x20   uint32_t m, n, k;       /* shape: D (m x n) = A (m x k) * B (k x n) + C */\n\
+         \x20   uint32_t scale_block;   /* k elements per scale factor; 0 when unscaled */\n\
+         \x20   const char *a, *b, *c, *d;  /* format names, e.g. \"f16\", \"e4m3\" */\n\
+         \x20   const char *scale;      /* the scale factors' format; NULL when unscaled */\n\
+         \x20   uint32_t a_bits, b_bits, c_bits, d_bits;  /* storage bits of one encoding */\n\
+         \x20   uint32_t scale_bits;    /* storage bits of a scale factor; 0 when unscaled */\n\
+         \x20   uint32_t scale_count;   /* scale factors per dot product and operand: k / scale_block */\n\
+         \x20   const char *algorithm;  /* the pipeline, e.g. \"t_fdpa\" */\n\
+         \x20   const char *evidence;   /* what pins it: \"model\", \"silicon\", \"assumption\", ... */\n\
+         \x20   const void *kernel_[2]; /* private */\n\
+         }} {t};\n",
+        arch = spec.arch,
+    );
+    let _ = writeln!(
+        h,
+        "#ifdef __cplusplus\n#define {p}STATIC_ASSERT static_assert\n#else\n\
+         #define {p}STATIC_ASSERT _Static_assert\n#endif\n\
+         {p}STATIC_ASSERT(sizeof(void *) == 8, \"{header} is for 64-bit hosts\");\n\
+         {p}STATIC_ASSERT(sizeof({t}) == {size}, \"layout of {t}\");\n\
+         {p}STATIC_ASSERT(offsetof({t}, k) == {k}, \"layout of {t}\");\n\
+         {p}STATIC_ASSERT(offsetof({t}, scale_count) == {sc}, \"layout of {t}\");\n\
+         {p}STATIC_ASSERT(offsetof({t}, evidence) == {ev}, \"layout of {t}\");\n\
+         #undef {p}STATIC_ASSERT\n",
+        p = prefix.to_uppercase(),
+        header = provenance.header_name,
+        size = layout::SIZE,
+        k = layout::K,
+        sc = layout::SCALE_COUNT,
+        ev = layout::EVIDENCE,
+    );
+    let _ = writeln!(
+        h,
+        "/* The instruction called `name`, or NULL if the object has none (see the list below). */\n\
+         const {t} *{prefix}find(const char *name);\n\n\
+         /* The number of instructions, and the i-th (NULL when i >= count). */\n\
+         size_t {prefix}count(void);\n\
+         const {t} *{prefix}at(size_t i);\n\n\
+         /* One dot-product-add: *d = c + sum over k of a[i] * b[i] (scaled by sa, sb).\n\
+         \x20* a and b hold ins->k encodings; sa and sb ins->scale_count scale factors (NULL when\n\
+         \x20* unscaled). Returns MMAC_OK, MMAC_ERR_NULL or MMAC_ERR_SCALES. */\n\
+         int {prefix}dot(const {t} *ins, uint64_t c, const uint64_t *a, const uint64_t *b,\n\
+         \x20               const uint64_t *sa, const uint64_t *sb, uint64_t *d);\n\n\
+         /* n independent dot products: record i reads c[i], a + i*k, b + i*k, sa + i*scale_count,\n\
+         \x20* sb + i*scale_count and writes d[i]. n = 0 does nothing. */\n\
+         int {prefix}batch(const {t} *ins, size_t n, const uint64_t *c, const uint64_t *a,\n\
+         \x20                 const uint64_t *b, const uint64_t *sa, const uint64_t *sb, uint64_t *d);\n\n\
+         /* One whole instruction, row-major: A is m x k, B is k x n, C and D are m x n;\n\
+         \x20* sa holds each row of A's scale factors (m x scale_count), sb each column of B's\n\
+         \x20* (n x scale_count). D[i][j] = dot(C[i][j], row i of A, column j of B). Allocates\n\
+         \x20* n*k*8 bytes (malloc): may return MMAC_ERR_NOMEM. */\n\
+         int {prefix}mma(const {t} *ins, const uint64_t *A, const uint64_t *B, const uint64_t *C,\n\
+         \x20               const uint64_t *sa, const uint64_t *sb, uint64_t *D);\n\n\
+         /* The text of a return code. */\n\
+         const char *{prefix}error(int code);\n"
+    );
+
+    let _ = writeln!(h, "/* Instructions ({}):", present.len());
+    for p in present {
+        let ar = &p.inst.arithmetic;
+        let scale = ar.scale.as_ref().map_or(String::new(), |s| {
+            format!(", scale {} per {} k", s.format.name, s.block)
+        });
+        let _ = writeln!(
+            h,
+            " *   {}\n *       m{}n{}k{}, a={} b={} c={} d={}{scale}; {}; evidence {}",
+            p.inst.name,
+            p.inst.m,
+            p.inst.n,
+            ar.k,
+            ar.a.name,
+            ar.b.name,
+            ar.c.name,
+            ar.d.name,
+            super::algorithm(p.inst),
+            p.inst.provenance.evidence_words(),
+        );
+    }
+    if !absent.is_empty() {
+        let _ = writeln!(
+            h,
+            " *\n * Absent ({}): {prefix}find returns NULL for these.",
+            absent.len()
+        );
+        for (name, why) in absent {
+            let _ = writeln!(h, " *   {name}\n *       {}", why.replace("*/", "* /"));
+        }
+    }
+    let _ = writeln!(h, " */\n");
+    let _ = writeln!(h, "#ifdef __cplusplus\n}}\n#endif\n\n#endif /* {guard} */");
+    h
+}

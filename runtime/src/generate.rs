@@ -1,0 +1,384 @@
+//! Conformance vectors from a spec (`mmac gen`): random cases, then corner cases chosen
+//! from the spec's own parameters, every expected `d` computed by the reference
+//! interpreter, written as `.mmv` (what `mmac test` reads) or as `$readmemh` hex.
+//!
+//! The corner cases are, in the spirit of Berkeley TestFloat's levels:
+//! - the feature-probe battery ([`crate::probes::battery`]): ±0, NaN and Inf in each
+//!   operand, product and output overflow, subnormal inputs and outputs, cancellation,
+//!   ties of the output rounding, scale-factor extremes;
+//! - the probes read from the IR ([`crate::probes::parameter_probes`]): ties at every
+//!   alignment cut, carries at every normalisation precision, sums below every e_zero,
+//!   chain and group boundaries;
+//! - the witness search's structured candidates ([`crate::witness::structured`]) focused
+//!   on the instruction and its single-parameter neighbours ([`crate::mutants`]), kept
+//!   when they tell a neighbour or a behaviour variant apart that the cases before them
+//!   do not (up to [`KILLS_WANTED`] cases per mutant);
+//! - for a neighbour that no case tells apart yet, witnesses found by the search, unless
+//!   it is proven to compute the same function ([`crate::observability`]).
+//!
+//! So vectors generated from a spec fail on that spec with any one numeric parameter
+//! moved to a neighbouring value that checks, except where the move is proven
+//! unobservable; [`Generated::neighbours`] says which held.
+
+use crate::conformance::matches;
+use crate::inputs::{Input, hex};
+use crate::mutants::{behaviour_variants, neighbours};
+use crate::observability::proven_equivalent;
+use crate::probes::{battery, parameter_probes};
+use crate::witness::{self, Focus, RandomInputs, SearchOptions, nan_any};
+use mmac_compiler::format::Format;
+use mmac_compiler::interp;
+use mmac_compiler::ir::Instruction;
+use mmac_compiler::jit;
+use mmac_compiler::valid::ArithmeticInfo;
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+/// Corner cases kept per mutant that they tell apart.
+pub const KILLS_WANTED: usize = 2;
+
+/// What to generate.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Random cases, before the corner cases.
+    pub random: usize,
+    pub seed: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            random: 256,
+            seed: 1,
+        }
+    }
+}
+
+/// One generated case: why it is there, its inputs and the spec's result.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub label: String,
+    pub input: Input,
+    pub d: u64,
+}
+
+/// What became of one single-parameter neighbour.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// This many generated cases fail on it.
+    Killed(usize),
+    /// It takes another number of scale factors (its scale `block` moved), so it refuses
+    /// every generated case.
+    Interface,
+    /// It computes the same function on every input, for this reason.
+    Unobservable(String),
+    /// No case tells it apart, and it is not proven equivalent.
+    Survived,
+}
+
+/// Generated vectors, and the fate of every neighbour.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    pub cases: Vec<Case>,
+    /// Random cases at the head of `cases`.
+    pub random: usize,
+    /// Each neighbour (`F 25 -> 26`) with its fate.
+    pub neighbours: Vec<(String, Fate)>,
+}
+
+/// Why generation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GenError {
+    #[error("the reference interpreter cannot compute `{instruction}` on {input}: {message}")]
+    Interpreter {
+        instruction: String,
+        input: String,
+        message: String,
+    },
+    #[error(transparent)]
+    Search(#[from] witness::SearchError),
+}
+
+/// An instruction evaluated on many inputs at once: its JIT kernel, or the interpreter
+/// where the JIT refuses it.
+struct Evaluator<'a> {
+    inst: &'a Instruction,
+    info: &'a ArithmeticInfo,
+    compiled: Option<jit::CompiledSpec>,
+}
+
+impl<'a> Evaluator<'a> {
+    fn new(inst: &'a Instruction, info: &'a ArithmeticInfo) -> Evaluator<'a> {
+        Evaluator {
+            inst,
+            info,
+            compiled: jit::compile_instruction(inst, info).ok(),
+        }
+    }
+
+    /// Each input's result (`None` where the engine refuses the input).
+    fn run(&self, inputs: &[&Input]) -> Vec<Option<u64>> {
+        let kernel = self
+            .compiled
+            .as_ref()
+            .and_then(|c| c.kernel(&self.inst.name).ok());
+        inputs
+            .iter()
+            .map(|i| match &kernel {
+                Some(k) => k.dot(&i.operands()).ok(),
+                None => interp::run(self.inst, self.info, &i.operands()).ok(),
+            })
+            .collect()
+    }
+}
+
+/// Generate vectors for `inst`, declared by the spec file `file_name` whose text is
+/// `text` (its neighbours are re-checked from the text).
+pub fn generate(
+    file_name: &str,
+    text: &str,
+    inst: &Instruction,
+    info: &ArithmeticInfo,
+    options: &Options,
+) -> Result<Generated, GenError> {
+    let nan = nan_any(inst);
+    let d_format = &inst.arithmetic.d;
+    let reference = |input: &Input| -> Result<u64, GenError> {
+        interp::run(inst, info, &input.operands()).map_err(|e| GenError::Interpreter {
+            instruction: inst.name.clone(),
+            input: input.case_fields(inst),
+            message: e.to_string(),
+        })
+    };
+
+    // random cases first
+    let own_focus = Focus::of(&[inst]);
+    let mut random = RandomInputs::new(inst, &own_focus, options.seed);
+    let mut cases = vec![];
+    let mut seen: HashSet<Input> = HashSet::new();
+    for i in 0..options.random {
+        let input = random.draw();
+        let d = reference(&input)?;
+        seen.insert(input.clone());
+        cases.push(Case {
+            label: format!("random {i}"),
+            input,
+            d,
+        });
+    }
+
+    // the mutants the corner cases are chosen against
+    let (neighbours, other_interface): (Vec<_>, Vec<_>) = neighbours(file_name, text, inst)
+        .into_iter()
+        .partition(|n| n.same_interface(inst));
+    let variants = behaviour_variants(inst);
+    let mutants: Vec<(&Instruction, &ArithmeticInfo)> = neighbours
+        .iter()
+        .map(|n| (&n.instruction, &n.info))
+        .chain(variants.iter().map(|v| (&v.instruction, &v.info)))
+        .collect();
+
+    // every probe of the battery and of the IR, then structured candidates that tell a
+    // mutant apart
+    let mut corners: Vec<(String, Input)> = battery(inst)
+        .into_iter()
+        .map(|p| (p.name.clone(), p.input()))
+        .chain(parameter_probes(inst))
+        .filter(|(_, i)| seen.insert(i.clone()))
+        .collect();
+    let probe_count = corners.len();
+    let mut focus_on: Vec<&Instruction> = vec![inst];
+    focus_on.extend(neighbours.iter().map(|n| &n.instruction));
+    let structured: Vec<(String, Input)> = witness::structured(inst, &Focus::of(&focus_on))
+        .into_iter()
+        .filter(|(_, i)| !seen.contains(i))
+        .collect();
+    corners.extend(structured);
+    let inputs: Vec<&Input> = corners.iter().map(|(_, i)| i).collect();
+    let own: Vec<Option<u64>> = Evaluator::new(inst, info).run(&inputs);
+    let mut kills = vec![0usize; mutants.len()];
+    let mut keep = vec![false; corners.len()];
+    let mut tells: Vec<Vec<bool>> = Vec::with_capacity(mutants.len());
+    for (m, mi) in &mutants {
+        let theirs = Evaluator::new(m, mi).run(&inputs);
+        tells.push(
+            own.iter()
+                .zip(&theirs)
+                .map(|(x, y)| match (x, y) {
+                    (Some(x), Some(y)) => !matches(d_format, *x, *y, nan),
+                    (Some(_), None) => true,
+                    _ => false,
+                })
+                .collect(),
+        );
+    }
+    for (c, k) in keep.iter_mut().enumerate() {
+        let wanted =
+            c < probe_count || (0..mutants.len()).any(|m| tells[m][c] && kills[m] < KILLS_WANTED);
+        if wanted && own[c].is_some() {
+            *k = true;
+            for m in 0..mutants.len() {
+                kills[m] += tells[m][c] as usize;
+            }
+        }
+    }
+    let mut corner_cases: Vec<Case> = vec![];
+    for ((label, input), k) in corners.into_iter().zip(keep) {
+        if k {
+            let d = reference(&input)?;
+            corner_cases.push(Case { label, input, d });
+        }
+    }
+
+    // neighbours no corner case tells apart: prove them equivalent or search for witnesses
+    let mut fates: Vec<(String, Fate)> = other_interface
+        .iter()
+        .map(|n| (n.label(), Fate::Interface))
+        .collect();
+    for (i, n) in neighbours.iter().enumerate() {
+        let fate = if kills[i] > 0 {
+            Fate::Killed(kills[i])
+        } else if let Some(why) = proven_equivalent(inst, info, &n.instruction) {
+            Fate::Unobservable(why)
+        } else {
+            let search = SearchOptions {
+                wanted: KILLS_WANTED,
+                seed: options.seed,
+                ..Default::default()
+            };
+            let found = witness::find((inst, info), (&n.instruction, &n.info), &search)?;
+            for w in &found {
+                corner_cases.push(Case {
+                    label: format!("{}: {}", n.label(), w.origin),
+                    input: w.input.clone(),
+                    d: w.left,
+                });
+            }
+            if found.is_empty() {
+                Fate::Survived
+            } else {
+                Fate::Killed(found.len())
+            }
+        };
+        fates.push((n.label(), fate));
+    }
+    cases.extend(corner_cases);
+    Ok(Generated {
+        cases,
+        random: options.random,
+        neighbours: fates,
+    })
+}
+
+/// The `# key: value` header of a `.mmv` file for `inst`.
+pub fn mmv_header(arch: &str, inst: &Instruction) -> String {
+    let ar = &inst.arithmetic;
+    let mut s = String::new();
+    let _ = writeln!(s, "# mmv 1");
+    let _ = writeln!(s, "# arch: {arch}");
+    let _ = writeln!(s, "# instruction: {}", inst.name);
+    let _ = writeln!(s, "# k: {}", ar.k);
+    let _ = writeln!(
+        s,
+        "# types: a={} b={} c={} d={}",
+        ar.a.name, ar.b.name, ar.c.name, ar.d.name
+    );
+    let _ = writeln!(
+        s,
+        "# scale: {}",
+        ar.scale.as_ref().map_or("none".to_string(), |x| format!(
+            "{} block={}",
+            x.format.name, x.block
+        ))
+    );
+    let _ = writeln!(s, "# nan: {}", if nan_any(inst) { "any" } else { "exact" });
+    s
+}
+
+/// The cases as a `.mmv` file: the header, `notes` as comment lines, then each case under
+/// a comment with its label.
+pub fn mmv_text(arch: &str, inst: &Instruction, notes: &[String], cases: &[Case]) -> String {
+    let mut s = mmv_header(arch, inst);
+    for n in notes {
+        let _ = writeln!(s, "# {n}");
+    }
+    let _ = writeln!(s, "# cases: {}", cases.len());
+    for c in cases {
+        let _ = writeln!(s, "# {}", c.label);
+        let _ = writeln!(
+            s,
+            "{} d={}",
+            c.input.case_fields(inst),
+            hex(&inst.arithmetic.d, c.d)
+        );
+    }
+    s
+}
+
+/// The fields of one hex line, most significant first: (name, format).
+fn hex_fields(inst: &Instruction) -> Vec<(String, &Format)> {
+    let ar = &inst.arithmetic;
+    let mut fields = vec![("c".to_string(), &ar.c)];
+    fields.extend((0..inst.k()).map(|i| (format!("a{i}"), &ar.a)));
+    fields.extend((0..inst.k()).map(|i| (format!("b{i}"), &ar.b)));
+    if let Some(s) = &ar.scale {
+        fields.extend((0..inst.scale_count()).map(|i| (format!("sa{i}"), &s.format)));
+        fields.extend((0..inst.scale_count()).map(|i| (format!("sb{i}"), &s.format)));
+    }
+    fields.push(("d".to_string(), &ar.d));
+    fields
+}
+
+/// The cases for Verilog's `$readmemh`: a comment header naming every field and its bit
+/// range, then one case per line, every field zero-padded to whole hex digits and joined
+/// by `_` (which `$readmemh` ignores), so that line `i` is one word of a memory
+/// `logic [W-1:0] vectors [0:N-1]`.
+pub fn hex_text(arch: &str, inst: &Instruction, notes: &[String], cases: &[Case]) -> String {
+    let fields = hex_fields(inst);
+    let width: u32 = fields.iter().map(|(_, f)| 4 * f.hex_digits() as u32).sum();
+    let mut s = String::new();
+    let _ = writeln!(s, "// mmac gen: {arch} {}", inst.name);
+    for n in notes {
+        let _ = writeln!(s, "// {n}");
+    }
+    let _ = writeln!(
+        s,
+        "// {} cases, one per line: a {width}-bit word (logic [{}:0] vectors [0:{}])",
+        cases.len(),
+        width - 1,
+        cases.len().saturating_sub(1)
+    );
+    let _ = writeln!(
+        s,
+        "// fields, most significant first, each the raw encoding zero-padded to whole hex digits:"
+    );
+    let mut hi = width;
+    let mut line = String::from("//  ");
+    for (name, f) in &fields {
+        let w = 4 * f.hex_digits() as u32;
+        let item = format!(" {name}[{}:{}]={}", hi - 1, hi - w, f.name);
+        if line.len() + item.len() > 96 {
+            let _ = writeln!(s, "{line}");
+            line = String::from("//  ");
+        }
+        line.push_str(&item);
+        hi -= w;
+    }
+    let _ = writeln!(s, "{line}");
+    for c in cases {
+        let i = &c.input;
+        let mut values = vec![i.c];
+        values.extend(&i.a);
+        values.extend(&i.b);
+        values.extend(&i.sa);
+        values.extend(&i.sb);
+        values.push(c.d);
+        let words: Vec<String> = fields
+            .iter()
+            .zip(values)
+            .map(|((_, f), v)| hex(f, v))
+            .collect();
+        let _ = writeln!(s, "{}", words.join("_"));
+    }
+    s
+}

@@ -1,0 +1,464 @@
+//! `mmac compile --emit obj|lib`: objects with a C API, compiled and linked by the system C
+//! compiler (`cc`, or $CC) and run the way an architect's C simulator would call them:
+//! - one spec of every pipeline family (fused, sequential FMA, integer, block-scaled)
+//!   reproduces its committed vectors through `dot` and `batch`, also under a hostile
+//!   floating-point control state (FTZ, DAZ, round toward zero) that every call must
+//!   leave as it found it, and with garbage above every operand's storage width;
+//! - the `mma` entry computes every element of D as the dot product of its row and column
+//!   (checked against the reference interpreter), for an unscaled and a block-scaled
+//!   instruction;
+//! - every spec in `specs/` and `specs/examples/` compiles to an object whose header
+//!   compiles as C and as C++ and whose descriptors agree with `mmac list`;
+//! - two objects link into one program; a shared library has the same API;
+//! - the control-register helpers are the instructions they claim to be (objdump).
+
+use mmac_compiler::interp;
+use mmac_compiler::records::Rng;
+use mmac_runtime::inputs::Input;
+use mmac_runtime::specs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn mmac(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mmac"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `mmac compile SPEC --emit obj -o DIR/ARCH.o` (the spec path is relative to the
+/// repository root); returns the object's path.
+fn object(spec: &str, arch: &str, dir: &Path) -> PathBuf {
+    let out = dir.join(format!("{arch}.o"));
+    let o = mmac(
+        &[
+            "compile",
+            root().join(spec).to_str().unwrap(),
+            "--emit",
+            "obj",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        dir,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(dir.join(format!("{arch}.h")).is_file());
+    out
+}
+
+fn cc() -> String {
+    std::env::var("CC").unwrap_or_else(|_| "cc".into())
+}
+
+/// Compile and link a C program; returns the executable.
+fn build(dir: &Path, exe: &str, args: &[&str]) -> PathBuf {
+    let out = dir.join(exe);
+    let o = Command::new(cc())
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I"])
+        .arg(dir)
+        .args(args)
+        .arg("-o")
+        .arg(&out)
+        .arg("-lm")
+        .current_dir(dir)
+        .output()
+        .expect("a C compiler (cc, or $CC)");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    out
+}
+
+/// The check_vectors driver for the object of `arch` (linked from `link`).
+fn vector_checker(dir: &Path, arch: &str, link: &[&str]) -> PathBuf {
+    let header = format!("-DMMAC_HEADER=\"{arch}.h\"");
+    let prefix = format!("-DMMAC_PREFIX=mmac_{arch}_");
+    let src = root().join("tests/c/check_vectors.c");
+    let mut args = vec![header.as_str(), prefix.as_str(), src.to_str().unwrap()];
+    args.extend(link);
+    build(dir, &format!("check_{arch}"), &args)
+}
+
+fn mmv_files(arch: &str) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(root().join("tests/vectors").join(arch))
+        .unwrap()
+        .map(|e| e.unwrap().path().to_string_lossy().into_owned())
+        .filter(|p| p.ends_with(".mmv"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Run the checker over every committed vector file of `arch`, plainly and with the
+/// hostile floating-point state and high garbage bits.
+fn check_vectors(exe: &Path, arch: &str) {
+    let files = mmv_files(arch);
+    assert!(!files.is_empty());
+    for flags in [&[][..], &["--hostile-fp", "--high-bits"][..]] {
+        let o = Command::new(exe).args(flags).args(&files).output().unwrap();
+        let out = text(&o.stdout);
+        assert!(o.status.success(), "{arch} {flags:?}:\n{out}");
+        assert_eq!(
+            out.lines().last(),
+            Some(format!("0 of {} files failed", files.len()).as_str()),
+            "{out}"
+        );
+        assert_eq!(
+            out.lines().filter(|l| l.starts_with("PASS ")).count(),
+            files.len()
+        );
+    }
+}
+
+#[test]
+fn one_spec_of_every_pipeline_family_reproduces_its_vectors() {
+    let dir = tempfile::tempdir().unwrap();
+    for (spec, arch, algorithm) in [
+        ("specs/hopper.mma", "hopper", "t_fdpa"),  // fused
+        ("specs/cdna3.mma", "cdna3", "fma"),       // sequential FMA
+        ("specs/ampere.mma", "ampere", "int_mma"), // integer
+        ("specs/rtx_blackwell.mma", "rtx_blackwell", "gst_fdpa"), // block-scaled
+    ] {
+        let o = object(spec, arch, dir.path());
+        let header = std::fs::read_to_string(dir.path().join(format!("{arch}.h"))).unwrap();
+        assert!(
+            header.contains(&format!("; {algorithm};")),
+            "{arch}: {algorithm}"
+        );
+        let exe = vector_checker(dir.path(), arch, &[o.to_str().unwrap()]);
+        check_vectors(&exe, arch);
+    }
+}
+
+#[test]
+fn the_scaled_family_takes_scale_factors() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = object("specs/blackwell.mma", "blackwell", dir.path());
+    let exe = vector_checker(dir.path(), "blackwell", &[o.to_str().unwrap()]);
+    let scaled: Vec<String> = mmv_files("blackwell")
+        .into_iter()
+        .filter(|f| f.contains("block_scale"))
+        .collect();
+    assert!(scaled.len() > 5);
+    let o = Command::new(&exe).args(&scaled).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stdout));
+}
+
+/// A C program calling the `mma` entry on random encodings; every element of D must be
+/// the reference interpreter's dot product of its row of A and column of B.
+fn check_mma(spec: &str, arch: &str, name: &str, seed: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let o = object(spec, arch, dir.path());
+    let header = format!("-DMMAC_HEADER=\"{arch}.h\"");
+    let prefix = format!("-DMMAC_PREFIX=mmac_{arch}_");
+    let src = root().join("tests/c/mma_check.c");
+    let exe = build(
+        dir.path(),
+        "mma_check",
+        &[&header, &prefix, src.to_str().unwrap(), o.to_str().unwrap()],
+    );
+    let loaded = specs::load_file(&root().join(spec)).unwrap();
+    let (inst, info) = loaded.instruction(name).unwrap();
+    let ar = &inst.arithmetic;
+    let (m, n, k, s) = (
+        inst.m as usize,
+        inst.n as usize,
+        inst.k(),
+        inst.scale_count(),
+    );
+    let mut rng = Rng::new(seed);
+    let mut draw = |bits: u32, count: usize| -> Vec<u64> {
+        (0..count)
+            .map(|_| rng.next_u64() & ((1u64 << bits) - 1))
+            .collect()
+    };
+    let a = draw(ar.a.storage_bits(), m * k);
+    let b = draw(ar.b.storage_bits(), k * n);
+    let c = draw(ar.c.storage_bits(), m * n);
+    let scale_bits = ar.scale.as_ref().map_or(1, |x| x.format.storage_bits());
+    let sa = draw(scale_bits, m * s);
+    let sb = draw(scale_bits, n * s);
+    let mut stdin = format!("{name}\n");
+    for v in a.iter().chain(&b).chain(&c).chain(&sa).chain(&sb) {
+        stdin.push_str(&format!("{v:x} "));
+    }
+    let mut child = Command::new(&exe)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), stdin.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let d: Vec<u64> = text(&o.stdout)
+        .lines()
+        .map(|l| u64::from_str_radix(l, 16).unwrap())
+        .collect();
+    assert_eq!(d.len(), m * n);
+    for i in 0..m {
+        for j in 0..n {
+            let input = Input {
+                c: c[i * n + j],
+                a: a[i * k..(i + 1) * k].to_vec(),
+                b: (0..k).map(|x| b[x * n + j]).collect(),
+                sa: sa[i * s..(i + 1) * s].to_vec(),
+                sb: sb[j * s..(j + 1) * s].to_vec(),
+            };
+            let want = interp::run(inst, info, &input.operands()).unwrap();
+            let nan = |v: u64| ar.d.decode(v).is_nan();
+            assert!(
+                d[i * n + j] == want || (nan(want) && nan(d[i * n + j])),
+                "{name} D[{i}][{j}] = {:x}, the interpreter gives {want:x}",
+                d[i * n + j]
+            );
+        }
+    }
+}
+
+#[test]
+fn mma_entry_computes_every_element() {
+    check_mma(
+        "specs/hopper.mma",
+        "hopper",
+        "mma.m16n8k16.f32.f16.f16.f32",
+        1,
+    );
+    check_mma(
+        "specs/blackwell.mma",
+        "blackwell",
+        "tcgen05.mma.block_scale.m64n8k32.kind::mxf8f6f4.block32.f32.e5m2.e2m1.ue8m0",
+        2,
+    );
+}
+
+#[test]
+fn every_spec_compiles_to_an_object_that_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut loaded = specs::load_all(&root().join("specs")).0;
+    loaded.extend(specs::load_all(&root().join("specs/examples")).0);
+    // (the prelude declares pipelines, no instructions)
+    loaded.retain(|l| !l.spec.instructions.is_empty());
+    assert!(loaded.len() >= 15);
+    let gxx = Command::new("g++").arg("--version").output().is_ok();
+    for l in &loaded {
+        let arch = &l.spec.arch;
+        let spec = l.path.strip_prefix(root()).unwrap().to_str().unwrap();
+        let o = object(spec, arch, dir.path());
+        // a program that walks the descriptors and prints each name with its shape
+        let main = dir.path().join(format!("{arch}_list.c"));
+        std::fs::write(
+            &main,
+            format!(
+                "#include <stdio.h>\n#include \"{arch}.h\"\n\
+                 int main(void) {{\n\
+                 \x20   for (size_t i = 0; i < mmac_{arch}_count(); i++) {{\n\
+                 \x20       const mmac_{arch}_instruction *ins = mmac_{arch}_at(i);\n\
+                 \x20       if (mmac_{arch}_find(ins->name) != ins) return 1;\n\
+                 \x20       printf(\"%s m%un%uk%u %s\\n\", ins->name, ins->m, ins->n, ins->k, ins->evidence);\n\
+                 \x20   }}\n\
+                 \x20   return mmac_{arch}_at(mmac_{arch}_count()) != NULL;\n\
+                 }}\n"
+            ),
+        )
+        .unwrap();
+        let exe = build(
+            dir.path(),
+            &format!("{arch}_list"),
+            &[main.to_str().unwrap(), o.to_str().unwrap()],
+        );
+        let run = Command::new(&exe).output().unwrap();
+        assert!(run.status.success(), "{arch}");
+        let listed: Vec<String> = text(&run.stdout).lines().map(str::to_string).collect();
+        let header = std::fs::read_to_string(dir.path().join(format!("{arch}.h"))).unwrap();
+        // every instruction is in the object, or the header lists it as absent
+        for inst in &l.spec.instructions {
+            let line = format!(
+                "{} m{}n{}k{} {}",
+                inst.name,
+                inst.m,
+                inst.n,
+                inst.k(),
+                inst.provenance.evidence_words()
+            );
+            let absent = header
+                .split_once("find returns NULL for these.")
+                .is_some_and(|(_, list)| list.contains(&format!(" *   {}\n", inst.name)));
+            assert!(listed.contains(&line) || absent, "{arch}: {line}");
+        }
+        if gxx {
+            let o = Command::new("g++")
+                .args([
+                    "-std=c++11",
+                    "-fsyntax-only",
+                    "-Wall",
+                    "-Werror",
+                    "-x",
+                    "c++",
+                ])
+                .arg(dir.path().join(format!("{arch}.h")))
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{arch}.h as C++: {}", text(&o.stderr));
+        }
+    }
+}
+
+#[test]
+fn two_objects_link_into_one_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = object("specs/hopper.mma", "hopper", dir.path());
+    let c = object("specs/cdna3.mma", "cdna3", dir.path());
+    let src = root().join("tests/c/two_specs.c");
+    let exe = build(
+        dir.path(),
+        "two_specs",
+        &[
+            src.to_str().unwrap(),
+            h.to_str().unwrap(),
+            c.to_str().unwrap(),
+        ],
+    );
+    let o = Command::new(&exe).output().unwrap();
+    assert!(o.status.success());
+    let out = text(&o.stdout);
+    // 1 + 1*1 = 2 in f32 on both
+    assert!(
+        out.contains("mma.m16n8k16.f32.f16.f16.f32: rc=0 d=40000000"),
+        "{out}"
+    );
+    assert!(
+        out.contains("v_mfma_f32_16x16x16_f16: rc=0 d=40000000"),
+        "{out}"
+    );
+    assert!(
+        out.contains("null operand: 1 (a required pointer is NULL)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn shared_library_has_the_same_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libhopper.so");
+    let o = mmac(
+        &[
+            "compile",
+            root().join("specs/hopper.mma").to_str().unwrap(),
+            "--emit",
+            "lib",
+            "-o",
+            lib.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // the header is libhopper.h; the checker includes it by the architecture's name
+    std::fs::copy(dir.path().join("libhopper.h"), dir.path().join("hopper.h")).unwrap();
+    let rpath = format!("-Wl,-rpath,{}", dir.path().display());
+    let l = format!("-L{}", dir.path().display());
+    let exe = vector_checker(dir.path(), "hopper", &[&l, "-lhopper", &rpath]);
+    check_vectors(&exe, "hopper");
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn control_register_helpers_are_what_they_claim() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = object("specs/cdna3.mma", "cdna3", dir.path());
+    let Ok(dump) = Command::new("objdump").arg("-d").arg(&o).output() else {
+        panic!("objdump (binutils) is needed");
+    };
+    let asm = text(&dump.stdout);
+    let body = |symbol: &str| -> String {
+        let start = asm
+            .find(&format!("<{symbol}>:"))
+            .unwrap_or_else(|| panic!("{symbol} in\n{asm}"));
+        asm[start..].split("\n\n").next().unwrap().to_string()
+    };
+    let read = body("mmac_cdna3_fp_read");
+    assert!(read.contains("stmxcsr") && read.contains("ret"), "{read}");
+    let write = body("mmac_cdna3_fp_write");
+    assert!(
+        write.contains("ldmxcsr") && write.contains("ret"),
+        "{write}"
+    );
+}
+
+#[test]
+fn compile_refuses_what_it_cannot_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = root().join("specs/hopper.mma");
+    let spec = spec.to_str().unwrap();
+    // -o without a file to write
+    let o = mmac(&["compile", spec, "--emit", "clif", "-o", "x"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("-o is for `--emit obj` and `--emit lib`"));
+    // an unknown instruction
+    let o = mmac(
+        &[
+            "compile",
+            spec,
+            "--instr",
+            "mma.m16n8k16.f32.f16.f16.f31",
+            "--emit",
+            "obj",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("did you mean `mma.m16n8k16.f32.f16.f16.f32`?"));
+    // an output folder that does not exist
+    let o = mmac(
+        &["compile", spec, "--emit", "obj", "-o", "no/such/x.o"],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!dir.path().join("no").exists());
+}
+
+#[test]
+fn instr_filters_every_emit() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = root().join("specs/hopper.mma");
+    let spec = spec.to_str().unwrap();
+    let one = "mma.m16n8k8.f32.bf16.bf16.f32";
+    let o = mmac(
+        &["compile", spec, "--instr", one, "--emit", "clif"],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("compiled 1 of 1 instructions (1 kernels)"),
+        "{out}"
+    );
+    assert!(out.contains("function"), "{out}");
+    let o = mmac(
+        &[
+            "compile",
+            spec,
+            "--instr",
+            one,
+            "--instr",
+            "mma.m16n8k16.f32.f16.f16.f32",
+            "--emit",
+            "obj",
+            "-o",
+            "two.o",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let header = std::fs::read_to_string(dir.path().join("two.h")).unwrap();
+    assert!(header.contains("2 instructions"), "{header}");
+    assert!(header.contains(&format!(" *   {one}\n")));
+    assert!(!header.contains("mma.m16n8k16.f32.bf16.bf16.f32"));
+}
