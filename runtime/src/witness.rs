@@ -424,6 +424,41 @@ impl<'a> Templates<'a> {
         }
     }
 
+    /// Every lane of the first chained step at its largest significand, all products at
+    /// one exponent E, so that their sum carries by as many bits as the step allows
+    /// (about log2(lanes) + 2), then c = ±2^(E-j) around every kept width: the sum's
+    /// last kept bit then lies more than F + 1 bits below its leading one, which is what
+    /// tells a normalisation precision above F + 1 from its neighbours.
+    fn wide_carries(&mut self) {
+        let ar = &self.inst.arithmetic;
+        if ar.a.as_float().is_none() || ar.b.as_float().is_none() {
+            return;
+        }
+        let lanes: Vec<usize> = (0..self.step.min(self.inst.k())).collect();
+        for f in self.focus.keeps.clone() {
+            for j in [f - 1, f, f + 1] {
+                for neg in [false, true] {
+                    let sg = if neg { "-" } else { "+" };
+                    let lanes = lanes.clone();
+                    let (fa, fb) = (ar.a.clone(), ar.b.clone());
+                    self.anchored(
+                        format!("every lane at its largest significand, c = {sg}2^(E-{j})"),
+                        move |s, e| {
+                            let ea = e.div_euclid(2);
+                            let a = float_at(&fa, false, ea, u64::MAX);
+                            let b = float_at(&fb, false, e - ea, u64::MAX);
+                            for &l in &lanes {
+                                s.lane_raw(l, a, b)?;
+                            }
+                            s.c(&sp2(neg, e - j))?;
+                            Some(())
+                        },
+                    );
+                }
+            }
+        }
+    }
+
     fn zero_exponents(&mut self) {
         let (dp, dmin) = (self.dp, self.dmin);
         let keeps = self.focus.keeps.clone();
@@ -665,6 +700,7 @@ pub fn structured(inst: &Instruction, focus: &Focus) -> Vec<(String, Input)> {
     t.truncation_direction();
     t.output_ties();
     t.precision_carries();
+    t.wide_carries();
     t.zero_exponents();
     t.chain_boundaries();
     t.group_boundaries();

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Check the SystemVerilog datapath dp4.sv against its spec under Verilator:
+# spec -> vectors (mmac gen) -> compiled model (mmac compile --emit obj) -> testbench.
+#
+#   examples/rtl/run.sh [F]       (from the repository root; F = the datapath's aligner
+#                                  width, 20 by default as in the spec)
+#
+# Uses `mmac` from PATH, or $MMAC; builds in $BUILD (default target/rtl-F20, target/rtl-F19).
+# RANDOM_CASES: random cases after the vectors (default 100000).
+# Exits 0 when every vector and random case matches, non-zero at the first build error
+# or when a case fails (the testbench prints the first mismatch and how to explain it).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+F="${1:-20}"
+mmac="${MMAC:-mmac}"
+build="${BUILD:-target/rtl-F$F}"
+case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
+spec=specs/examples/dp4.mma
+instr=dp4.f32.e4m3.e4m3.f32
+mkdir -p "$build"
+"$mmac" gen "$spec" --instr "$instr" -n 1000 --format hex -o "$build/vectors.hex"
+"$mmac" compile "$spec" --emit obj -o "$build/dp4.o" >/dev/null
+count=$(grep -vc '^//' "$build/vectors.hex")
+verilator --binary -j 2 -Wall -Wno-fatal --top-module tb -GF="$F" \
+    --Mdir "$build/obj_dir" -o Vtb \
+    -CFLAGS "-I$build" -LDFLAGS "$build/dp4.o -lm" \
+    "$PWD/examples/rtl/dp4.sv" "$PWD/examples/rtl/tb.sv" "$PWD/examples/rtl/golden.c" >"$build/verilator.log" 2>&1 ||
+    { cat "$build/verilator.log" >&2; exit 2; }
+"$build/obj_dir/Vtb" +vectors="$build/vectors.hex" +count="$count" +random="${RANDOM_CASES:-100000}" +seed=1
