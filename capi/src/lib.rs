@@ -1,0 +1,280 @@
+//! libmmac: the C API over the JIT for programs that load a spec at run time
+//! (`include/mmac.h` is its contract). A loaded spec owns its checked IR, its compiled
+//! kernels and one handle per instruction; the handles hold their kernel (or fall back to
+//! the reference interpreter) and are dropped before the code they point into. No panic
+//! crosses the boundary: every entry catches one and reports it as an error.
+
+use mmac_compiler::engine::Operands;
+use mmac_compiler::interp;
+use mmac_compiler::jit::{self, CompiledSpec, Kernel};
+use mmac_runtime::specs::{self, LoadedSpec};
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, c_char, c_int};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+
+const MMAC_OK: c_int = 0;
+const MMAC_ERR_NULL: c_int = 1;
+const MMAC_ERR_SCALES: c_int = 2;
+const MMAC_ERR_ENGINE: c_int = 4;
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_error(message: impl Into<String>) {
+    let text = message.into().replace('\0', " ");
+    LAST_ERROR.with(|e| *e.borrow_mut() = CString::new(text).unwrap_or_default());
+}
+
+/// One instruction of a loaded spec.
+pub struct Instruction {
+    name: CString,
+    /// Its index in the spec.
+    index: usize,
+    k: usize,
+    scales: usize,
+    /// The JIT's kernel; `None` when the JIT refused the instruction (the interpreter runs
+    /// it). Borrows `Spec::compiled`, which outlives it (see `Spec`).
+    kernel: Option<Kernel<'static>>,
+    /// The spec that owns this handle (boxed, so its address is stable).
+    spec: *const Spec,
+}
+
+/// A loaded spec. Fields drop in order: the handles (and their kernels) before the code.
+pub struct Spec {
+    instructions: Vec<Instruction>,
+    compiled: Option<CompiledSpec>,
+    loaded: LoadedSpec,
+}
+
+// SAFETY: the handles' raw pointer only ever reads the immutable spec that owns them; the
+// kernels are `Send + Sync` and `CompiledSpec` is `Sync`; nothing is mutated after load.
+unsafe impl Send for Spec {}
+unsafe impl Sync for Spec {}
+
+fn guarded<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => v,
+        Err(_) => {
+            set_error("internal error: mmac panicked (please report it)");
+            fallback
+        }
+    }
+}
+
+fn load(path: &Path) -> Result<Box<Spec>, String> {
+    let loaded = specs::load_file(path).map_err(|e| e.render(false))?;
+    let compiled = jit::compile(&loaded.spec, &loaded.info).ok();
+    let mut spec = Box::new(Spec {
+        instructions: vec![],
+        compiled,
+        loaded,
+    });
+    let owner: *const Spec = &*spec;
+    let mut handles = vec![];
+    for (index, inst) in spec.loaded.spec.instructions.iter().enumerate() {
+        let kernel = spec
+            .compiled
+            .as_ref()
+            .and_then(|c| c.kernel(&inst.name).ok())
+            // SAFETY: the kernel borrows `spec.compiled`, which is dropped after
+            // `spec.instructions` (field order) and never replaced; the box keeps it in place.
+            .map(|k| unsafe { std::mem::transmute::<Kernel<'_>, Kernel<'static>>(k) });
+        handles.push(Instruction {
+            name: CString::new(inst.name.clone()).map_err(|e| e.to_string())?,
+            index,
+            k: inst.k(),
+            scales: inst.scale_count(),
+            kernel,
+            spec: owner,
+        });
+    }
+    spec.instructions = handles;
+    Ok(spec)
+}
+
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_load(path: *const c_char) -> *mut Spec {
+    guarded(std::ptr::null_mut(), || {
+        if path.is_null() {
+            set_error("mmac_load: path is NULL");
+            return std::ptr::null_mut();
+        }
+        // SAFETY: the caller passes a NUL-terminated string.
+        let path = unsafe { CStr::from_ptr(path) }
+            .to_string_lossy()
+            .into_owned();
+        match load(Path::new(&path)) {
+            Ok(spec) => {
+                set_error("");
+                Box::into_raw(spec)
+            }
+            Err(e) => {
+                set_error(e);
+                std::ptr::null_mut()
+            }
+        }
+    })
+}
+
+/// # Safety
+/// `spec` is NULL or a pointer `mmac_load` returned, not yet freed, and no handle of it
+/// is in use.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_free(spec: *mut Spec) {
+    if !spec.is_null() {
+        // SAFETY: it came from Box::into_raw in mmac_load.
+        drop(unsafe { Box::from_raw(spec) });
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn mmac_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// # Safety
+/// `spec` is NULL or a live spec; `name` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_find(spec: *const Spec, name: *const c_char) -> *const Instruction {
+    guarded(std::ptr::null(), || {
+        // SAFETY: the caller passes a live spec and a NUL-terminated name, or NULL.
+        let (Some(spec), false) = (unsafe { spec.as_ref() }, name.is_null()) else {
+            set_error("mmac_find: spec or name is NULL");
+            return std::ptr::null();
+        };
+        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        match spec
+            .instructions
+            .iter()
+            .find(|i| i.name.to_bytes() == name.as_bytes())
+        {
+            Some(i) => i,
+            None => {
+                let names = spec
+                    .loaded
+                    .spec
+                    .instructions
+                    .iter()
+                    .map(|i| i.name.as_str());
+                let near = mmac_compiler::diagnostic::closest(&name, names)
+                    .map(|n| format!("; did you mean `{n}`?"))
+                    .unwrap_or_default();
+                set_error(format!("no instruction `{name}`{near}"));
+                std::ptr::null()
+            }
+        }
+    })
+}
+
+/// # Safety
+/// `spec` is NULL or a live spec.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_count(spec: *const Spec) -> usize {
+    // SAFETY: a live spec or NULL.
+    unsafe { spec.as_ref() }.map_or(0, |s| s.instructions.len())
+}
+
+/// # Safety
+/// `spec` is NULL or a live spec.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_at(spec: *const Spec, i: usize) -> *const Instruction {
+    // SAFETY: a live spec or NULL.
+    unsafe { spec.as_ref() }
+        .and_then(|s| s.instructions.get(i))
+        .map_or(std::ptr::null(), |i| i as *const Instruction)
+}
+
+/// # Safety
+/// `ins` is NULL or a handle of a live spec.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_name(ins: *const Instruction) -> *const c_char {
+    // SAFETY: a handle of a live spec or NULL.
+    unsafe { ins.as_ref() }.map_or(std::ptr::null(), |i| i.name.as_ptr())
+}
+
+/// # Safety
+/// `ins` is NULL or a handle of a live spec.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_k(ins: *const Instruction) -> u32 {
+    // SAFETY: a handle of a live spec or NULL.
+    unsafe { ins.as_ref() }.map_or(0, |i| i.k as u32)
+}
+
+/// # Safety
+/// `ins` is NULL or a handle of a live spec.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_scale_count(ins: *const Instruction) -> u32 {
+    // SAFETY: a handle of a live spec or NULL.
+    unsafe { ins.as_ref() }.map_or(0, |i| i.scales as u32)
+}
+
+/// # Safety
+/// `ins` is NULL or a handle of a live spec; `a` and `b` point to `k` values, `sa` and `sb`
+/// to `scale_count` values (or are NULL when unscaled); `d` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_dot(
+    ins: *const Instruction,
+    c: u64,
+    a: *const u64,
+    b: *const u64,
+    sa: *const u64,
+    sb: *const u64,
+    d: *mut u64,
+) -> c_int {
+    guarded(MMAC_ERR_ENGINE, || {
+        // SAFETY: a handle of a live spec or NULL.
+        let Some(ins) = (unsafe { ins.as_ref() }) else {
+            return MMAC_ERR_NULL;
+        };
+        if a.is_null() || b.is_null() || d.is_null() {
+            return MMAC_ERR_NULL;
+        }
+        if ins.scales > 0 && (sa.is_null() || sb.is_null()) {
+            return MMAC_ERR_SCALES;
+        }
+        // SAFETY: the caller passes k values in a and b, scale_count in sa and sb.
+        let (a, b) = unsafe {
+            (
+                std::slice::from_raw_parts(a, ins.k),
+                std::slice::from_raw_parts(b, ins.k),
+            )
+        };
+        let (sa, sb): (&[u64], &[u64]) = if ins.scales == 0 {
+            (&[], &[])
+        } else {
+            // SAFETY: as above.
+            unsafe {
+                (
+                    std::slice::from_raw_parts(sa, ins.scales),
+                    std::slice::from_raw_parts(sb, ins.scales),
+                )
+            }
+        };
+        let ops = Operands { c, a, b, sa, sb };
+        // SAFETY: a handle lives inside its spec, which is live.
+        let spec = unsafe { &*ins.spec };
+        let result = match &ins.kernel {
+            Some(k) => k.dot(&ops),
+            None => interp::run(
+                &spec.loaded.spec.instructions[ins.index],
+                spec.loaded.info.instruction(ins.index),
+                &ops,
+            ),
+        };
+        match result {
+            Ok(v) => {
+                // SAFETY: d is writable.
+                unsafe { *d = v };
+                MMAC_OK
+            }
+            Err(e) => {
+                set_error(e.to_string());
+                MMAC_ERR_ENGINE
+            }
+        }
+    })
+}

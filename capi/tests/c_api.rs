@@ -1,0 +1,89 @@
+//! libmmac from C: a program built against include/mmac.h and the library this package
+//! builds loads specs at run time. It reproduces real-GPU captures of an instruction the
+//! ahead-of-time objects lack (Blackwell's composed fp8 `mma.sync`), suggests a name for
+//! a misspelled instruction, and reports a broken spec with its file, line and column.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The folder holding libmmac.so: where cargo put this test's executable, one up.
+fn library_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+fn build(dir: &Path) -> PathBuf {
+    let lib = library_dir();
+    assert!(
+        lib.join("libmmac.so").is_file() || lib.join("libmmac.dylib").is_file(),
+        "libmmac in {}",
+        lib.display()
+    );
+    let exe = dir.join("run_spec");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let o = Command::new(cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("include"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run_spec.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lmmac")
+        .output()
+        .expect("a C compiler (cc, or $CC)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    exe
+}
+
+fn run(exe: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let o = Command::new(exe)
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn c_program_loads_a_spec_at_run_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path());
+    let files = [
+        "tests/silicon/B200/E4M3_fp32.mmv",
+        "tests/silicon/B200/E5M2_fp16.mmv",
+    ];
+    let mut args = vec!["specs/blackwell.mma"];
+    args.extend(files);
+    let (code, out) = run(&exe, &args);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(out.trim(), "400 passed, 0 failed");
+
+    let (code, out) = run(
+        &exe,
+        &["specs/hopper.mma", "--find", "mma.m16n8k16.f32.f16.f16.f31"],
+    );
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        out.trim(),
+        "no instruction `mma.m16n8k16.f32.f16.f16.f31`; did you mean `mma.m16n8k16.f32.f16.f16.f32`?"
+    );
+
+    let broken = dir.path().join("broken.mma");
+    std::fs::write(
+        &broken,
+        "arch x\nimport std\ninstruction y {\n    shape 1 x 1 x 4\n",
+    )
+    .unwrap();
+    let (code, out) = run(&exe, &[broken.to_str().unwrap(), "--find", "y"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("broken.mma:4:20]"), "{out}");
+    assert!(out.contains("`instruction y` is missing its closing `}`"), "{out}");
+}
