@@ -85,5 +85,8 @@ fn c_program_loads_a_spec_at_run_time() {
     let (code, out) = run(&exe, &[broken.to_str().unwrap(), "--find", "y"]);
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("broken.mma:4:20]"), "{out}");
-    assert!(out.contains("`instruction y` is missing its closing `}`"), "{out}");
+    assert!(
+        out.contains("`instruction y` is missing its closing `}`"),
+        "{out}"
+    );
 }

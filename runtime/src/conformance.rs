@@ -13,6 +13,7 @@ use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
 use mmac_compiler::jit;
 use mmac_compiler::valid::ArithmeticInfo;
+use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -114,29 +115,47 @@ pub fn run_with(
         }
     }
     let mut sum = Summary::default();
-    let compiled: Vec<(&str, jit::CompiledSpec)> = match engine {
+    let files = vectors::find_files(vectors_path)?
+        .into_iter()
+        .map(|path| vectors::read(&path).map(|(file, errors)| (path, file, errors)))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    // the JIT compiles only the instructions some file names, each spec on its own thread
+    let used: HashSet<(&str, &str)> = files
+        .iter()
+        .filter_map(|(_, f, _)| Some((f.arch.as_deref()?, f.instruction.as_deref()?)))
+        .collect();
+    let compiled: Vec<(&str, Result<jit::CompiledSpec, String>)> = match engine {
         Engine::Interp => vec![],
-        Engine::Jit => {
-            let mut v = vec![];
-            for s in specs {
-                match jit::compile(&s.spec, &s.info) {
-                    Ok(c) => v.push((s.spec.arch.as_str(), c)),
-                    Err(e) => {
-                        let _ = writeln!(sum.report, "note: {e}; using the interpreter");
-                    }
-                }
-            }
-            v
-        }
+        Engine::Jit => specs
+            .par_iter()
+            .filter(|s| used.iter().any(|(a, _)| *a == s.spec.arch))
+            .map(|s| {
+                let arch = s.spec.arch.as_str();
+                let compiled = s
+                    .subset(|name| used.contains(&(arch, name)))
+                    .map_err(|d| format!("{} does not validate: {}", arch, d[0].message))
+                    .and_then(|sub| jit::compile(&sub.spec, &sub.info).map_err(|e| e.to_string()));
+                (arch, compiled)
+            })
+            .collect(),
     };
+    let compiled: Vec<(&str, jit::CompiledSpec)> = compiled
+        .into_iter()
+        .filter_map(|(arch, c)| match c {
+            Ok(c) => Some((arch, c)),
+            Err(e) => {
+                let _ = writeln!(sum.report, "note: {e}; using the interpreter");
+                None
+            }
+        })
+        .collect();
     let kernel_of = |arch: &str, name: &str| -> Option<Result<jit::Kernel<'_>, jit::JitError>> {
         compiled
             .iter()
             .find(|(a, c)| *a == arch && c.has(name))
             .map(|(_, c)| c.kernel(name))
     };
-    for path in vectors::find_files(vectors_path)? {
-        let (file, errors) = vectors::read(&path)?;
+    for (path, file, errors) in &files {
         let shown = path.display().to_string();
         let cases = file.cases.len();
         if let Some(arch) = file.arch.as_deref().filter(|a| !archs.contains(a)) {
@@ -148,7 +167,7 @@ pub fn run_with(
             sum.skipped += cases;
             continue;
         }
-        for e in &errors {
+        for e in errors {
             let _ = writeln!(sum.report, "error: {e}");
         }
         sum.failed += errors.len();

@@ -1,7 +1,7 @@
 //! Loading spec files: one `.mma` file or every `.mma` file under a folder, each parsed
 //! and checked; failures come back as rendered diagnostics.
 
-use mmac_compiler::diagnostic::Diagnostics;
+use mmac_compiler::diagnostic::{Diag, Diagnostics};
 use mmac_compiler::ir::{Instruction, Spec};
 use mmac_compiler::valid::{ArithmeticInfo, SpecInfo};
 use std::path::{Path, PathBuf};
@@ -28,6 +28,18 @@ impl LoadedSpec {
             .iter()
             .enumerate()
             .map(|(i, inst)| (inst, self.info.instruction(i)))
+    }
+    /// The spec with only the instructions `keep` accepts (in the spec's order), validated
+    /// again: what a command compiles when it needs a few instructions of a large file.
+    pub fn subset(&self, keep: impl Fn(&str) -> bool) -> Result<LoadedSpec, Vec<Diag>> {
+        let mut spec = self.spec.clone();
+        spec.instructions.retain(|i| keep(&i.name));
+        let info = mmac_compiler::valid::validate(&spec)?;
+        Ok(LoadedSpec {
+            path: self.path.clone(),
+            spec,
+            info,
+        })
     }
     /// One instruction per distinct arithmetic (the first), with its info and how many
     /// instructions share that arithmetic.

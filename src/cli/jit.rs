@@ -91,19 +91,13 @@ fn subset(s: &LoadedSpec, only: &[String]) -> Result<LoadedSpec, Halt> {
     for name in only {
         instruction(s, name)?;
     }
-    let mut spec = s.spec.clone();
-    spec.instructions.retain(|i| only.contains(&i.name));
-    let info = mmac_compiler::valid::validate(&spec).map_err(|diags| {
-        for d in diags {
-            eprintln!("error: {}", d.message);
-        }
-        Halt::Exit(EXIT_FAILED)
-    })?;
-    Ok(LoadedSpec {
-        path: s.path.clone(),
-        spec,
-        info,
-    })
+    s.subset(|name| only.iter().any(|o| o == name))
+        .map_err(|diags| {
+            for d in diags {
+                eprintln!("error: {}", d.message);
+            }
+            Halt::Exit(EXIT_FAILED)
+        })
 }
 
 /// `--emit obj|lib`: the object (or the shared library linked from it) and its header.
