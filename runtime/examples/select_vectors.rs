@@ -31,6 +31,7 @@ use mmac_compiler::ir::Instruction;
 use mmac_compiler::jit;
 use mmac_compiler::valid::ArithmeticInfo;
 use mmac_runtime::conformance::matches;
+use mmac_runtime::generate::mmv_header;
 use mmac_runtime::inputs::{Input, hex};
 use mmac_runtime::mutants::{Neighbour, behaviour_variants, neighbours};
 use mmac_runtime::observability::proven_equivalent;
@@ -458,25 +459,7 @@ fn fate_without_public(
 
 fn spec_file_text(spec: &SpecFile, inst: &Instruction, cases: &[(String, Input, u64)]) -> String {
     let ar = &inst.arithmetic;
-    let mut s = String::new();
-    let _ = writeln!(s, "# mmv 1");
-    let _ = writeln!(s, "# arch: {}", spec.loaded.spec.arch);
-    let _ = writeln!(s, "# instruction: {}", inst.name);
-    let _ = writeln!(s, "# k: {}", ar.k);
-    let _ = writeln!(
-        s,
-        "# types: a={} b={} c={} d={}",
-        ar.a.name, ar.b.name, ar.c.name, ar.d.name
-    );
-    let _ = writeln!(
-        s,
-        "# scale: {}",
-        ar.scale.as_ref().map_or("none".to_string(), |x| format!(
-            "{} block={}",
-            x.format.name, x.block
-        ))
-    );
-    let _ = writeln!(s, "# nan: {}", if nan_any(inst) { "any" } else { "exact" });
+    let mut s = mmv_header(&spec.loaded.spec.arch, inst);
     let _ = writeln!(
         s,
         "# source: computed from {} by mmac's reference interpreter (not by mmasim, not on hardware)",

@@ -25,11 +25,10 @@ use crate::inputs::{Input, hex};
 use crate::mutants::{behaviour_variants, neighbours};
 use crate::observability::proven_equivalent;
 use crate::probes::{battery, parameter_probes};
-use crate::witness::{self, Focus, RandomInputs, SearchOptions, nan_any};
+use crate::witness::{self, Evaluator, Focus, RandomInputs, SearchOptions, nan_any};
 use mmac_compiler::format::Format;
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
-use mmac_compiler::jit;
 use mmac_compiler::valid::ArithmeticInfo;
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -99,39 +98,6 @@ pub enum GenError {
     Search(#[from] witness::SearchError),
 }
 
-/// An instruction evaluated on many inputs at once: its JIT kernel, or the interpreter
-/// where the JIT refuses it.
-struct Evaluator<'a> {
-    inst: &'a Instruction,
-    info: &'a ArithmeticInfo,
-    compiled: Option<jit::CompiledSpec>,
-}
-
-impl<'a> Evaluator<'a> {
-    fn new(inst: &'a Instruction, info: &'a ArithmeticInfo) -> Evaluator<'a> {
-        Evaluator {
-            inst,
-            info,
-            compiled: jit::compile_instruction(inst, info).ok(),
-        }
-    }
-
-    /// Each input's result (`None` where the engine refuses the input).
-    fn run(&self, inputs: &[&Input]) -> Vec<Option<u64>> {
-        let kernel = self
-            .compiled
-            .as_ref()
-            .and_then(|c| c.kernel(&self.inst.name).ok());
-        inputs
-            .iter()
-            .map(|i| match &kernel {
-                Some(k) => k.dot(&i.operands()).ok(),
-                None => interp::run(self.inst, self.info, &i.operands()).ok(),
-            })
-            .collect()
-    }
-}
-
 /// Generate vectors for `inst`, declared by the spec file `file_name` whose text is
 /// `text` (its neighbours are re-checked from the text).
 pub fn generate(
@@ -195,12 +161,12 @@ pub fn generate(
         .collect();
     corners.extend(structured);
     let inputs: Vec<&Input> = corners.iter().map(|(_, i)| i).collect();
-    let own: Vec<Option<u64>> = Evaluator::new(inst, info).run(&inputs);
+    let own: Vec<Option<u64>> = Evaluator::new(inst, info).each(&inputs);
     let mut kills = vec![0usize; mutants.len()];
     let mut keep = vec![false; corners.len()];
     let mut tells: Vec<Vec<bool>> = Vec::with_capacity(mutants.len());
     for (m, mi) in &mutants {
-        let theirs = Evaluator::new(m, mi).run(&inputs);
+        let theirs = Evaluator::new(m, mi).each(&inputs);
         tells.push(
             own.iter()
                 .zip(&theirs)

@@ -1169,18 +1169,30 @@ impl Default for SearchOptions {
 
 /// Evaluates one instruction on batches of inputs: a JIT kernel, or the interpreter for
 /// an instruction the JIT refuses.
-struct Evaluator<'a> {
+pub(crate) struct Evaluator<'a> {
     inst: &'a Instruction,
     info: &'a ArithmeticInfo,
     compiled: Option<jit::CompiledSpec>,
 }
 
 impl<'a> Evaluator<'a> {
-    fn new(inst: &'a Instruction, info: &'a ArithmeticInfo) -> Evaluator<'a> {
+    pub(crate) fn new(inst: &'a Instruction, info: &'a ArithmeticInfo) -> Evaluator<'a> {
         Evaluator {
             inst,
             info,
             compiled: jit::compile_instruction(inst, info).ok(),
+        }
+    }
+
+    /// Each input's result, `None` where the engine refuses that input (one refused input
+    /// does not cost the others their results).
+    pub(crate) fn each(&self, inputs: &[&Input]) -> Vec<Option<u64>> {
+        match self.run(inputs) {
+            Ok(d) => d.into_iter().map(Some).collect(),
+            Err(_) => inputs
+                .iter()
+                .map(|i| self.run(&[i]).ok().map(|d| d[0]))
+                .collect(),
         }
     }
 

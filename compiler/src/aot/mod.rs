@@ -86,14 +86,7 @@ pub fn compile_object(
         .map_err(|e| backend(format!("cannot start the object: {e}")))?;
     let mut module = ObjectModule::new(builder);
 
-    let jobs: Vec<_> = info
-        .distinct()
-        .map(|(i, ai)| (&spec.instructions[i], ai))
-        .collect();
-    let mut job_of_arithmetic = vec![0; info.arithmetic_count()];
-    for (job, (i, _)) in info.distinct().enumerate() {
-        job_of_arithmetic[info.arithmetic_index(i)] = job;
-    }
+    let (jobs, job_of_arithmetic) = jit::plan_jobs(spec, info);
     let Built { outcome, ids, .. } = jit::build_jobs(
         &mut Target::new(&mut module, true, &prefix),
         &jobs,

@@ -534,15 +534,13 @@ pub fn compile(spec: &Spec, info: &SpecInfo) -> Result<CompiledSpec, JitError> {
     compile_with(spec, info, Options::default())
 }
 
-/// [`compile`] with options. Kernels are lowered to Cranelift IR one by one, compiled to
-/// machine code on every available core (at most 4 threads), and defined in one module.
-pub fn compile_with(
-    spec: &Spec,
-    info: &SpecInfo,
-    options: Options,
-) -> Result<CompiledSpec, JitError> {
-    // one job per distinct arithmetic, lowered for its first instruction
-    let jobs: Vec<(&Instruction, &ArithmeticInfo)> = info
+/// One job per distinct arithmetic of a spec, lowered for its first instruction, and for
+/// each arithmetic (by index) its job.
+pub(crate) fn plan_jobs<'s>(
+    spec: &'s Spec,
+    info: &'s SpecInfo,
+) -> (Vec<(&'s Instruction, &'s ArithmeticInfo)>, Vec<usize>) {
+    let jobs = info
         .distinct()
         .map(|(i, ai)| (&spec.instructions[i], ai))
         .collect();
@@ -550,6 +548,17 @@ pub fn compile_with(
     for (job, (i, _)) in info.distinct().enumerate() {
         job_of_arithmetic[info.arithmetic_index(i)] = job;
     }
+    (jobs, job_of_arithmetic)
+}
+
+/// [`compile`] with options. Kernels are lowered to Cranelift IR one by one, compiled to
+/// machine code on every available core (at most 4 threads), and defined in one module.
+pub fn compile_with(
+    spec: &Spec,
+    info: &SpecInfo,
+    options: Options,
+) -> Result<CompiledSpec, JitError> {
+    let (jobs, job_of_arithmetic) = plan_jobs(spec, info);
     let members = spec
         .instructions
         .iter()
