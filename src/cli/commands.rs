@@ -1,8 +1,7 @@
 //! The spec and vector subcommands: `check`, `list`, `show`, `probe`, `run` (one dot
 //! product, on the JIT or the interpreter), `test` (conformance vectors) and `gen` (vectors
-//! from a spec). Each reads its
-//! inputs, calls the compiler or runtime, prints data to stdout and diagnostics to stderr,
-//! and returns the exit code.
+//! from a spec). Each reads its inputs, calls the compiler or runtime, prints data to
+//! stdout and diagnostics to stderr, and returns the exit code.
 
 use super::common::{
     EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load,
@@ -328,7 +327,7 @@ pub fn generate(
     };
     let shown = file.display().to_string();
     let options = generate::Options { random, seed };
-    let generated = match mmac_runtime::generate::generate(&shown, &text, inst, info, &options) {
+    let generated = match generate::generate(&shown, &text, inst, info, &options) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("error: {e}");

@@ -1,7 +1,7 @@
 //! The code-generating subcommands: `compile` (JIT-compile a whole spec, optionally
-//! printing the Cranelift IR or machine code, or write a linkable object or shared
-//! library with a C API) and `bench` (time an instruction on either engine against a native f32
-//! dot product).
+//! printing the Cranelift IR or machine code, or write a linkable object or shared library
+//! with a C API) and `bench` (time an instruction on either engine against a native f32 dot
+//! product).
 
 use super::Engine;
 use super::common::{

@@ -11,11 +11,11 @@ use std::fmt::Write;
 pub(crate) fn write(
     spec: &Spec,
     prefix: &str,
-    provenance: &ObjectNames,
+    names: &ObjectNames,
     present: &[Present],
     absent: &[(String, String)],
 ) -> String {
-    let guard: String = provenance
+    let guard: String = names
         .header_name
         .chars()
         .map(|c| {
@@ -47,10 +47,10 @@ pub(crate) fn write(
          \x20* default floating-point control state (round to nearest, no flush to zero) for\n\
          \x20* the duration of a call when the caller's differs.\n\
          \x20*/",
-        header = provenance.header_name,
-        object = provenance.object_name,
+        header = names.header_name,
+        object = names.object_name,
         version = env!("CARGO_PKG_VERSION"),
-        source = provenance.source,
+        source = names.source,
         n = present.len(),
         absent = if absent.is_empty() {
             String::new()
@@ -104,7 +104,7 @@ pub(crate) fn write(
          {p}STATIC_ASSERT(offsetof({t}, evidence) == {ev}, \"layout of {t}\");\n\
          #undef {p}STATIC_ASSERT\n",
         p = prefix.to_uppercase(),
-        header = provenance.header_name,
+        header = names.header_name,
         size = layout::SIZE,
         k = layout::K,
         sc = layout::SCALE_COUNT,

@@ -67,7 +67,7 @@ pub fn symbol_prefix(arch: &str) -> String {
 pub fn compile_object(
     spec: &Spec,
     info: &SpecInfo,
-    provenance: &ObjectNames,
+    names: &ObjectNames,
 ) -> Result<Object, JitError> {
     let backend = |m: String| JitError {
         instruction: None,
@@ -123,7 +123,7 @@ pub fn compile_object(
         .finish()
         .emit()
         .map_err(|e| backend(format!("cannot write the object: {e}")))?;
-    let header = header::write(spec, &prefix, provenance, &present, &absent);
+    let header = header::write(spec, &prefix, names, &present, &absent);
     Ok(Object {
         bytes,
         header,
