@@ -87,7 +87,13 @@ pub fn of(inst: &Instruction, info: &ArithmeticInfo) -> Datapath {
                                 TermSource::Products(_) => "products".to_string(),
                                 TermSource::C => "c".into(),
                                 TermSource::Groups => "groups".into(),
-                                TermSource::Node(i) => format!("node {i}"),
+                                TermSource::Node(i) => inst
+                                    .provenance
+                                    .node_names
+                                    .get(i)
+                                    .cloned()
+                                    .flatten()
+                                    .unwrap_or_else(|| format!("node {i}")),
                             })
                             .collect::<Vec<_>>()
                             .join(", ")
@@ -152,6 +158,16 @@ impl Datapath {
     /// The datapath as `//` comment lines (so that `mmac show` stays a spec that checks).
     pub fn comment(&self) -> String {
         let mut s = String::from("// datapath (from the validator's analysis)\n");
+        if self.kind != "fused" {
+            s.push_str(&format!("//   {} pipeline, k = {}\n", self.kind, self.k));
+            if let Some(g) = self.group {
+                s.push_str(&format!("//   pairwise groups of {g} products\n"));
+            }
+            if let Some(r) = &self.steps_round_to {
+                s.push_str(&format!("//   {r}\n"));
+            }
+            return s;
+        }
         s.push_str(&format!(
             "//   {} pipeline, k = {}: {} product{} per chained step, {} step{}\n",
             self.kind,
