@@ -377,7 +377,7 @@ fn single_parameter_neighbours_have_small_witnesses_or_proofs() {
                             "{label}: {products} products ({}) {}\n{}",
                             d.cause,
                             d.witness.run_arguments(inst),
-                            diff::side_by_side(&d)
+                            diff::side_by_side(d)
                         ));
                     }
                     let ops = d.witness.operands();

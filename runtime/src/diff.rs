@@ -310,8 +310,8 @@ pub fn shrink(
     while changed {
         changed = false;
         let products = product_values(inst, &best);
-        for k in 0..inst.k() {
-            let (Some(p), Some(c)) = (&products[k], value(&ar.c, best.c)) else {
+        for (k, p) in products.iter().enumerate() {
+            let (Some(p), Some(c)) = (p, value(&ar.c, best.c)) else {
                 continue;
             };
             if p.is_zero() {
@@ -664,9 +664,9 @@ pub fn pair(left: &[String], right: &[String]) -> Vec<Row> {
     for (ai, aj) in anchors {
         // the gap before the anchor: products paired by key, the rest alone, in order
         let mut next_right = j;
-        for x in i..ai {
-            let partner = is_product(&lk[x])
-                .then(|| (next_right..aj).find(|&y| rk[y] == lk[x]))
+        for (x, key) in lk.iter().enumerate().take(ai).skip(i) {
+            let partner = is_product(key)
+                .then(|| (next_right..aj).find(|&y| rk[y] == *key))
                 .flatten();
             match partner {
                 Some(y) => {
