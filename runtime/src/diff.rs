@@ -536,6 +536,19 @@ fn values_of(line: &str) -> String {
     {
         s.truncate(cut);
     }
+    // what one pipeline kind adds to an input line and another does not: a product's
+    // exponent in the max search, c's value after decoding
+    let t = s.trim_start();
+    if t.starts_with("p[")
+        && s.ends_with(')')
+        && let Some(cut) = s.rfind(" (e = ")
+    {
+        s.truncate(cut);
+    } else if t.starts_with("c = ")
+        && let Some(cut) = s.find(" -> ")
+    {
+        s.truncate(cut);
+    }
     s
 }
 
@@ -1042,12 +1055,13 @@ fn about_term(key: &str, term: &str) -> bool {
     }
 }
 
-/// The cause of a divergence at `stage` (on the trace line `key`): the differing
-/// parameters of that stage, narrowed to the term the line is about, else every
-/// differing parameter; prefixed by the pipelines when they differ.
-fn cause(x: &Instruction, y: &Instruction, stage: &str, key: &str) -> String {
+/// The cause of a divergence at `stage` (on the trace line `key`, which both traces have
+/// when `paired`): the differing parameters of that stage, narrowed to the term the line
+/// is about, else every differing parameter; prefixed by the pipelines when they differ.
+fn cause(x: &Instruction, y: &Instruction, stage: &str, key: &str, paired: bool) -> String {
     let diffs = parameter_differences(x, y);
-    let kind = stage_kind(stage);
+    // a stage only one side has (another pipeline kind, another chain) narrows nothing
+    let kind = if paired { stage_kind(stage) } else { "-" };
     let of_kind: Vec<&ParameterDifference> = diffs.iter().filter(|d| d.kind == kind).collect();
     let term = term_of(key);
     let narrowed: Vec<&ParameterDifference> = of_kind
@@ -1093,8 +1107,16 @@ fn explain(
         .iter()
         .position(differ)
         .or_else(|| {
+            // else the first line of one side only, a chain header last
+            let alone = |r: &Row| r.left.is_none() || r.right.is_none();
+            let header = |r: &Row| match (r.left, r.right) {
+                (Some(i), _) => left_trace[i].starts_with("-- "),
+                (_, Some(j)) => right_trace[j].starts_with("-- "),
+                _ => false,
+            };
             rows.iter()
-                .position(|r| r.left.is_none() || r.right.is_none())
+                .position(|r| alone(r) && !header(r))
+                .or_else(|| rows.iter().position(alone))
         })
         .unwrap_or(rows.len());
     let stage = match rows.get(divergence) {
@@ -1107,7 +1129,10 @@ fn explain(
         Some(Row { right: Some(j), .. }) => key_of(&right_trace, *j),
         _ => String::new(),
     };
-    let cause = cause(x.0, y.0, &stage, &key);
+    let paired = rows
+        .get(divergence)
+        .is_some_and(|r| r.left.is_some() && r.right.is_some());
+    let cause = cause(x.0, y.0, &stage, &key, paired);
     Ok(Difference {
         exact: exact_result(x.0, &witness),
         witness,
