@@ -217,6 +217,37 @@ fn volta_vs_ampere_f16() {
     );
 }
 
+/// A neighbour no input tells apart: no difference found, and the proof why.
+#[test]
+fn an_unobservable_parameter_is_explained() {
+    let i = "mma.m16n8k16.f32.f16.f16.f32";
+    let o = mmac(&[
+        "diff",
+        "specs/ada.mma",
+        i,
+        "tests/data/ada_f16_e_zero_133.mma",
+        i,
+        "--trials",
+        "2000",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("no difference found ("), "{out}");
+    assert!(
+        out.contains("proven: they agree on every input (the zero exponents -132 and -133"),
+        "{out}"
+    );
+    let (code, v) = json_diff(
+        ("specs/ada.mma", i),
+        ("tests/data/ada_f16_e_zero_133.mma", i),
+    );
+    assert_eq!(code, 0);
+    assert!(
+        v["proof"].as_str().unwrap().contains("move no kept bit"),
+        "{v}"
+    );
+}
+
 #[test]
 fn other_operands_are_refused_naming_the_difference() {
     let o = mmac(&[
