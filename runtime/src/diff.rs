@@ -62,6 +62,11 @@ pub struct DiffOptions {
     /// Random inputs tried after the structured candidates.
     pub trials: usize,
     pub seed: u64,
+    /// The left instruction's spec file (name, text). With it, when both instructions use
+    /// the same pipeline, the cause is found by experiment: each numeric argument that
+    /// differs is moved alone to the right's value, and the arguments that alone turn the
+    /// left result into the right one are the cause.
+    pub left_source: Option<(String, String)>,
 }
 
 impl Default for DiffOptions {
@@ -69,6 +74,7 @@ impl Default for DiffOptions {
         DiffOptions {
             trials: 100_000,
             seed: SearchOptions::default().seed,
+            left_source: None,
         }
     }
 }
@@ -146,7 +152,7 @@ pub fn diff(
         }
     }
     let difference = match best {
-        Some((_, input)) => Some(explain(x, y, input)?),
+        Some((_, input)) => Some(explain(x, y, input, options.left_source.as_ref())?),
         None => None,
     };
     let proof = if difference.is_none() {
@@ -1090,10 +1096,66 @@ fn cause(x: &Instruction, y: &Instruction, stage: &str, key: &str, paired: bool)
     }
 }
 
+/// The arguments that decide a witness, by experiment: for two instructions of the same
+/// pipeline, each numeric argument of the left that differs from the right's is moved
+/// alone to the right's value (the spec re-checked with that one change); those that
+/// alone turn the left result into the right one are described as parameter differences.
+/// Empty when there is no source, the pipelines differ, or no single argument decides.
+fn decisive_arguments(
+    x: &Instruction,
+    y: &Instruction,
+    witness: &Input,
+    right: u64,
+    source: Option<&(String, String)>,
+) -> Vec<String> {
+    let Some((file_name, text)) = source else {
+        return vec![];
+    };
+    if x.provenance.pipeline != y.provenance.pipeline {
+        return vec![];
+    }
+    let nan = nan_any(x) || nan_any(y);
+    let mut out = vec![];
+    for (name, value) in &x.provenance.arguments {
+        let Some((_, other)) = y.provenance.arguments.iter().find(|(n, _)| n == name) else {
+            continue;
+        };
+        let (Ok(_), Ok(new)) = (value.parse::<i64>(), other.parse::<i64>()) else {
+            continue;
+        };
+        if value == other {
+            continue;
+        }
+        let moved = mmac_compiler::check::Override {
+            instruction: x.name.clone(),
+            parameter: name.clone(),
+            value: new,
+        };
+        let Ok(v) =
+            mmac_compiler::compile_instruction_with_overrides(file_name, text, &x.name, &[moved])
+        else {
+            continue;
+        };
+        let (hybrid, info) = (&v.spec.instructions[0], v.info.instruction(0));
+        if let Ok(d) = interp::run(hybrid, info, &witness.operands())
+            && matches(&x.arithmetic.d, d, right, nan)
+        {
+            out.extend(
+                parameter_differences(x, hybrid)
+                    .into_iter()
+                    .filter(|p| p.kind != "pipeline")
+                    .map(|p| p.message),
+            );
+        }
+    }
+    out
+}
+
 fn explain(
     x: (&Instruction, &ArithmeticInfo),
     y: (&Instruction, &ArithmeticInfo),
     witness: Input,
+    source: Option<&(String, String)>,
 ) -> Result<Difference, SearchError> {
     let (left, left_trace) = interp::run_traced(x.0, x.1, &witness.operands())?;
     let (right, right_trace) = interp::run_traced(y.0, y.1, &witness.operands())?;
@@ -1132,7 +1194,12 @@ fn explain(
     let paired = rows
         .get(divergence)
         .is_some_and(|r| r.left.is_some() && r.right.is_some());
-    let cause = cause(x.0, y.0, &stage, &key, paired);
+    let decisive = decisive_arguments(x.0, y.0, &witness, right, source);
+    let cause = if decisive.is_empty() {
+        cause(x.0, y.0, &stage, &key, paired)
+    } else {
+        decisive.join("; ")
+    };
     Ok(Difference {
         exact: exact_result(x.0, &witness),
         witness,
