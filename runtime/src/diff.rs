@@ -1,6 +1,6 @@
 //! Comparing two instructions (`mmac diff`): whether they take the same operands (and if
 //! not, which operand differs), the search for an input on which they differ
-//! ([`crate::witness::search`]), shrinking that input to a minimal witness (fewest
+//! ([`crate::witness::search`], and the probe battery of both, [`crate::probes`]), shrinking that input to a minimal witness (fewest
 //! nonzero products, then the simplest values), both traces with the first stage where
 //! their values diverge, and the cause in the spec's own terms: the parameters of the
 //! two IRs that differ at that stage ("alignment keeps 25 bits (left) vs 24 (right)").
@@ -134,11 +134,33 @@ pub fn diff(
             wanted: WITNESSES,
         },
     )?;
+    // the probe battery of each, and the probes read from both IRs, as more structured
+    // candidates (on the interpreter: a few hundred)
+    let probes: Vec<Input> = [x.0, y.0]
+        .iter()
+        .flat_map(|i| {
+            let battery = crate::probes::battery(i).into_iter().map(|p| p.input());
+            let read = crate::probes::parameter_probes(i)
+                .into_iter()
+                .map(|(_, p)| p);
+            battery.chain(read).collect::<Vec<_>>()
+        })
+        .filter(|p| {
+            p.a.len() == x.0.k() && p.sa.len() == x.0.scale_count() && p.sb.len() == p.sa.len()
+        })
+        .collect();
+    let from_probes: Vec<Input> = probes
+        .iter()
+        .filter(|p| differs(x, y, p))
+        .take(WITNESSES)
+        .cloned()
+        .collect();
     let mut best: Option<(Simplicity, Input)> = None;
-    for w in &found.witnesses {
+    let inputs = found.witnesses.iter().map(|w| &w.input).chain(&from_probes);
+    for input in inputs {
         // each pass can open the way for another (simpler values let a product move
         // into c): repeat until nothing changes
-        let mut shrunk = shrink(x, y, &w.input);
+        let mut shrunk = shrink(x, y, input);
         for _ in 0..8 {
             let again = shrink(x, y, &shrunk);
             if again == shrunk {
@@ -161,7 +183,7 @@ pub fn diff(
         None
     };
     Ok(Comparison {
-        structured_tried: found.structured_tried,
+        structured_tried: found.structured_tried + probes.len(),
         random_tried: found.random_tried,
         difference,
         proof,
