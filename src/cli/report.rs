@@ -169,9 +169,15 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
             args.samples,
             args.seed
         )?;
+        let w = rows
+            .iter()
+            .map(|r| r.instruction.len())
+            .max()
+            .unwrap_or(0)
+            .max("instruction".len());
         writeln!(
             out,
-            "{:<40} {:>5} {:>11} {:>11} {:>11} {:>11} {:>24} {:>7} {:>8}",
+            "{:<w$} {:>5} {:>11} {:>11} {:>11} {:>11} {:>24} {:>7} {:>8}",
             "instruction",
             "K",
             "mean |abs|",
@@ -185,7 +191,7 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
         for r in &rows {
             writeln!(
                 out,
-                "{:<40} {:>5} {:>11.3e} {:>11.3e} {:>11.3e} {:>11.3e} {:>24} {:>6.1}% {:>7.1}%",
+                "{:<w$} {:>5} {:>11.3e} {:>11.3e} {:>11.3e} {:>11.3e} {:>24} {:>6.1}% {:>7.1}%",
                 r.instruction,
                 r.k,
                 r.mean_abs_error,
