@@ -623,8 +623,11 @@ fn stage_of(lines: &[String], at: usize) -> String {
     if let Some(h) = section(lines, at) {
         return format!("alignment {}", h.trim_start_matches("align ").trim());
     }
-    if t.starts_with("-- chained step") || t.starts_with("step result") {
-        return format!("chain ({})", t.trim_start_matches("-- "));
+    if t.starts_with("-- chained step") {
+        return t.trim_start_matches("-- ").to_string();
+    }
+    if t.starts_with("step result") {
+        return "chained step result".into();
     }
     if let Some(name) = t.strip_prefix("align ") {
         return format!("alignment {}", name.trim());
@@ -1191,7 +1194,10 @@ fn explain(
         .iter()
         .position(differ)
         .or_else(|| {
-            // else the first line of one side only, a chain header last
+            // else the first line of one side only; between pipelines of different kinds
+            // (whose traces differ in form), a chain header last
+            let same_kind = std::mem::discriminant(&x.0.arithmetic.pipeline)
+                == std::mem::discriminant(&y.0.arithmetic.pipeline);
             let alone = |r: &Row| r.left.is_none() || r.right.is_none();
             let header = |r: &Row| match (r.left, r.right) {
                 (Some(i), _) => left_trace[i].starts_with("-- "),
@@ -1199,7 +1205,7 @@ fn explain(
                 _ => false,
             };
             rows.iter()
-                .position(|r| alone(r) && !header(r))
+                .position(|r| alone(r) && (same_kind || !header(r)))
                 .or_else(|| rows.iter().position(alone))
         })
         .unwrap_or(rows.len());
