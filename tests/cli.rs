@@ -616,3 +616,53 @@ fn symlink_loops_are_reported() {
         );
     }
 }
+
+/// `mmac show` ends with the datapath as comments (still a spec that checks) and
+/// `mmac list --json` carries it: the validator's accumulator widths and item counts, the
+/// chain length, the normalisers.
+#[test]
+fn show_and_list_give_the_datapath_from_the_validator() {
+    let (file, name) = ("specs/cdna3.mma", "v_mfma_f32_16x16x32_fp8_fp8");
+    let spec = mmac_runtime::specs::load_file(Path::new(file)).unwrap();
+    let (inst, info) = spec.instruction(name).unwrap();
+    let fused = info.fused.as_ref().unwrap();
+    let o = mmac(&["show", file, "--instr", name]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(mmac_compiler::compile("shown.mma", &out).is_ok());
+    assert!(
+        out.contains("16 products per chained step, 2 steps"),
+        "{out}"
+    );
+    for node in &fused.nodes {
+        let want = format!("{} terms to the max exponent", node.items);
+        assert!(out.contains(&want), "{want}: {out}");
+        assert!(
+            out.contains(&format!("adder {} bits", node.width_bits)),
+            "{out}"
+        );
+    }
+    let o = mmac(&["list", file, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = v["instructions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap();
+    let d = &row["datapath"];
+    assert_eq!(d["chain"], 16);
+    assert_eq!(d["chained_steps"], inst.k() / 16);
+    let aligns = d["alignments"].as_array().unwrap();
+    assert_eq!(aligns.len(), fused.nodes.len());
+    for (a, node) in aligns.iter().zip(&fused.nodes) {
+        assert_eq!(a["adder_bits"], node.width_bits);
+        assert_eq!(a["terms"], node.items);
+    }
+    let norms = d["normalisers"].as_array().unwrap();
+    assert_eq!(norms.len(), 2);
+    assert_eq!(norms[1]["precision_bits"], 24);
+    assert_eq!(norms[1]["rounding"], "RNE");
+    assert_eq!(row["pipeline"], "gtr_fdpa");
+}

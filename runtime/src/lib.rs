@@ -3,7 +3,10 @@
 //! ([`listing`]), feature probes ([`probes`]), `.npy` matrices and GEMMs ([`matrix`],
 //! [`gemm`]) and operand values typed by hand ([`values`]).
 
+pub mod accuracy;
 pub mod conformance;
+pub mod datapath;
+pub mod diff;
 pub mod gemm;
 pub mod generate;
 pub mod inputs;

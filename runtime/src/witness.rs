@@ -1263,6 +1263,25 @@ pub fn find(
     y: (&Instruction, &ArithmeticInfo),
     options: &SearchOptions,
 ) -> Result<Vec<Witness>, SearchError> {
+    search(x, y, options).map(|s| s.witnesses)
+}
+
+/// What [`search`] found, and how many inputs it tried to find it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Search {
+    pub witnesses: Vec<Witness>,
+    /// Structured candidates evaluated (all of them when no witness was wanted sooner).
+    pub structured_tried: usize,
+    /// Random inputs evaluated.
+    pub random_tried: usize,
+}
+
+/// [`find`], also counting the structured and random inputs tried.
+pub fn search(
+    x: (&Instruction, &ArithmeticInfo),
+    y: (&Instruction, &ArithmeticInfo),
+    options: &SearchOptions,
+) -> Result<Search, SearchError> {
     if !same_interface(x.0, y.0) {
         return Err(SearchError::Incomparable(
             x.0.name.clone(),
@@ -1309,10 +1328,16 @@ pub fn find(
         Ok(())
     };
     let candidates = structured(x.0, &focus);
+    let mut structured_tried = 0;
     for chunk in candidates.chunks(BATCH) {
         check(chunk, &mut found)?;
+        structured_tried += chunk.len();
         if found.len() >= options.wanted {
-            return Ok(found);
+            return Ok(Search {
+                witnesses: found,
+                structured_tried,
+                random_tried: 0,
+            });
         }
     }
     let mut random = RandomInputs::new(x.0, &focus, options.seed);
@@ -1325,7 +1350,11 @@ pub fn find(
         drawn += n;
         check(&batch, &mut found)?;
     }
-    Ok(found)
+    Ok(Search {
+        witnesses: found,
+        structured_tried,
+        random_tried: drawn,
+    })
 }
 
 #[cfg(test)]

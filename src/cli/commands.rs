@@ -44,10 +44,27 @@ pub fn check(files: &[std::path::PathBuf], color: bool) -> Outcome {
     Ok(code)
 }
 
-pub fn list(file: &Path, markdown: bool, color: bool) -> Outcome {
+pub fn list(file: &Path, markdown: bool, json: bool, color: bool) -> Outcome {
     let s = load(file, color)?;
     let mut out = std::io::stdout().lock();
-    if markdown {
+    if json {
+        let rows: Vec<serde_json::Value> = s
+            .instructions()
+            .map(|(i, info)| {
+                serde_json::json!({
+                    "name": i.name,
+                    "shape": listing::shape(i),
+                    "types": listing::types(i),
+                    "pipeline": i.provenance.pipeline,
+                    "arguments": i.provenance.arguments.iter().map(|(n, v)| (n.clone(), serde_json::Value::String(v.clone()))).collect::<serde_json::Map<_, _>>(),
+                    "F": listing::alignment_f(i),
+                    "evidence": listing::evidence(i),
+                    "datapath": mmac_runtime::datapath::of(i, info),
+                })
+            })
+            .collect();
+        writeln!(out, "{}", serde_json::json!({ "instructions": rows }))?;
+    } else if markdown {
         write!(out, "{}", listing::markdown(&s.spec))?;
     } else {
         for i in &s.spec.instructions {
@@ -66,6 +83,12 @@ pub fn show(file: &Path, name: &str, color: bool) -> Outcome {
         out,
         "{}",
         mmac_compiler::printer::print_instruction(&s.spec.arch, inst, info)
+    )?;
+    // the datapath as comments: the output stays a spec that checks
+    write!(
+        out,
+        "\n{}",
+        mmac_runtime::datapath::of(inst, info).comment()
     )?;
     out.flush()?;
     Ok(EXIT_OK)

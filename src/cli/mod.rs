@@ -1,11 +1,13 @@
 //! Command-line parsing (clap) and dispatch to the subcommands: `commands` (check, list,
-//! show, probe, run, test, gen), `jit` (compile, bench) and `matrix` (mma, gemm), which share
-//! only the leaf `common`.
+//! show, probe, run, test, gen), `jit` (compile, bench), `matrix` (mma, gemm), `compare`
+//! (diff) and `report` (report), which share only the leaf `common`.
 
 mod commands;
 mod common;
+mod compare;
 mod jit;
 mod matrix;
+mod report;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -48,8 +50,13 @@ pub enum Command {
     List {
         file: PathBuf,
         /// A Markdown table per architecture (instruction, algorithm, F, rounding per stage).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "json")]
         markdown: bool,
+        /// One JSON object {"instructions": [...]}: name, shape, types, pipeline, arguments,
+        /// F, evidence and the derived datapath (chain, alignments with aligner and adder
+        /// widths and terms, normalisers).
+        #[arg(long)]
+        json: bool,
     },
     /// Run one dot-product-add of an instruction on values given as hex encodings or exact
     /// decimals.
@@ -129,12 +136,66 @@ pub enum Command {
         instr: Option<String>,
     },
     /// Print one instruction as a standalone spec with its pipeline fully resolved: every
-    /// parameter a number, every stage spelled out.
+    /// parameter a number, every stage spelled out; then its derived datapath as comments
+    /// (per stage: terms, aligner and adder widths, normaliser widths, chain length).
     Show {
         file: PathBuf,
         /// Instruction name, as in `mmac list`.
         #[arg(long)]
         instr: String,
+    },
+    /// Compare two instructions that take the same operands: search for an input on which
+    /// they differ (structured candidates from both specs, then random inputs), shrink it to
+    /// a minimal witness and explain it. Exit 1 when they differ, 0 when no difference was
+    /// found, 2 when they take different operands.
+    Diff {
+        left_file: PathBuf,
+        left_instr: String,
+        right_file: PathBuf,
+        right_instr: String,
+        /// Random inputs tried after the structured candidates.
+        #[arg(long, default_value_t = 100_000)]
+        trials: usize,
+        /// Seed of the random inputs.
+        #[arg(long, default_value_t = 0x5eed_0fd1)]
+        seed: u64,
+        /// One JSON object: differ, tried, and when they differ witness, left, right,
+        /// exact, stage, cause.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accuracy against the exact result: dot products of length K accumulated the way a
+    /// GEMM does (k-steps in increasing order, d fed back as c, from c = +0) on inputs drawn
+    /// from a distribution and rounded to nearest into the input formats. Per instruction
+    /// and K: mean/max absolute and relative error, bias (mean of (result - exact)/|exact|)
+    /// with its 95% confidence interval, and the shares correctly rounded and faithful.
+    Report {
+        file: PathBuf,
+        instr: String,
+        /// Another instruction to report on: FILE INSTR (repeatable).
+        #[arg(long, num_args = 2, value_names = ["FILE", "INSTR"], action = clap::ArgAction::Append)]
+        against: Vec<String>,
+        /// normal (N(0,1)), uniform ([0,1), or --range), lognormal (exp(N(0,1))), signed
+        /// (uniform on [-1,1)).
+        #[arg(long, default_value = "normal")]
+        dist: String,
+        /// LO,HI for --dist uniform.
+        #[arg(long, allow_hyphen_values = true)]
+        range: Option<String>,
+        /// Dot-product lengths, comma-separated (multiples of every instruction's k).
+        #[arg(long, value_delimiter = ',', default_value = "16,64,256,1024,4096")]
+        k: Vec<usize>,
+        /// Samples per instruction and K.
+        #[arg(long, default_value_t = 1000)]
+        samples: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Write a plot of error and bias against K (.svg or .png).
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// Print {"rows": [...]}, one row per instruction and K.
+        #[arg(long)]
+        json: bool,
     },
     /// Run one whole instruction on .npy matrices: A (M x K), B (K x N), C (M x N).
     Mma {
@@ -256,7 +317,11 @@ pub fn main() -> i32 {
 fn dispatch(cmd: Command, color: bool) -> common::Outcome {
     match cmd {
         Command::Check { files } => commands::check(&files, color),
-        Command::List { file, markdown } => commands::list(&file, markdown, color),
+        Command::List {
+            file,
+            markdown,
+            json,
+        } => commands::list(&file, markdown, json, color),
         Command::Run(args) => commands::run(&args, color),
         Command::Test {
             spec,
@@ -285,6 +350,53 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
         } => jit::bench(&file, &instr, engine, json, color),
         Command::Probe { file, instr } => commands::probe(&file, instr.as_deref(), color),
         Command::Show { file, instr } => commands::show(&file, &instr, color),
+        Command::Diff {
+            left_file,
+            left_instr,
+            right_file,
+            right_instr,
+            trials,
+            seed,
+            json,
+        } => compare::diff(
+            &compare::DiffArgs {
+                left: (&left_file, &left_instr),
+                right: (&right_file, &right_instr),
+                trials,
+                seed,
+                json,
+            },
+            color,
+        ),
+        Command::Report {
+            file,
+            instr,
+            against,
+            dist,
+            range,
+            k,
+            samples,
+            seed,
+            plot,
+            json,
+        } => report::report(
+            &report::ReportArgs {
+                file: &file,
+                instr: &instr,
+                against: against
+                    .chunks(2)
+                    .map(|p| (PathBuf::from(&p[0]), p[1].clone()))
+                    .collect(),
+                dist: &dist,
+                range: range.as_deref(),
+                ks: k,
+                samples,
+                seed,
+                plot: plot.as_deref(),
+                json,
+            },
+            color,
+        ),
         Command::Mma { args, c } => matrix::run(&args, Some(&c), None, true, color),
         Command::Gemm { args, c, threads } => {
             matrix::run(&args, c.as_deref(), threads, false, color)

@@ -1,0 +1,381 @@
+//! Accuracy reports (`mmac report`): dot products of length K accumulated the way a GEMM
+//! drives an instruction (K walked in k-steps in increasing order, each step's d fed back
+//! as the next c, starting from c = +0), on inputs drawn from a distribution and rounded
+//! to nearest into the input formats, measured against the exact result: absolute and
+//! relative error, bias (the mean of (result - exact) / |exact|) with its 95% confidence
+//! interval, and the shares of results that are correctly rounded (equal to the exact
+//! result rounded to nearest even into d's format) and faithful (one of its two
+//! neighbours in d's format).
+//!
+//! Sampling is deterministic: sample `s` of length `K` draws from its own generator,
+//! seeded by the seed, K and s, so a report does not depend on the number of threads, and
+//! every instruction of one report sees the same inputs (paired comparisons).
+
+use crate::gemm::DotEngine;
+use mmac_compiler::engine::EvalError;
+use mmac_compiler::exact::{Dyadic, Rounding};
+use mmac_compiler::format::{Decoded, Format};
+use mmac_compiler::ieee::{self, Num};
+use mmac_compiler::ir::{Instruction, RoundedOp};
+use mmac_compiler::records::Rng;
+use rayon::prelude::*;
+
+/// The distribution inputs are drawn from (before rounding into the input format).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Distribution {
+    /// Standard normal N(0, 1).
+    Normal,
+    /// Uniform on [lo, hi) ([0, 1) unless a range is given).
+    Uniform { lo: f64, hi: f64 },
+    /// exp(N(0, 1)): positive, heavy-tailed.
+    LogNormal,
+    /// Uniform on [-1, 1): signed values that cancel.
+    Signed,
+}
+
+impl Distribution {
+    /// The names `--dist` accepts.
+    pub const NAMES: [&'static str; 4] = ["normal", "uniform", "lognormal", "signed"];
+
+    /// A distribution by name; `range` applies to `uniform` only.
+    pub fn parse(name: &str, range: Option<(f64, f64)>) -> Result<Distribution, String> {
+        let d = match name {
+            "normal" => Distribution::Normal,
+            "uniform" => {
+                let (lo, hi) = range.unwrap_or((0.0, 1.0));
+                Distribution::Uniform { lo, hi }
+            }
+            "lognormal" => Distribution::LogNormal,
+            "signed" => Distribution::Signed,
+            other => {
+                return Err(format!(
+                    "unknown distribution `{other}`; expected one of {}",
+                    Distribution::NAMES.join(", ")
+                ));
+            }
+        };
+        if range.is_some() && !matches!(d, Distribution::Uniform { .. }) {
+            return Err(format!("--range applies to `uniform` only, not `{name}`"));
+        }
+        Ok(d)
+    }
+
+    fn draw(&self, rng: &mut Rng) -> f64 {
+        match *self {
+            Distribution::Normal => normal(rng),
+            Distribution::Uniform { lo, hi } => lo + (hi - lo) * unit(rng),
+            Distribution::LogNormal => normal(rng).exp(),
+            Distribution::Signed => 2.0 * unit(rng) - 1.0,
+        }
+    }
+
+    /// The distribution as the report names it.
+    pub fn describe(&self) -> String {
+        match self {
+            Distribution::Normal => "normal N(0, 1)".into(),
+            Distribution::Uniform { lo, hi } => format!("uniform [{lo}, {hi})"),
+            Distribution::LogNormal => "lognormal exp(N(0, 1))".into(),
+            Distribution::Signed => "uniform [-1, 1)".into(),
+        }
+    }
+}
+
+/// Uniform on [0, 1) with 53 random bits.
+fn unit(rng: &mut Rng) -> f64 {
+    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Standard normal (Box-Muller).
+fn normal(rng: &mut Rng) -> f64 {
+    let u1 = 1.0 - unit(rng); // (0, 1]
+    let u2 = unit(rng);
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+/// What a report measures.
+#[derive(Clone, Debug)]
+pub struct ReportOptions {
+    pub distribution: Distribution,
+    /// Dot-product lengths K (each a multiple of every instruction's k).
+    pub ks: Vec<usize>,
+    pub samples: usize,
+    pub seed: u64,
+}
+
+/// One instruction at one K.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Row {
+    pub instruction: String,
+    pub k: usize,
+    /// Samples drawn.
+    pub samples: usize,
+    /// Samples whose result and exact result are finite (the others are left out).
+    pub compared: usize,
+    pub mean_abs_error: f64,
+    pub max_abs_error: f64,
+    /// Over the compared samples with a nonzero exact result.
+    pub mean_rel_error: f64,
+    pub max_rel_error: f64,
+    /// Mean of (result - exact) / |exact|.
+    pub bias: f64,
+    pub bias_ci95: [f64; 2],
+    /// Share of compared samples equal to the exact result rounded to nearest even.
+    pub correctly_rounded: f64,
+    /// Share of compared samples that are either neighbour of the exact result in d.
+    pub faithful: f64,
+}
+
+/// An f64 as an exact dyadic.
+pub fn dyadic_of(x: f64) -> Dyadic {
+    if x == 0.0 || !x.is_finite() {
+        return Dyadic::zero();
+    }
+    let bits = x.to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i64;
+    let frac = bits & ((1u64 << 52) - 1);
+    let (m, e) = if exp == 0 {
+        (frac, -1074)
+    } else {
+        (frac | (1u64 << 52), exp - 1075)
+    };
+    Dyadic::from_parts(x < 0.0, m as u128, e)
+}
+
+fn rounded_op(f: &Format, rounding: Rounding) -> RoundedOp {
+    RoundedOp {
+        format: f.clone(),
+        rounding,
+        flush_keep_sign: false,
+    }
+}
+
+/// `x` rounded to nearest even into a float format; beyond its range, its largest finite
+/// value of that sign.
+pub fn round_into(f: &Format, x: f64) -> Result<u64, String> {
+    let Some(ff) = f.as_float() else {
+        return Err(format!(
+            "`{}` is not a floating-point format; reports draw float inputs",
+            f.name
+        ));
+    };
+    let v = dyadic_of(x);
+    let neg = x.is_sign_negative();
+    let n = match ieee::round(neg, &v, &rounded_op(f, Rounding::NearestEven)) {
+        Num::Fin(neg, v) => Num::Fin(neg, v),
+        _ => Num::Fin(
+            neg,
+            Dyadic::from_parts(
+                neg,
+                ff.max_significand() as u128,
+                ff.max_exponent() as i64 - ff.mantissa_bits as i64,
+            ),
+        ),
+    };
+    // an unsigned format, or a value whose code the format lacks: the nearest is +0
+    Ok(ieee::encode(f, &n)
+        .or_else(|| f.encode_finite(false, &Dyadic::zero()))
+        .unwrap_or(0))
+}
+
+/// Sample `sample` of length `k_total`: a and b (each `k_total` encodings).
+pub fn sample_inputs(
+    inst: &Instruction,
+    options: &ReportOptions,
+    k_total: usize,
+    sample: usize,
+) -> Result<(Vec<u64>, Vec<u64>), String> {
+    let mut rng = Rng::new(
+        options
+            .seed
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .wrapping_add((k_total as u64) << 32)
+            .wrapping_add(sample as u64)
+            .wrapping_add(1),
+    );
+    // warm up: nearby seeds give unrelated streams
+    for _ in 0..4 {
+        rng.next_u64();
+    }
+    let ar = &inst.arithmetic;
+    let mut a = Vec::with_capacity(k_total);
+    let mut b = Vec::with_capacity(k_total);
+    for _ in 0..k_total {
+        a.push(round_into(&ar.a, options.distribution.draw(&mut rng))?);
+        b.push(round_into(&ar.b, options.distribution.draw(&mut rng))?);
+    }
+    Ok((a, b))
+}
+
+/// Can `inst` be reported on (float operands, d fed back as c)? The reason if not.
+pub fn reportable(inst: &Instruction) -> Result<(), String> {
+    let ar = &inst.arithmetic;
+    for (name, f) in [("a", &ar.a), ("b", &ar.b), ("d", &ar.d)] {
+        if f.as_float().is_none() {
+            return Err(format!(
+                "`{}`: {name} is `{}`, not a floating-point format",
+                inst.name, f.name
+            ));
+        }
+    }
+    if ar.c != ar.d {
+        return Err(format!(
+            "`{}`: c is `{}` but d is `{}`; a GEMM feeds d back as c, so they must match",
+            inst.name, ar.c.name, ar.d.name
+        ));
+    }
+    Ok(())
+}
+
+/// The exact `sum a*b` of one sample.
+pub fn exact_dot(inst: &Instruction, a: &[u64], b: &[u64]) -> Dyadic {
+    let ar = &inst.arithmetic;
+    let v = |f: &Format, r: u64| match f.decode(r) {
+        Decoded::Finite(x) => x.value(),
+        _ => Dyadic::zero(),
+    };
+    let products: Vec<Dyadic> = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| v(&ar.a, x).mul(&v(&ar.b, y)))
+        .collect();
+    Dyadic::sum(&products)
+}
+
+/// One sample's outcome against the exact result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SampleError {
+    /// |result - exact|.
+    pub abs: f64,
+    /// (result - exact) / |exact|, when exact is nonzero.
+    pub signed_rel: Option<f64>,
+    pub correctly_rounded: bool,
+    pub faithful: bool,
+}
+
+/// Compare one result with the exact value (`None` when the result is not finite).
+pub fn sample_error(d_format: &Format, d: u64, exact: &Dyadic) -> Option<SampleError> {
+    let Decoded::Finite(x) = d_format.decode(d) else {
+        return None;
+    };
+    let got = x.value();
+    let err = got.add(&exact.neg());
+    let signed_rel = (!exact.is_zero()).then(|| err.to_f64_lossy() / exact.abs().to_f64_lossy());
+    let round = |mode| match ieee::round(exact.is_negative(), exact, &rounded_op(d_format, mode)) {
+        Num::Fin(_, v) => Some(v),
+        _ => None,
+    };
+    let is = |v: Option<Dyadic>| v.is_some_and(|v| v.cmp_value(&got).is_eq());
+    Some(SampleError {
+        abs: err.abs().to_f64_lossy(),
+        signed_rel,
+        correctly_rounded: is(round(Rounding::NearestEven)),
+        faithful: is(round(Rounding::Down)) || is(round(Rounding::Up)),
+    })
+}
+
+/// Statistics of one instruction at one K from its samples' errors (in sample order).
+pub fn row(instruction: &str, k: usize, samples: usize, errors: &[SampleError]) -> Row {
+    let n = errors.len();
+    let nf = n.max(1) as f64;
+    let rel: Vec<f64> = errors.iter().filter_map(|e| e.signed_rel).collect();
+    let nr = rel.len().max(1) as f64;
+    let bias = rel.iter().sum::<f64>() / nr;
+    let var = if rel.len() > 1 {
+        rel.iter().map(|r| (r - bias).powi(2)).sum::<f64>() / (rel.len() - 1) as f64
+    } else {
+        0.0
+    };
+    let half = 1.96 * (var / nr).sqrt();
+    Row {
+        instruction: instruction.to_string(),
+        k,
+        samples,
+        compared: n,
+        mean_abs_error: errors.iter().map(|e| e.abs).sum::<f64>() / nf,
+        max_abs_error: errors.iter().map(|e| e.abs).fold(0.0, f64::max),
+        mean_rel_error: rel.iter().map(|r| r.abs()).sum::<f64>() / nr,
+        max_rel_error: rel.iter().map(|r| r.abs()).fold(0.0, f64::max),
+        bias,
+        bias_ci95: [bias - half, bias + half],
+        correctly_rounded: errors.iter().filter(|e| e.correctly_rounded).count() as f64 / nf,
+        faithful: errors.iter().filter(|e| e.faithful).count() as f64 / nf,
+    }
+}
+
+/// Samples per parallel task.
+const CHUNK: usize = 64;
+
+/// The rows of one instruction, one per K. `progress` is called with the number of
+/// samples finished.
+pub fn measure<E: DotEngine + ?Sized>(
+    inst: &Instruction,
+    engine: &E,
+    options: &ReportOptions,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<Row>, String> {
+    reportable(inst)?;
+    let k = inst.k();
+    let ar = &inst.arithmetic;
+    let blocks = inst.scale_count();
+    let one_scale = match &ar.scale {
+        Some(s) => vec![crate::inputs::pow2(&s.format, 0, false).unwrap_or(0); blocks],
+        None => vec![],
+    };
+    let zero = crate::gemm::zero_of(&ar.c);
+    let mut rows = vec![];
+    for &kt in &options.ks {
+        if kt == 0 || kt % k != 0 {
+            return Err(format!(
+                "K = {kt} is not a positive multiple of `{}`'s k = {k}",
+                inst.name
+            ));
+        }
+        let chunks: Vec<usize> = (0..options.samples).step_by(CHUNK).collect();
+        let results: Vec<Result<Vec<SampleError>, String>> = chunks
+            .par_iter()
+            .map(|&start| {
+                let end = (start + CHUNK).min(options.samples);
+                let n = end - start;
+                let mut a = Vec::with_capacity(n * kt);
+                let mut b = Vec::with_capacity(n * kt);
+                for s in start..end {
+                    let (x, y) = sample_inputs(inst, options, kt, s)?;
+                    a.extend(x);
+                    b.extend(y);
+                }
+                let mut c = vec![zero; n];
+                let mut d = vec![0u64; n];
+                for step in 0..kt / k {
+                    engine
+                        .batch(
+                            k,
+                            blocks,
+                            &c,
+                            (&a[step * k..], kt),
+                            (&b[step * k..], kt),
+                            (&one_scale, 0),
+                            (&one_scale, 0),
+                            &mut d,
+                        )
+                        .map_err(|e: EvalError| e.to_string())?;
+                    c.copy_from_slice(&d);
+                }
+                let out = (0..n)
+                    .filter_map(|r| {
+                        let exact =
+                            exact_dot(inst, &a[r * kt..(r + 1) * kt], &b[r * kt..(r + 1) * kt]);
+                        sample_error(&ar.d, c[r], &exact)
+                    })
+                    .collect();
+                progress(n);
+                Ok(out)
+            })
+            .collect();
+        let mut errors = vec![];
+        for r in results {
+            errors.extend(r?);
+        }
+        rows.push(row(&inst.name, kt, options.samples, &errors));
+    }
+    Ok(rows)
+}

@@ -1,0 +1,157 @@
+//! `mmac diff`: two instructions compared on their operands, with a minimal witness of a
+//! difference explained ([`mmac_runtime::diff`]). Exit 1 when they differ (like `diff`),
+//! 0 when no difference was found, 2 for bad usage (instructions that take different
+//! operands are refused, naming the difference).
+
+use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, instruction, load};
+use mmac_compiler::ir::Instruction;
+use mmac_runtime::diff::{self, DiffOptions};
+use mmac_runtime::inputs::hex;
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::Path;
+
+/// The arguments of `mmac diff`.
+pub struct DiffArgs<'a> {
+    pub left: (&'a Path, &'a str),
+    pub right: (&'a Path, &'a str),
+    pub trials: usize,
+    pub seed: u64,
+    pub json: bool,
+}
+
+fn hex_list(f: &mmac_compiler::format::Format, v: &[u64]) -> Vec<Value> {
+    v.iter().map(|&r| Value::String(hex(f, r))).collect()
+}
+
+pub fn diff(args: &DiffArgs, color: bool) -> Outcome {
+    let ls = load(args.left.0, color)?;
+    let rs = load(args.right.0, color)?;
+    let x = instruction(&ls, args.left.1)?;
+    let y = instruction(&rs, args.right.1)?;
+    if let Some(why) = diff::interface_difference(x.0, y.0) {
+        eprintln!(
+            "error: `{}` and `{}` take different operands: {why}\n  help: diff compares instructions with the same operand formats, k and scale factors",
+            x.0.name, y.0.name
+        );
+        return Ok(EXIT_USAGE);
+    }
+    // the left spec's text lets the cause be found by moving one argument at a time
+    let left_source = std::fs::read_to_string(args.left.0)
+        .ok()
+        .map(|text| (args.left.0.display().to_string(), text));
+    let options = DiffOptions {
+        trials: args.trials,
+        seed: args.seed,
+        left_source,
+    };
+    let cmp = match diff::diff(x, y, &options) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let inst: &Instruction = x.0;
+    let ar = &inst.arithmetic;
+    let d_shown = |raw: u64| diff::shown(&ar.d, raw);
+    if args.json {
+        let mut v = json!({
+            "differ": cmp.difference.is_some(),
+            "tried": cmp.tried(),
+            "structured_tried": cmp.structured_tried,
+            "random_tried": cmp.random_tried,
+        });
+        match &cmp.difference {
+            Some(d) => {
+                let w = &d.witness;
+                let mut witness = json!({
+                    "c": hex(&ar.c, w.c),
+                    "a": hex_list(&ar.a, &w.a),
+                    "b": hex_list(&ar.b, &w.b),
+                });
+                if let Some(s) = &ar.scale {
+                    witness["sa"] = Value::Array(hex_list(&s.format, &w.sa));
+                    witness["sb"] = Value::Array(hex_list(&s.format, &w.sb));
+                }
+                v["witness"] = witness;
+                v["left"] =
+                    json!({"d": hex(&ar.d, d.left), "value": ar.d.decode(d.left).describe()});
+                v["right"] =
+                    json!({"d": hex(&ar.d, d.right), "value": ar.d.decode(d.right).describe()});
+                v["exact"] = match &d.exact {
+                    Some(e) => Value::String(diff::exact_decimal(e, false)),
+                    None => Value::Null,
+                };
+                v["stage"] = Value::String(d.stage.clone());
+                v["cause"] = Value::String(d.cause.clone());
+                v["run"] = Value::String(format!(
+                    "mmac run {} --instr {} {}",
+                    args.left.0.display(),
+                    inst.name,
+                    w.run_arguments(inst)
+                ));
+            }
+            None => {
+                if let Some(p) = &cmp.proof {
+                    v["proof"] = Value::String(p.clone());
+                }
+            }
+        }
+        writeln!(out, "{v}")?;
+        out.flush()?;
+        return Ok(if cmp.difference.is_some() {
+            EXIT_FAILED
+        } else {
+            EXIT_OK
+        });
+    }
+    let tried = format!(
+        "{} structured and {} random inputs tried",
+        cmp.structured_tried, cmp.random_tried
+    );
+    let Some(d) = &cmp.difference else {
+        writeln!(out, "no difference found ({tried})")?;
+        if let Some(p) = &cmp.proof {
+            writeln!(out, "proven: they agree on every input ({p})")?;
+        }
+        out.flush()?;
+        return Ok(EXIT_OK);
+    };
+    let w = &d.witness;
+    let nonzero = (0..inst.k())
+        .filter(|&k| {
+            let z = |f: &mmac_compiler::format::Format, r| {
+                matches!(f.decode(r), mmac_compiler::format::Decoded::Finite(v) if v.is_zero())
+            };
+            !(z(&ar.a, w.a[k]) || z(&ar.b, w.b[k]))
+        })
+        .count();
+    writeln!(
+        out,
+        "differ: a witness with {nonzero} nonzero product{} ({tried})",
+        if nonzero == 1 { "" } else { "s" }
+    )?;
+    for (side, (path, name)) in [("left ", args.left), ("right", args.right)] {
+        writeln!(
+            out,
+            "  {side}: mmac run {} --instr {name} {}",
+            path.display(),
+            w.run_arguments(inst)
+        )?;
+    }
+    writeln!(out, "  decimal: {}", diff::decimal_arguments(inst, w))?;
+    writeln!(out, "left  d={}", d_shown(d.left))?;
+    writeln!(out, "right d={}", d_shown(d.right))?;
+    match &d.exact {
+        Some(e) => writeln!(out, "exact   {}", diff::exact_shown(e))?,
+        None => writeln!(out, "exact   (not finite: an input is NaN or infinite)")?,
+    }
+    writeln!(out, "stage: {}", d.stage)?;
+    writeln!(out, "cause: {}", d.cause)?;
+    writeln!(out)?;
+    write!(out, "{}", diff::side_by_side(d))?;
+    out.flush()?;
+    Ok(EXIT_FAILED)
+}
