@@ -311,9 +311,7 @@ fn check_selected(
                 formats: &formats,
                 pipelines: &pipelines,
                 known: &known,
-                resolve: only
-                    .is_some()
-                    .then_some(&resolve as Resolve),
+                resolve: only.is_some().then_some(&resolve as Resolve),
             };
             match expand_family(decl, &env, overrides, only) {
                 Ok(list) => {
