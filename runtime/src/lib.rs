@@ -3,8 +3,10 @@
 //! ([`listing`]), feature probes ([`probes`]), `.npy` matrices and GEMMs ([`matrix`],
 //! [`gemm`]) and operand values typed by hand ([`values`]).
 
+pub mod blackbox;
 pub mod conformance;
 pub mod gemm;
+pub mod infer;
 pub mod inputs;
 pub mod listing;
 pub mod matrix;
