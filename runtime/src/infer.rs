@@ -781,7 +781,15 @@ fn initial_probes(
 ) -> Vec<(String, Input)> {
     let mut out: Vec<(String, Input)> = probes::battery(seed)
         .into_iter()
-        .map(|p| (format!("battery: {}", p.name), p.input()))
+        .map(|p| {
+            // the battery's labels name the seed's F, which is only where the probes were
+            // built around, not a finding
+            let mut name = p.name.clone();
+            if let Some(i) = name.find(" (alignment F = ") {
+                name.truncate(i);
+            }
+            (format!("battery: {name}"), p.input())
+        })
         .collect();
     let k = iface.k;
     let dp = iface.d.as_float().map_or(23, |d| d.mantissa_bits as i64);
