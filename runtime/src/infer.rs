@@ -1228,3 +1228,38 @@ fn fams_uses(fams: &[Family], c: &Candidate) -> String {
         .find(|f| f.pipeline == c.pipeline)
         .map_or_else(|| c.pipeline.to_string(), |f| f.uses(c))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_lists_are_written_as_runs() {
+        let v = |xs: &[i64]| xs.iter().map(|&x| Value::Int(x)).collect::<Vec<_>>();
+        assert_eq!(spans(&v(&[-3, -5, -4, 1, 7, 8])), "-5..=-3, 1, 7..=8");
+        assert_eq!(spans(&[Value::Word("up"), Value::Int(2)]), "up, 2");
+    }
+
+    /// The library's style: arguments at their pipeline default are left out.
+    #[test]
+    fn uses_lines_leave_defaults_out() {
+        let iface = Interface::parse("a=f16,b=f16,c=f32,d=f32", 16, None).unwrap();
+        let fams = families(&iface);
+        let t = fams.iter().find(|f| f.pipeline == "t_fdpa").unwrap();
+        let c = t
+            .start()
+            .with("F", &Value::Int(25))
+            .with("L", &Value::Int(16))
+            .with("e_zero", &Value::Int(-133));
+        assert_eq!(t.uses(&c), "t_fdpa(F = 25, L = 16, e_zero = -133)");
+        let c = c.with("rho", &Value::Word("nearest_even"));
+        assert_eq!(
+            t.uses(&c),
+            "t_fdpa(F = 25, L = 16, e_zero = -133, rho = nearest_even)"
+        );
+        let i = Interface::parse("a=s8,b=u8,c=s32,d=s32", 16, None).unwrap();
+        let fams = families(&i);
+        assert_eq!(fams.len(), 1);
+        assert_eq!(fams[0].uses(&fams[0].start()), "int_mma()");
+    }
+}
