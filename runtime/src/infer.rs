@@ -415,6 +415,10 @@ impl Compiled {
 /// Probes the interpreter runs on a candidate before its JIT kernel runs all of them.
 const QUICK: usize = 48;
 
+/// Searches begun again from another start and sample when the best candidate still
+/// disagrees with some answer.
+const RESTARTS: usize = 4;
+
 /// About how many probes a sampled scope holds.
 const SAMPLE: usize = 300;
 
@@ -445,6 +449,8 @@ struct Search<'a> {
     /// On such a probe no exponent of zero can act, so parameters coupled with e_zero
     /// through the cut `e_zero - F` are narrowed on these first.
     high: Vec<bool>,
+    /// Which probes the sampled scopes take (moved on a restart).
+    sample_offset: usize,
     /// The exponent above which a probe is high: the largest e_zero of the domain, plus
     /// a margin for the products' carry.
     high_above: i64,
@@ -544,7 +550,7 @@ impl<'a> Search<'a> {
     }
 
     fn in_scope(&self, i: usize, scope: Scope) -> bool {
-        let sampled = || i.is_multiple_of((self.obs.len() / SAMPLE).max(1));
+        let sampled = || (i + self.sample_offset).is_multiple_of((self.obs.len() / SAMPLE).max(1));
         match scope {
             Scope::All => true,
             Scope::High => self.high[i],
@@ -803,6 +809,7 @@ fn initial_probes(
         drops: vec![],
         references: vec![],
     };
+    out.extend(signed_zeros(iface));
     out.extend(witness::structured(seed, &focus));
     let mut random = RandomInputs::new(seed, &focus, options.seed);
     for i in 0..options.random_probes {
@@ -813,6 +820,70 @@ fn initial_probes(
 
 /// A mismatch in one line: the probe's name and both answers (the request itself is in
 /// [`Mismatch::request`]).
+/// Sums whose exact value is zero, with every sign of c and of the zero products, and
+/// exact cancellations: what sets the sign of a zero result (`zero result positive`,
+/// `exact_positive`, IEEE's rules in sequential steps) apart.
+fn signed_zeros(iface: &Interface) -> Vec<(String, Input)> {
+    use crate::inputs::{pow2, zero};
+    let k = iface.k;
+    let one_scale = iface
+        .scale
+        .as_ref()
+        .and_then(|(f, _)| pow2(f, 0, false))
+        .unwrap_or(0);
+    let base = |c: u64| Input {
+        c,
+        a: vec![zero(&iface.a, false); k],
+        b: vec![zero(&iface.b, false); k],
+        sa: vec![one_scale; iface.scale_count()],
+        sb: vec![one_scale; iface.scale_count()],
+    };
+    let sign = |n: bool| if n { "-" } else { "+" };
+    let mut out = vec![];
+    for c_neg in [false, true] {
+        let c = zero(&iface.c, c_neg);
+        for (what, negs) in [
+            ("every product +0", vec![false; k]),
+            ("every product -0", vec![true; k]),
+            ("products -0 and +0", (0..k).map(|i| i % 2 == 0).collect()),
+        ] {
+            let mut input = base(c);
+            for (i, &n) in negs.iter().enumerate() {
+                input.a[i] = zero(&iface.a, n);
+            }
+            out.push((format!("signed zeros: c = {}0, {what}", sign(c_neg)), input));
+        }
+        for last in [false, true] {
+            // 1 - 1 = 0 exactly, in the first lanes or the last ones
+            let (i, j) = if last {
+                (k.saturating_sub(2), k - 1)
+            } else {
+                (0, 1.min(k - 1))
+            };
+            if i == j {
+                continue;
+            }
+            let (Some(p), Some(m), Some(one)) = (
+                pow2(&iface.a, 0, false),
+                pow2(&iface.a, 0, true),
+                pow2(&iface.b, 0, false),
+            ) else {
+                continue;
+            };
+            let mut input = base(c);
+            input.a[i] = p;
+            input.a[j] = m;
+            input.b[i] = one;
+            input.b[j] = one;
+            out.push((
+                format!("signed zeros: c = {}0, 1 - 1 at k = {i}, {j}", sign(c_neg)),
+                input,
+            ));
+        }
+    }
+    out
+}
+
 fn describe(m: &Mismatch) -> String {
     let mine = m
         .candidate_d
@@ -840,6 +911,7 @@ pub fn infer(
         compiled: HashMap::new(),
         counts: HashMap::new(),
         high: vec![],
+        sample_offset: 0,
         high_above: iface
             .d
             .as_float()
@@ -880,12 +952,18 @@ pub fn infer(
     let mut best: (usize, Candidate, usize);
     let mut found: Vec<(usize, Candidate, usize)>;
     let mut round = 0;
+    let mut restarts = 0;
     loop {
         round += 1;
         note(&format!("round {round}"), &search);
         found = vec![];
         for (fi, fam) in fams.iter().enumerate() {
-            let start = start_for(fam, &found);
+            // a restart begins from the family's own start, on another sample
+            let start = if restarts % 2 == 1 {
+                fam.start()
+            } else {
+                start_for(fam, &found)
+            };
             if let Some((c, n)) = search.narrow(fam, start) {
                 found.push((fi, c, n));
             }
@@ -895,6 +973,16 @@ pub fn infer(
             .min_by_key(|(fi, _, n)| (*n, *fi))
             .cloned()
             .expect("at least one family checks");
+        if best.2 > 0 && restarts < RESTARTS && round <= options.rounds {
+            // stuck where no parameter alone can move: search again from elsewhere
+            restarts += 1;
+            search.sample_offset += 1;
+            search
+                .counts
+                .retain(|(_, scope), _| matches!(scope, Scope::All | Scope::High));
+            note(&format!("restart {restarts}"), &search);
+            continue;
+        }
         if best.2 > 0 || round > options.rounds {
             break;
         }
