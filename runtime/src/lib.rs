@@ -4,11 +4,13 @@
 //! [`gemm`]) and operand values typed by hand ([`values`]).
 
 pub mod accuracy;
+pub mod blackbox;
 pub mod conformance;
 pub mod datapath;
 pub mod diff;
 pub mod gemm;
 pub mod generate;
+pub mod infer;
 pub mod inputs;
 pub mod listing;
 pub mod matrix;

@@ -113,8 +113,70 @@ pub fn parse(path: &Path, text: &str) -> (VectorFile, Vec<VectorError>) {
 }
 
 fn parse_case(line: &str, lineno: usize) -> Result<Case, (usize, String)> {
+    let [c, a, b, sa, sb, d] = parse_fields(line)?;
+    let _ = lineno;
+    Ok(Case {
+        line: lineno,
+        c: single(c, "c")?,
+        a: a.ok_or((1, "missing `a=`".to_string()))?,
+        b: b.ok_or((1, "missing `b=`".to_string()))?,
+        sa: sa.unwrap_or_default(),
+        sb: sb.unwrap_or_default(),
+        d: single(d, "d")?,
+    })
+}
+
+/// One request of the black-box protocol (`mmac serve`, `mmac infer`): a case without
+/// its `d=` field, `c=HEX a=HEX,... b=HEX,... [sa=HEX,... sb=HEX,...]`. Errors carry the
+/// 1-based column and a message.
+pub fn parse_request(line: &str) -> Result<Request, (usize, String)> {
+    let [c, a, b, sa, sb, d] = parse_fields(line)?;
+    if d.is_some() {
+        let column = line.find("d=").map_or(1, |i| i + 1);
+        return Err((column, "a request has no `d=` (the box answers it)".into()));
+    }
+    Ok(Request {
+        c: single(c, "c")?,
+        a: a.ok_or((1, "missing `a=`".to_string()))?,
+        b: b.ok_or((1, "missing `b=`".to_string()))?,
+        sa: sa.unwrap_or_default(),
+        sb: sb.unwrap_or_default(),
+    })
+}
+
+/// One answer of the black-box protocol: `d=HEX` and nothing else.
+pub fn parse_answer(line: &str) -> Result<u64, (usize, String)> {
+    let [c, a, b, sa, sb, d] = parse_fields(line)?;
+    if c.is_some() || a.is_some() || b.is_some() || sa.is_some() || sb.is_some() {
+        return Err((1, "an answer is one `d=HEX` field".into()));
+    }
+    single(d, "d")
+}
+
+/// The operands of one request of the black-box protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub c: u64,
+    pub a: Vec<u64>,
+    pub b: Vec<u64>,
+    pub sa: Vec<u64>,
+    pub sb: Vec<u64>,
+}
+
+fn single(v: Option<Vec<u64>>, n: &str) -> Result<u64, (usize, String)> {
+    match v {
+        None => Err((1, format!("missing `{n}=`"))),
+        Some(v) if v.len() == 1 => Ok(v[0]),
+        Some(_) => Err((1, format!("`{n}=` takes one value"))),
+    }
+}
+
+type Fields = [Option<Vec<u64>>; 6];
+
+/// The `name=HEX,...` fields of a line, in the order c, a, b, sa, sb, d.
+fn parse_fields(line: &str) -> Result<Fields, (usize, String)> {
     let mut lex = Token::lexer(line);
-    let mut fields: [Option<Vec<u64>>; 6] = Default::default();
+    let mut fields: Fields = Default::default();
     let names = ["c", "a", "b", "sa", "sb", "d"];
     let mut current: Option<usize> = None;
     let mut expect_value = false;
@@ -168,24 +230,7 @@ fn parse_case(line: &str, lineno: usize) -> Result<Case, (usize, String)> {
             "line ends where a hex value was expected".into(),
         ));
     }
-    let [c, a, b, sa, sb, d] = fields;
-    let single = |v: Option<Vec<u64>>, n: &str| -> Result<u64, (usize, String)> {
-        match v {
-            None => Err((1, format!("missing `{n}=`"))),
-            Some(v) if v.len() == 1 => Ok(v[0]),
-            Some(_) => Err((1, format!("`{n}=` takes one value"))),
-        }
-    };
-    let _ = lineno;
-    Ok(Case {
-        line: lineno,
-        c: single(c, "c")?,
-        a: a.ok_or((1, "missing `a=`".to_string()))?,
-        b: b.ok_or((1, "missing `b=`".to_string()))?,
-        sa: sa.unwrap_or_default(),
-        sb: sb.unwrap_or_default(),
-        d: single(d, "d")?,
-    })
+    Ok(fields)
 }
 
 /// Every `.mmv` file under a path (the path itself if it is a file), sorted.
@@ -294,5 +339,27 @@ mod walk_tests {
                 dir.path().join("real/x.mmv")
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod protocol_tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_answers() {
+        let r = parse_request("c=3f800000 a=3c00,0 b=3c00,0 sa=7f sb=80").unwrap();
+        assert_eq!((r.c, r.a, r.sb), (0x3f80_0000, vec![0x3c00, 0], vec![0x80]));
+        assert_eq!(parse_answer(" d=3f800002 ").unwrap(), 0x3f80_0002);
+        for (bad, column) in [
+            ("c=0 a=0 b=0 d=0", 13),
+            ("c=0 a=0,", 9),
+            ("c=0 a=0 b=0x1", 12),
+        ] {
+            assert_eq!(parse_request(bad).unwrap_err().0, column, "{bad}");
+        }
+        assert!(parse_request("a=0 b=0").is_err());
+        assert!(parse_answer("c=0 d=0").is_err());
+        assert!(parse_answer("").is_err());
     }
 }

@@ -1,10 +1,12 @@
 //! Command-line parsing (clap) and dispatch to the subcommands: `commands` (check, list,
 //! show, probe, run, test, gen), `jit` (compile, bench), `matrix` (mma, gemm), `compare`
-//! (diff) and `report` (report), which share only the leaf `common`.
+//! (diff), `report` (report) and `infer` (serve, infer), which share only the leaf
+//! `common`.
 
 mod commands;
 mod common;
 mod compare;
+mod infer;
 mod jit;
 mod matrix;
 mod report;
@@ -218,6 +220,51 @@ pub enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
+    /// Serve one instruction as a black box: read requests `c=HEX a=HEX,... b=HEX,...
+    /// [sa=HEX,... sb=HEX,...]` on stdin, answer each with a line `d=HEX`, in order (flushed
+    /// after every batch of what has arrived). A malformed request: its line and column on
+    /// stderr, exit 2.
+    Serve {
+        file: PathBuf,
+        /// Instruction name, as in `mmac list`.
+        #[arg(long)]
+        instr: String,
+    },
+    /// Infer a spec from a black box: run COMMAND once (sh -c), send it requests as
+    /// `mmac serve` reads them, narrow the prelude's pipelines and parameters with targeted
+    /// probes, verify the winner on random cases and write it to -o. Exit 0: verified;
+    /// 1: no candidate reproduces the box (closest one and a witness on stderr, nothing
+    /// written); 2: usage, or a box that cannot be started or breaks the protocol.
+    Infer {
+        /// The box: a shell command that answers requests on stdout.
+        #[arg(long)]
+        exec: String,
+        /// Operand formats: a=F,b=F,c=F,d=F (built-in formats).
+        #[arg(long)]
+        types: String,
+        /// k: products per dot product.
+        #[arg(long)]
+        k: usize,
+        /// Block scale factors: "FORMAT block=N".
+        #[arg(long)]
+        scale: Option<String>,
+        /// The arch name of the spec written (default `inferred`).
+        #[arg(long)]
+        arch: Option<String>,
+        /// The instruction name (default `inferred.k{K}.{d}.{a}.{b}.{c}`).
+        #[arg(long)]
+        name: Option<String>,
+        /// Random cases the winner is verified on.
+        #[arg(long, default_value_t = 10_000)]
+        verify: usize,
+        /// Print one JSON object (verified, pipeline, uses, parameters, probes,
+        /// verify_cases, unresolved, seconds, output, witness) instead of the summary line.
+        #[arg(long)]
+        json: bool,
+        /// Where to write the spec (only when verified).
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+    },
 }
 
 const RUN_VALUES: &str = "\
@@ -401,5 +448,27 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
         Command::Gemm { args, c, threads } => {
             matrix::run(&args, c.as_deref(), threads, false, color)
         }
+        Command::Serve { file, instr } => infer::serve(&file, &instr, color),
+        Command::Infer {
+            exec,
+            types,
+            k,
+            scale,
+            arch,
+            name,
+            verify,
+            json,
+            output,
+        } => infer::infer(&infer::InferArgs {
+            exec: &exec,
+            types: &types,
+            k,
+            scale: scale.as_deref(),
+            arch: arch.as_deref(),
+            name: name.as_deref(),
+            verify,
+            json,
+            output: &output,
+        }),
     }
 }
