@@ -239,18 +239,21 @@ pub fn evaluate(
     inst: &Instruction,
     info: &ArithmeticInfo,
     compiled: Option<&jit::CompiledSpec>,
-    inputs: &[Input],
+    inputs: &[impl std::borrow::Borrow<Input>],
 ) -> Result<Vec<u64>, mmac_compiler::engine::EvalError> {
     let kernel = compiled.and_then(|c| c.kernel(&inst.name).ok());
     let Some(kernel) = kernel else {
         return inputs
             .iter()
-            .map(|i| interp::run(inst, info, &i.operands()))
+            .map(|i| interp::run(inst, info, &i.borrow().operands()))
             .collect();
     };
-    let c: Vec<u64> = inputs.iter().map(|i| i.c).collect();
+    let c: Vec<u64> = inputs.iter().map(|i| i.borrow().c).collect();
     let flat = |f: fn(&Input) -> &[u64]| -> Vec<u64> {
-        inputs.iter().flat_map(|i| f(i).iter().copied()).collect()
+        inputs
+            .iter()
+            .flat_map(|i| f(i.borrow()).iter().copied())
+            .collect()
     };
     let (a, b, sa, sb) = (
         flat(|i| &i.a),

@@ -1197,29 +1197,7 @@ impl<'a> Evaluator<'a> {
     }
 
     fn run(&self, inputs: &[&Input]) -> Result<Vec<u64>, EvalError> {
-        let kernel = self
-            .compiled
-            .as_ref()
-            .and_then(|c| c.kernel(&self.inst.name).ok());
-        let Some(kernel) = kernel else {
-            return inputs
-                .iter()
-                .map(|i| interp::run(self.inst, self.info, &i.operands()))
-                .collect();
-        };
-        let c: Vec<u64> = inputs.iter().map(|i| i.c).collect();
-        let flat = |f: fn(&Input) -> &[u64]| -> Vec<u64> {
-            inputs.iter().flat_map(|i| f(i).iter().copied()).collect()
-        };
-        let (a, b, sa, sb) = (
-            flat(|i| &i.a),
-            flat(|i| &i.b),
-            flat(|i| &i.sa),
-            flat(|i| &i.sb),
-        );
-        let mut d = vec![0; inputs.len()];
-        kernel.batch(&c, &a, &b, &sa, &sb, &mut d)?;
-        Ok(d)
+        crate::blackbox::evaluate(self.inst, self.info, self.compiled.as_ref(), inputs)
     }
 
     fn interp(&self, input: &Input) -> Result<u64, EvalError> {
