@@ -10,10 +10,12 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The folder holding libmmac.so: where cargo put this test's executable, one up.
+/// The folder holding libmmac.so: the one cargo put this test's executable in. The
+/// package's lib is also an rlib, so building this test builds (and rebuilds) the shared
+/// library beside it; the copy `cargo build` places one folder up may be stale.
 fn library_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
+    exe.parent().unwrap().to_path_buf()
 }
 
 fn build(dir: &Path) -> PathBuf {
