@@ -62,9 +62,14 @@ fn refusals_are_warnings_with_a_reason() {
 }
 
 /// The last line of `mmac bench --json` parsed as JSON: exactly the documented keys.
-fn bench_json(file: &str, instr: &str, engine: &str) -> serde_json::Map<String, serde_json::Value> {
+fn bench_json(
+    file: &str,
+    instr: &str,
+    engine: &str,
+    dist: &str,
+) -> serde_json::Map<String, serde_json::Value> {
     let o = mmac(&[
-        "bench", file, "--instr", instr, "--engine", engine, "--json",
+        "bench", file, "--instr", instr, "--engine", engine, "--dist", dist, "--json",
     ]);
     assert!(o.status.success(), "{o:?}");
     let out = stdout(&o);
@@ -78,6 +83,7 @@ fn bench_json(file: &str, instr: &str, engine: &str) -> serde_json::Map<String, 
         keys,
         [
             "baseline_ns_per_dot",
+            "dist",
             "dots_per_s",
             "engine",
             "instruction",
@@ -95,12 +101,46 @@ fn bench_json(file: &str, instr: &str, engine: &str) -> serde_json::Map<String, 
 
 #[test]
 fn bench_json_is_the_last_line() {
-    for engine in ["jit", "interp"] {
+    for (engine, dist) in [("jit", "finite"), ("interp", "finite"), ("jit", "normal")] {
         let name = "mma.m16n8k8.f32.f16.f16.f32";
-        let map = bench_json("specs/hopper.mma", name, engine);
+        let map = bench_json("specs/hopper.mma", name, engine, dist);
         assert_eq!(map["engine"], engine);
         assert_eq!(map["instruction"], name);
+        assert_eq!(map["dist"], dist);
     }
+    // block-scaled inputs take unit scales under a value distribution
+    let name = "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3";
+    let map = bench_json("specs/rtx_blackwell.mma", name, "jit", "lognormal");
+    assert_eq!(map["dist"], "lognormal");
+}
+
+/// Value distributions need float operands; an unknown name is refused by the parser.
+#[test]
+fn bench_refuses_a_distribution_it_cannot_draw() {
+    let o = mmac(&[
+        "bench",
+        "specs/ampere.mma",
+        "--instr",
+        "mma.m8n8k16.s32.s8.s8.s32",
+        "--dist",
+        "normal",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--dist normal") && err.contains("not a floating-point format"),
+        "{err}"
+    );
+    let o = mmac(&[
+        "bench",
+        "specs/hopper.mma",
+        "--instr",
+        "mma.m16n8k8.f32.f16.f16.f32",
+        "--dist",
+        "gaussian",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("finite"));
 }
 
 /// Instruction names may hold any character of a string in a `for` list (a tab, a
@@ -115,7 +155,7 @@ fn bench_json_escapes_the_instruction_name() {
     )
     .unwrap();
     let name = "mma.tab\there\\\\.f32";
-    let map = bench_json(spec.to_str().unwrap(), name, "jit");
+    let map = bench_json(spec.to_str().unwrap(), name, "jit", "finite");
     assert_eq!(map["instruction"], name);
 }
 

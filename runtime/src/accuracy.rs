@@ -60,7 +60,8 @@ impl Distribution {
         Ok(d)
     }
 
-    fn draw(&self, rng: &mut Rng) -> f64 {
+    /// One value of the distribution.
+    pub fn draw(&self, rng: &mut Rng) -> f64 {
         match *self {
             Distribution::Normal => normal(rng),
             Distribution::Uniform { lo, hi } => lo + (hi - lo) * unit(rng),

@@ -13,6 +13,7 @@ use mmac_compiler::engine::Operands;
 use mmac_compiler::interp;
 use mmac_compiler::jit;
 use mmac_compiler::records::{Records, Rng};
+use mmac_runtime::accuracy::{self, Distribution};
 use mmac_runtime::specs::LoadedSpec;
 use std::hint::black_box;
 use std::io::Write as _;
@@ -232,16 +233,63 @@ fn baseline_ns_per_dot(k: usize, n: usize) -> f64 {
 struct BenchJson<'a> {
     instruction: &'a str,
     engine: &'a str,
+    dist: &'a str,
     ns_per_dot: f64,
     dots_per_s: f64,
     baseline_ns_per_dot: f64,
 }
 
-pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) -> Outcome {
+/// The inputs `mmac bench --dist` names: random finite encodings, or values of one of
+/// `mmac report`'s distributions rounded into the input formats (unit scales).
+fn bench_records(
+    inst: &mmac_compiler::ir::Instruction,
+    n: usize,
+    dist: &str,
+) -> Result<Records, String> {
+    let mut rec = Records::random(inst, n);
+    if dist == "finite" {
+        return Ok(rec);
+    }
+    let d = Distribution::parse(dist, None).map_err(|e| e.replace("one of ", "one of finite, "))?;
+    let ar = &inst.arithmetic;
+    let mut rng = Rng(0x5851_f42d_4c95_7f2d);
+    for (format, values) in [
+        (&ar.c, &mut rec.c),
+        (&ar.a, &mut rec.a),
+        (&ar.b, &mut rec.b),
+    ] {
+        for v in values.iter_mut() {
+            *v = accuracy::round_into(format, d.draw(&mut rng))
+                .map_err(|e| format!("--dist {dist}: {e}"))?;
+        }
+    }
+    if let Some(s) = &ar.scale {
+        let one = mmac_runtime::inputs::pow2(&s.format, 0, false)
+            .ok_or_else(|| format!("--dist {dist}: `{}` has no 1.0", s.format.name))?;
+        rec.sa.fill(one);
+        rec.sb.fill(one);
+    }
+    Ok(rec)
+}
+
+pub fn bench(
+    file: &Path,
+    instr: &str,
+    engine: Engine,
+    dist: &str,
+    json: bool,
+    color: bool,
+) -> Outcome {
     let s = load(file, color)?;
     let (inst, info) = instruction(&s, instr)?;
     let k = inst.k();
     let sc = inst.scale_count();
+    let records = |n: usize| -> Result<Records, Halt> {
+        bench_records(inst, n, dist).map_err(|e| {
+            eprintln!("error: {e}");
+            Halt::Exit(EXIT_USAGE)
+        })
+    };
     let (engine_name, ns) = match engine {
         Engine::Jit => {
             let compiled = match jit::compile_instruction(inst, info) {
@@ -258,7 +306,7 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
                     return Ok(EXIT_FAILED);
                 }
             };
-            let rec = Records::random(inst, 1024);
+            let rec = records(1024)?;
             let mut d = vec![0u64; rec.n];
             let ns = time_per_dot(5, Duration::from_millis(200), rec.n, || {
                 kernel
@@ -269,7 +317,7 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
             ("jit", ns)
         }
         Engine::Interp => {
-            let rec = Records::random(inst, 256);
+            let rec = records(256)?;
             let ns = time_per_dot(3, Duration::from_millis(300), rec.n, || {
                 for i in 0..rec.n {
                     let ops = Operands {
@@ -290,6 +338,7 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
     let mut out = std::io::stdout().lock();
     writeln!(out, "instruction          {}", inst.name)?;
     writeln!(out, "engine               {engine_name}")?;
+    writeln!(out, "dist                 {dist}")?;
     writeln!(out, "k                    {k}")?;
     writeln!(out, "ns_per_dot           {ns:.2}")?;
     writeln!(out, "dots_per_s           {dots_per_s:.0}")?;
@@ -302,6 +351,7 @@ pub fn bench(file: &Path, instr: &str, engine: Engine, json: bool, color: bool) 
         let line = BenchJson {
             instruction: &inst.name,
             engine: engine_name,
+            dist,
             ns_per_dot: ns,
             dots_per_s,
             baseline_ns_per_dot: baseline,

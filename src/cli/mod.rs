@@ -121,7 +121,13 @@ pub enum Command {
         instr: String,
         #[arg(long, value_enum, default_value_t = Engine::Jit)]
         engine: Engine,
-        /// End with one JSON object: instruction, engine, ns_per_dot, dots_per_s,
+        /// The inputs: `finite` (random finite encodings over the whole exponent range),
+        /// or values drawn from normal, uniform, lognormal or signed (as `mmac report`
+        /// draws them) rounded to nearest into the input formats, with unit scales.
+        #[arg(long, default_value = "finite",
+              value_parser = ["finite", "normal", "uniform", "lognormal", "signed"])]
+        dist: String,
+        /// End with one JSON object: instruction, engine, dist, ns_per_dot, dots_per_s,
         /// baseline_ns_per_dot.
         #[arg(long)]
         json: bool,
@@ -393,8 +399,9 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
             file,
             instr,
             engine,
+            dist,
             json,
-        } => jit::bench(&file, &instr, engine, json, color),
+        } => jit::bench(&file, &instr, engine, &dist, json, color),
         Command::Probe { file, instr } => commands::probe(&file, instr.as_deref(), color),
         Command::Show { file, instr } => commands::show(&file, &instr, color),
         Command::Diff {
