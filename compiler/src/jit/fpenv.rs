@@ -6,23 +6,34 @@
 //! so every kernel call runs inside an [`IeeeDefaults`] guard that sets the defaults when
 //! they are not in force and restores the caller's state afterwards.
 //!
+//! A kernel whose code flushes every subnormal result itself may ask for flush-to-zero
+//! on top of the defaults: the bits are the same either way, and x86 computes subnormal
+//! results on a slow path that flush-to-zero avoids.
+//!
 //! x86-64 (MXCSR) and AArch64 (FPCR) are handled; on other hosts the guard does nothing
 //! and the caller's state must be the default.
 
-/// Sets the IEEE default control state for its lifetime, if it is not in force.
+/// Sets the IEEE default control state (with flush-to-zero if asked) for its lifetime,
+/// if it is not in force.
 pub(crate) struct IeeeDefaults {
     saved: Option<u64>,
 }
 
 impl IeeeDefaults {
     #[inline]
-    pub(crate) fn enter() -> IeeeDefaults {
+    pub(crate) fn enter(flush_to_zero: bool) -> IeeeDefaults {
+        let wanted = if flush_to_zero {
+            DEFAULT | FLUSH_TO_ZERO
+        } else {
+            DEFAULT
+        };
         let current = read();
-        if current & CONTROL_MASK == DEFAULT {
+        if current & CONTROL_MASK == wanted {
             return IeeeDefaults { saved: None };
         }
-        // SAFETY: writes the documented default control word; status flags are kept.
-        unsafe { write((current & !CONTROL_MASK) | DEFAULT) };
+        // SAFETY: writes the documented default control word (plus flush-to-zero);
+        // status flags are kept.
+        unsafe { write((current & !CONTROL_MASK) | wanted) };
         IeeeDefaults {
             saved: Some(current),
         }
@@ -45,6 +56,9 @@ impl Drop for IeeeDefaults {
 pub(crate) const CONTROL_MASK: u64 = 0xffc0;
 #[cfg(target_arch = "x86_64")]
 pub(crate) const DEFAULT: u64 = 0x1f80;
+/// FTZ: tiny results become zeros of their sign.
+#[cfg(target_arch = "x86_64")]
+const FLUSH_TO_ZERO: u64 = 0x8000;
 
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -73,6 +87,9 @@ unsafe fn write(value: u64) {
 pub(crate) const CONTROL_MASK: u64 = 0x07c8_9f00;
 #[cfg(target_arch = "aarch64")]
 pub(crate) const DEFAULT: u64 = 0;
+/// FZ: tiny results (and subnormal inputs) become zeros of their sign.
+#[cfg(target_arch = "aarch64")]
+const FLUSH_TO_ZERO: u64 = 1 << 24;
 
 #[cfg(target_arch = "aarch64")]
 #[inline]
@@ -94,6 +111,8 @@ unsafe fn write(value: u64) {
 pub(crate) const CONTROL_MASK: u64 = 0;
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 pub(crate) const DEFAULT: u64 = 0;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const FLUSH_TO_ZERO: u64 = 0;
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 #[inline]

@@ -92,6 +92,8 @@ type BatchFn = unsafe extern "C" fn(
 pub(crate) struct Entry {
     dot: DotFn,
     batch: BatchFn,
+    /// Run under flush-to-zero (same bits, no slow path for subnormal results).
+    flush_to_zero: bool,
 }
 
 /// What runs an arithmetic: native entries, or a composed kernel that calls others.
@@ -106,7 +108,7 @@ impl Code {
     pub(crate) fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {
         match self {
             Code::Native(entry) => {
-                let _fp = IeeeDefaults::enter();
+                let _fp = IeeeDefaults::enter(entry.flush_to_zero);
                 // SAFETY: the caller checked the operand counts against the kernel's k
                 // and scale count; the code lives as long as the `CompiledSpec` the
                 // caller's kernel borrows.
@@ -361,7 +363,7 @@ impl Kernel<'_> {
             sa_stride as u64,
             sb_stride as u64,
         ];
-        let _fp = IeeeDefaults::enter();
+        let _fp = IeeeDefaults::enter(entry.flush_to_zero);
         // SAFETY: every record read lies inside its slice (checked above, without
         // overflow); the batch entry reads n records and writes n results.
         unsafe {
@@ -456,6 +458,10 @@ fn plan<'i>(inst: &'i Instruction, info: &ArithmeticInfo) -> Result<Lowering<'i>
 const MAX_UNROLLED_K: usize = 4096;
 
 impl Lowering<'_> {
+    /// The kernel gives the same bits, faster, under the host's flush-to-zero mode.
+    fn flush_to_zero(&self) -> bool {
+        matches!(self, Lowering::Sequential(_, p) if p.flush_to_zero)
+    }
     fn width(&self) -> types::Type {
         match self {
             Lowering::Fused(_, p) => p.w,
@@ -878,6 +884,9 @@ pub(crate) struct Built {
     pub outcome: Vec<Result<Lowered, String>>,
     /// Per native kernel: its dot and batch functions, or why they could not be defined.
     pub ids: Vec<Result<(FuncId, FuncId), String>>,
+    /// Per native kernel: whether it may run under flush-to-zero
+    /// ([`Lowering::flush_to_zero`]).
+    pub flush_to_zero: Vec<bool>,
     pub clif: Vec<(String, String)>,
     pub asm: Vec<(String, String)>,
 }
@@ -965,6 +974,7 @@ pub(crate) fn build_jobs<M: Module>(
     Built {
         outcome,
         ids,
+        flush_to_zero: kernels.iter().map(|k| k.flush_to_zero).collect(),
         clif,
         asm,
     }
@@ -982,6 +992,7 @@ fn compile_jobs<'s>(
     let Built {
         outcome,
         ids,
+        flush_to_zero,
         clif,
         asm,
     } = build_jobs(&mut Target::new(&mut module, false, ""), jobs, options);
@@ -990,7 +1001,8 @@ fn compile_jobs<'s>(
         .map_err(|e| JitError::backend(format!("cannot finalize the code: {e}")))?;
     let entries: Vec<Result<Entry, String>> = ids
         .into_iter()
-        .map(|r| {
+        .zip(flush_to_zero)
+        .map(|(r, flush_to_zero)| {
             r.map(|(d, b)| {
                 let dp = module.get_finalized_function(d);
                 let bp = module.get_finalized_function(b);
@@ -999,6 +1011,7 @@ fn compile_jobs<'s>(
                     Entry {
                         dot: std::mem::transmute::<*const u8, DotFn>(dp),
                         batch: std::mem::transmute::<*const u8, BatchFn>(bp),
+                        flush_to_zero,
                     }
                 }
             })
@@ -1043,6 +1056,8 @@ fn compile_jobs<'s>(
 /// A kernel's two functions in Cranelift IR, declared in the module, not yet compiled.
 struct Pending {
     label: String,
+    /// See [`Lowering::flush_to_zero`].
+    flush_to_zero: bool,
     dot: (FuncId, cranelift_codegen::ir::Function),
     batch: (FuncId, cranelift_codegen::ir::Function),
 }
@@ -1225,6 +1240,7 @@ fn build_kernel<M: Module>(
     }
     Ok(Pending {
         label: inst.name.clone(),
+        flush_to_zero: low.flush_to_zero(),
         dot: (dot_id, dot_fn),
         batch: (batch_id, ctx.func),
     })

@@ -2,6 +2,15 @@
 //! native f32/f64 arithmetic: every step the IR describes is one IEEE operation rounded to
 //! nearest even, which the host computes exactly (`fma` for an exact product added to the
 //! accumulator). [`plan`] refuses any step a native operation would not reproduce bit for bit.
+//!
+//! f32 pipelines whose elements widen to f32 by lane operations (f16, bf16) and whose k is
+//! a multiple of 4 decode, multiply and add pairwise four lanes per SIMD instruction
+//! ([`emit_simd`]); the accumulation into c stays one scalar addition per term, in order.
+//! Where every rounded step flushes subnormal results keeping the sign, the plan also
+//! says the host may run the kernel with flush-to-zero on ([`Plan::flush_to_zero`]): the
+//! hardware then flushes exactly the results the code flushes, without the slow path
+//! x86 takes for subnormal results, and the code's own flushes keep the bits right under
+//! any control state.
 
 use super::emit::Emitter;
 use crate::exact::Rounding;
@@ -15,6 +24,16 @@ pub(crate) struct Plan {
     native: Native,
     /// Exact products are fused into the accumulation (`fma`) rather than formed first.
     fuse_products: bool,
+    /// Products and pairwise sums four lanes per SIMD instruction ([`emit_simd`]).
+    simd: bool,
+    /// Running under the host's flush-to-zero mode gives the same bits (and avoids the
+    /// slow path for subnormal results): every rounded step flushes subnormal results
+    /// keeping the sign, a, b and c are flushed on input (AArch64's FZ also reads subnormal
+    /// inputs as zero), products are rounded from at most
+    /// 23 significant bits and sums are of f32 values (multiples of 2^-149), so an exact
+    /// result below 2^-126 is one the IEEE rounding leaves subnormal or zero, and the
+    /// hardware's tininess test (before or after rounding) agrees with the model's.
+    pub(crate) flush_to_zero: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -149,10 +168,44 @@ pub(crate) fn plan(inst: &Instruction, s: &Sequential) -> Result<Plan, String> {
             false
         }
     };
+    let every_step_flushes = s.accumulate.flush_keep_sign
+        && s.pairwise.as_ref().is_none_or(|(_, a)| a.flush_keep_sign)
+        && matches!(&s.product, ProductRule::Rounded(r) if r.flush_keep_sign);
+    let flush_to_zero = native == Native::F32
+        && every_step_flushes
+        && s.conditioning.flush_a
+        && s.conditioning.flush_b
+        && s.conditioning.flush_c
+        && (a.mantissa_bits + 1) + (b.mantissa_bits + 1) <= 23;
+    let simd = native == Native::F32
+        && !fuse_products
+        && inst.k().is_multiple_of(4)
+        && lane_widens(a, s.conditioning.flush_a)
+        && lane_widens(b, s.conditioning.flush_b);
     Ok(Plan {
         native,
         fuse_products,
+        simd,
+        flush_to_zero,
     })
+}
+
+/// Can an i32 lane widen an element of `f` to f32 bits with shifts and masks? (A signed
+/// IEEE-style format of at most 32 bits whose exponents and significands fit f32's; when
+/// its subnormals are not flushed, they are f32 normals or f32's own.)
+fn lane_widens(f: &FloatFormat, flush: bool) -> bool {
+    let subnormals_widen = flush
+        || (f.exponent_bits == 8 && f.bias == 127)
+        || f.min_exponent() as i64 - f.mantissa_bits as i64 >= -126;
+    subnormals_widen
+        && f.signed
+        && f.specials == Specials::Ieee
+        && f.ignored_low_bits == 0
+        && f.storage_bits == 1 + f.exponent_bits + f.mantissa_bits
+        && f.storage_bits <= 32
+        && f.mantissa_bits <= 23
+        && f.exponent_bits <= 8
+        && f.exponent_bits >= 2
 }
 
 fn to_native(em: &mut Emitter, f: &FloatFormat, n: Native, raw: Value, flush: bool) -> Value {
@@ -255,6 +308,9 @@ pub(crate) fn emit(
     a_ptr: Value,
     b_ptr: Value,
 ) -> Value {
+    if p.simd {
+        return emit_simd(em, inst, s, c, a_ptr, b_ptr);
+    }
     let n = p.native;
     let cond = s.conditioning;
     let fa = inst.arithmetic.a.as_float().expect("planned");
@@ -308,6 +364,17 @@ pub(crate) fn emit(
             acc = step(em, n, &s.accumulate, r);
         }
     }
+    result_bits(em, inst, s, n, acc)
+}
+
+/// d's bits from the accumulator.
+fn result_bits(
+    em: &mut Emitter,
+    inst: &Instruction,
+    s: &Sequential,
+    n: Native,
+    acc: Value,
+) -> Value {
     let bits = em.b.ins().bitcast(n.int(), MemFlagsData::new(), acc);
     let bits = if n == Native::F32 {
         em.b.ins().uextend(types::I64, bits)
@@ -322,6 +389,295 @@ pub(crate) fn emit(
             let is_nan = em.b.ins().fcmp(FloatCC::Unordered, acc, acc);
             let nan = em.i64c(inst.arithmetic.d.encode_nan().unwrap_or(0) as i64);
             em.sel(is_nan, nan, bits)
+        }
+    }
+}
+
+fn splat32(em: &mut Emitter, v: i64) -> Value {
+    let x = em.b.ins().iconst(types::I32, v);
+    em.b.ins().splat(types::I32X4, x)
+}
+
+fn le() -> MemFlagsData {
+    MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little)
+}
+
+/// Lanes of `x` and `y` (i32x4 or f32x4, as i32 lane numbers 0-7) picked by `lanes`.
+fn pick(em: &mut Emitter, x: Value, y: Value, lanes: [u8; 4]) -> Value {
+    let ty = em.b.func.dfg.value_type(x);
+    let mut bytes = [0u8; 16];
+    for (i, l) in lanes.iter().enumerate() {
+        for j in 0..4 {
+            bytes[i * 4 + j] = l * 4 + j as u8;
+        }
+    }
+    let mask =
+        em.b.func
+            .dfg
+            .immediates
+            .push(cranelift_codegen::ir::ConstantData::from(bytes.to_vec()));
+    let x8 = em.b.ins().bitcast(types::I8X16, le(), x);
+    let y8 = em.b.ins().bitcast(types::I8X16, le(), y);
+    let s = em.b.ins().shuffle(x8, y8, mask);
+    em.b.ins().bitcast(ty, le(), s)
+}
+
+/// f32 bits of four elements of `f` in i32 lanes (`code`: the low 32 bits of each
+/// element), subnormals flushed to +0 when `flush` (otherwise the format's subnormals
+/// are f32 normals, which [`plan`] checked).
+fn widen_lanes(em: &mut Emitter, f: &FloatFormat, code: Value, flush: bool) -> Value {
+    let (m, e) = (f.mantissa_bits as i64, f.exponent_bits as i64);
+    let code = if f.storage_bits < 32 {
+        let mask = splat32(em, crate::format::low_mask(f.storage_bits) as i64);
+        em.b.ins().band(code, mask)
+    } else {
+        code
+    };
+    let emask = splat32(em, (1i64 << e) - 1);
+    let ef = em.b.ins().ushr_imm_s(code, m);
+    let ef = em.b.ins().band(ef, emask);
+    let zero = splat32(em, 0);
+    let bits = if e == 8 && f.bias == 127 {
+        // f32's exponent layout: the significand only widens, the sign lands on bit 31
+        em.b.ins().ishl_imm_s(code, 23 - m)
+    } else {
+        let mm = splat32(em, (1i64 << m) - 1);
+        let man = em.b.ins().band(code, mm);
+        let man = em.b.ins().ishl_imm_s(man, 23 - m);
+        let sign = em.b.ins().ushr_imm_s(code, e + m);
+        let sign = em.b.ins().ishl_imm_s(sign, 31);
+        let rebias = splat32(em, 127 - f.bias as i64);
+        let en = em.b.ins().iadd(ef, rebias);
+        let en = em.b.ins().ishl_imm_s(en, 23);
+        let normal = em.b.ins().bor(en, man);
+        let inf = splat32(em, 0x7f80_0000);
+        let special = em.b.ins().bor(inf, man);
+        let is_special = em.b.ins().icmp(IntCC::Equal, ef, emask);
+        let x = em.b.ins().bitselect(is_special, special, normal);
+        let x = if flush {
+            x
+        } else {
+            // a subnormal: man * 2^(emin - m), an f32 normal
+            let ez = em.b.ins().icmp(IntCC::Equal, ef, zero);
+            let fm = em.b.ins().fcvt_from_uint(types::F32X4, man);
+            let scale = 2f32.powi((f.min_exponent() as i64 - 23) as i32);
+            let k = em.b.ins().f32const(scale);
+            let k = em.b.ins().splat(types::F32X4, k);
+            let v = em.b.ins().fmul(fm, k);
+            let v = em.b.ins().bitcast(types::I32X4, le(), v);
+            em.b.ins().bitselect(ez, v, x)
+        };
+        em.b.ins().bor(x, sign)
+    };
+    if flush {
+        let ez = em.b.ins().icmp(IntCC::Equal, ef, zero);
+        em.b.ins().band_not(bits, ez)
+    } else {
+        bits
+    }
+}
+
+/// A subnormal lane becomes a zero of the same sign (f32x4).
+fn flush_lanes(em: &mut Emitter, x: Value) -> Value {
+    let bits = em.b.ins().bitcast(types::I32X4, le(), x);
+    let abs_mask = splat32(em, 0x7fff_ffff);
+    let abs = em.b.ins().band(bits, abs_mask);
+    let min_normal = splat32(em, 0x0080_0000);
+    let tiny = em.b.ins().icmp(IntCC::SignedLessThan, abs, min_normal);
+    let sign_mask = splat32(em, 0x8000_0000u32 as i32 as i64);
+    let sign = em.b.ins().band(bits, sign_mask);
+    let r = em.b.ins().bitselect(tiny, sign, bits);
+    em.b.ins().bitcast(types::F32X4, le(), r)
+}
+
+fn step_lanes(em: &mut Emitter, a: &RoundedOp, x: Value) -> Value {
+    if a.flush_keep_sign {
+        flush_lanes(em, x)
+    } else {
+        x
+    }
+}
+
+/// The f32 pipeline of [`plan`]'s `simd` case: elements decoded, multiplied and summed
+/// pairwise four lanes at a time (the pairwise tree's lower levels as even + odd lanes
+/// of two vectors, which keeps k order), then every term added to c in k order.
+fn emit_simd(
+    em: &mut Emitter,
+    inst: &Instruction,
+    s: &Sequential,
+    c: Value,
+    a_ptr: Value,
+    b_ptr: Value,
+) -> Value {
+    let n = Native::F32;
+    let cond = s.conditioning;
+    let fa = inst.arithmetic.a.as_float().expect("planned");
+    let fb = inst.arithmetic.b.as_float().expect("planned");
+    let fc = inst.arithmetic.c.as_float().expect("planned");
+    let vload = MemFlagsData::new().with_notrap().with_readonly();
+    // the low 32 bits of elements k..k+4
+    let load4 = |em: &mut Emitter, ptr: Value, k: usize| {
+        let x = em.b.ins().load(types::I64X2, vload, ptr, (k * 8) as i32);
+        let y =
+            em.b.ins()
+                .load(types::I64X2, vload, ptr, (k * 8 + 16) as i32);
+        let x = em.b.ins().bitcast(types::I32X4, le(), x);
+        let y = em.b.ins().bitcast(types::I32X4, le(), y);
+        pick(em, x, y, [0, 2, 4, 6])
+    };
+    let mut acc = to_native(em, fc, n, c, cond.flush_c);
+    let mut vals = vec![];
+    for k in (0..inst.k()).step_by(4) {
+        let ra = load4(em, a_ptr, k);
+        let rb = load4(em, b_ptr, k);
+        let x = widen_lanes(em, fa, ra, cond.flush_a);
+        let y = widen_lanes(em, fb, rb, cond.flush_b);
+        let x = em.b.ins().bitcast(types::F32X4, le(), x);
+        let y = em.b.ins().bitcast(types::F32X4, le(), y);
+        let pr = em.b.ins().fmul(x, y);
+        vals.push(match &s.product {
+            ProductRule::Rounded(ar) => step_lanes(em, ar, pr),
+            ProductRule::Exact => pr,
+        });
+    }
+    let mut terms: Vec<Value> = vec![];
+    if let Some((g, ar)) = &s.pairwise {
+        let mut levels = g.trailing_zeros();
+        // lower levels in lanes: pairs of adjacent lanes are the even and odd lanes
+        while levels > 0 && vals.len() >= 2 && vals.len().is_multiple_of(2) {
+            vals = vals
+                .chunks(2)
+                .map(|v| {
+                    let even = pick(em, v[0], v[1], [0, 2, 4, 6]);
+                    let odd = pick(em, v[0], v[1], [1, 3, 5, 7]);
+                    let r = em.b.ins().fadd(even, odd);
+                    step_lanes(em, ar, r)
+                })
+                .collect();
+            levels -= 1;
+        }
+        let mut level: Vec<Value> = lanes(em, &vals);
+        for _ in 0..levels {
+            level = level
+                .chunks(2)
+                .map(|pair| {
+                    let r = em.b.ins().fadd(pair[0], pair[1]);
+                    step(em, n, ar, r)
+                })
+                .collect();
+        }
+        terms = level;
+    } else {
+        terms.extend(lanes(em, &vals));
+    }
+    for t in terms {
+        let r = em.b.ins().fadd(acc, t);
+        acc = step(em, n, &s.accumulate, r);
+    }
+    result_bits(em, inst, s, n, acc)
+}
+
+/// Every lane of `vals` in order, as scalars.
+fn lanes(em: &mut Emitter, vals: &[Value]) -> Vec<Value> {
+    let mut out = vec![];
+    for &v in vals {
+        for l in 0..4 {
+            out.push(em.b.ins().extractlane(v, l));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    //! The flush-to-zero claim of [`Plan::flush_to_zero`]: CDNA2's FTZ multiply-add
+    //! kernels give the interpreter's bits both under flush-to-zero (how the JIT runs
+    //! them) and under the IEEE defaults (how an object file runs them), on inputs whose
+    //! products, pairwise sums and accumulations land around the smallest normal f32.
+    use super::super::{Code, Kernel};
+    use crate::engine::Operands;
+    use crate::records::Rng;
+
+    #[test]
+    fn ftz_multiply_add_is_exact_with_and_without_flush_to_zero() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../specs/cdna2.mma");
+        let text = std::fs::read_to_string(path).unwrap();
+        let v = crate::compile(path, &text).expect("cdna2 checks");
+        let compiled = super::super::compile(&v.spec, &v.info).expect("compiles");
+        let names = [
+            "v_mfma_f32_16x16x16bf16_1k", // P = 4, SIMD
+            "v_mfma_f32_16x16x8bf16",     // P = 2, SIMD
+            "v_mfma_f32_4x4x4f16",        // P = 4, k = 4: the tree in scalars
+            "v_mfma_f32_16x16x2bf16",     // P = 2, k = 2: the scalar path
+        ];
+        let mut rng = Rng::new(0x6a09_e667_f3bc_c909);
+        for name in names {
+            let i = v.spec.position(name).expect(name);
+            let (inst, info) = (&v.spec.instructions[i], v.info.instruction(i));
+            let kernel = compiled.kernel(name).unwrap();
+            let Code::Native(entry) = &kernel.code else {
+                panic!("{name}: a native kernel");
+            };
+            assert!(entry.flush_to_zero, "{name} runs under flush-to-zero");
+            let mut ieee_entry = *entry;
+            ieee_entry.flush_to_zero = false;
+            let ieee = Kernel {
+                code: Code::Native(ieee_entry),
+                name: kernel.name.clone(),
+                ..kernel
+            };
+            let f = inst.arithmetic.a.as_float().unwrap();
+            let (m, bias) = (f.mantissa_bits as i64, f.bias as i64);
+            let k = inst.k();
+            for case in 0..4000 {
+                // exponents whose sums straddle -126 (bf16), or the whole range (f16)
+                let el = |e: i64, r: u64| -> u64 {
+                    let field = (e + bias).clamp(0, (1 << f.exponent_bits) - 2) as u64;
+                    ((r >> 63) << (f.exponent_bits as i64 + m))
+                        | (field << m)
+                        | (r & ((1 << m) - 1))
+                };
+                let mut a = vec![];
+                let mut b = vec![];
+                for _ in 0..k {
+                    let (r1, r2) = (rng.next_u64(), rng.next_u64());
+                    let ea = (r1 % 40) as i64 - 83; // -83..-44
+                    let eb = -126 - ea + ((r1 >> 8) % 9) as i64 - 4;
+                    let (ea, eb) = if f.exponent_bits == 5 {
+                        ((r1 % 31) as i64 - 15, ((r1 >> 8) % 31) as i64 - 15)
+                    } else {
+                        (ea, eb)
+                    };
+                    a.push(el(ea, r2));
+                    b.push(el(eb, r2.rotate_left(17)));
+                }
+                // cancelling pairs: b[1] = -b[0] with a[1] = a[0]
+                if case % 3 == 0 && k >= 2 {
+                    a[1] = a[0];
+                    b[1] = b[0] ^ (1 << (f.exponent_bits as i64 + m));
+                }
+                let r = rng.next_u64();
+                let c = match case % 4 {
+                    0 => 0,
+                    1 => (r % (3 << 23)) | ((r >> 32) & 0x8000_0000),
+                    _ => ((((r >> 40) % 8) + 120) << 23) | (r & 0x807f_ffff),
+                };
+                let ops = Operands {
+                    c,
+                    a: &a,
+                    b: &b,
+                    sa: &[],
+                    sb: &[],
+                };
+                let want = crate::interp::run(inst, info, &ops).unwrap();
+                for (mode, kern) in [("flush-to-zero", &kernel), ("IEEE", &ieee)] {
+                    let got = kern.dot(&ops).unwrap();
+                    assert_eq!(
+                        got, want,
+                        "{name} under {mode}: c={c:x} a={a:x?} b={b:x?}: interp {want:x}, jit {got:x}"
+                    );
+                }
+            }
         }
     }
 }
