@@ -417,6 +417,114 @@ struct ElementError {
 
 /// Compare D with the exact result of the problem.
 pub fn error_report(inst: &Instruction, p: &Problem, d: &Matrix) -> ErrorReport {
+    error_report_with_progress(inst, p, d, &|_| {})
+}
+
+/// Elements of one operand matrix decoded once: integer significand and the exponent of
+/// its last bit (zeros take the smallest exponent of the nonzero ones), and whether each
+/// row is all finite.
+struct DecodedRows {
+    sig: Vec<i64>,
+    exp: Vec<i32>,
+    row_finite: Vec<bool>,
+    /// The smallest last-bit exponent and the largest top-bit exponent (exclusive) of the
+    /// nonzero elements.
+    lo: i64,
+    top: i64,
+}
+
+impl DecodedRows {
+    /// `data` as `rows` rows of `cols`; None if a significand needs more than 62 bits.
+    fn new(f: &Format, data: &[u64], rows: usize, cols: usize) -> Option<DecodedRows> {
+        let mut sig = Vec::with_capacity(data.len());
+        let mut exp = Vec::with_capacity(data.len());
+        let mut row_finite = vec![true; rows];
+        let (mut lo, mut top) = (i64::MAX, i64::MIN);
+        for (i, &x) in data.iter().enumerate() {
+            match split(&f.decode(x)) {
+                Some((v, e)) => {
+                    if v.unsigned_abs() >= 1 << 62 || e.abs() > 1 << 20 {
+                        return None;
+                    }
+                    if v != 0 {
+                        lo = lo.min(e);
+                        top = top.max(e + (128 - v.unsigned_abs().leading_zeros()) as i64);
+                    }
+                    sig.push(v as i64);
+                    exp.push(e as i32);
+                }
+                None => {
+                    row_finite[i / cols.max(1)] = false;
+                    sig.push(0);
+                    exp.push(0);
+                }
+            }
+        }
+        if lo == i64::MAX {
+            (lo, top) = (0, 0);
+        }
+        for (s, e) in sig.iter().zip(exp.iter_mut()) {
+            if *s == 0 {
+                *e = lo as i32;
+            }
+        }
+        debug_assert_eq!(row_finite.len(), rows);
+        Some(DecodedRows {
+            sig,
+            exp,
+            row_finite,
+            lo,
+            top,
+        })
+    }
+}
+
+/// The exact `c + row i of A . column j of B` on the fixed-width path of
+/// [`error_report_with_progress`] (whose width check makes every shift and sum fit).
+fn fixed_exact(
+    inst: &Instruction,
+    da: &DecodedRows,
+    db: &DecodedRows,
+    kk: usize,
+    i: usize,
+    j: usize,
+    c: u64,
+) -> Option<Dyadic> {
+    if !da.row_finite[i] || !db.row_finite[j] {
+        return None;
+    }
+    let lo = (da.lo + db.lo) as i32;
+    let (sa, ea) = (&da.sig[i * kk..(i + 1) * kk], &da.exp[i * kk..(i + 1) * kk]);
+    let (sb, eb) = (&db.sig[j * kk..(j + 1) * kk], &db.exp[j * kk..(j + 1) * kk]);
+    let mut acc: i128 = 0;
+    for k in 0..kk {
+        let prod = sa[k] as i128 * sb[k] as i128;
+        acc += prod << (ea[k] + eb[k] - lo) as u32;
+    }
+    let (cv, ce) = split(&inst.arithmetic.c.decode(c))?;
+    Some(Dyadic::new(acc, lo as i64).add(&Dyadic::new(cv, ce)))
+}
+
+/// Does the fixed-width path hold every sum of `kk` products of `da` and `db`?
+fn fits_fixed(da: &DecodedRows, db: &DecodedRows, kk: usize) -> bool {
+    let lo = da.lo + db.lo;
+    let top = da.top + db.top;
+    let width = top - lo + (usize::BITS - kk.leading_zeros()) as i64 + 1;
+    width <= 126
+}
+
+/// [`error_report`], calling `progress(rows)` as rows of D are done. The exact sums are
+/// fixed-width integers: A and B are decoded once, and when every product of the data,
+/// shifted to the smallest last-bit exponent of any product, fits with the sum of K of
+/// them in an i128 (f16 and FP8 always do; wider formats when the data's exponents allow
+/// it), each element is one pass of multiply, shift and add. Otherwise elements take the
+/// arbitrary-precision path.
+pub fn error_report_with_progress(
+    inst: &Instruction,
+    p: &Problem,
+    d: &Matrix,
+    progress: &(dyn Fn(usize) + Sync),
+) -> ErrorReport {
     let (m, n, kk) = (p.a.rows, p.b.cols, p.a.cols);
     let bt = p.b.transposed();
     let per_k = inst
@@ -430,40 +538,53 @@ pub fn error_report(inst: &Instruction, p: &Problem, d: &Matrix) -> ErrorReport 
         p.sb.as_ref()
             .map(|x| x.transposed().data)
             .unwrap_or_default();
+    // the fixed-width path: unscaled instructions whose data fits
+    let fixed = if per_k == 0 {
+        let da = DecodedRows::new(&inst.arithmetic.a, &p.a.data, m, kk);
+        let db = DecodedRows::new(&inst.arithmetic.b, &bt.data, n, kk);
+        da.zip(db).filter(|(da, db)| fits_fixed(da, db, kk))
+    } else {
+        None
+    };
     // per element: None when an input or D is not finite
+    let element = |i: usize, j: usize| -> Option<ElementError> {
+        let c = p.c.data[i * n + j];
+        let exact = match &fixed {
+            Some((da, db)) => fixed_exact(inst, da, db, kk, i, j, c)?,
+            None => exact_element(
+                inst,
+                c,
+                &p.a.data[i * kk..(i + 1) * kk],
+                &bt.data[j * kk..(j + 1) * kk],
+                if per_k > 0 {
+                    &sa[i * per_k..(i + 1) * per_k]
+                } else {
+                    &[]
+                },
+                if per_k > 0 {
+                    &sbt[j * per_k..(j + 1) * per_k]
+                } else {
+                    &[]
+                },
+            )?,
+        };
+        let (dv, de) = split(&inst.arithmetic.d.decode(d.data[i * n + j]))?;
+        let err = Dyadic::new(dv, de).add(&exact.neg());
+        let signed = err.to_f64_lossy();
+        let rel = (!exact.is_zero())
+            .then(|| (err.abs().to_f64_lossy() / exact.abs().to_f64_lossy()).abs());
+        Some(ElementError {
+            abs: signed.abs(),
+            rel,
+            signed,
+        })
+    };
     let rows: Vec<Vec<Option<ElementError>>> = (0..m)
         .into_par_iter()
         .map(|i| {
-            (0..n)
-                .map(|j| {
-                    let exact = exact_element(
-                        inst,
-                        p.c.data[i * n + j],
-                        &p.a.data[i * kk..(i + 1) * kk],
-                        &bt.data[j * kk..(j + 1) * kk],
-                        if per_k > 0 {
-                            &sa[i * per_k..(i + 1) * per_k]
-                        } else {
-                            &[]
-                        },
-                        if per_k > 0 {
-                            &sbt[j * per_k..(j + 1) * per_k]
-                        } else {
-                            &[]
-                        },
-                    )?;
-                    let (dv, de) = split(&inst.arithmetic.d.decode(d.data[i * n + j]))?;
-                    let err = Dyadic::new(dv, de).add(&exact.neg());
-                    let signed = err.to_f64_lossy();
-                    let rel = (!exact.is_zero())
-                        .then(|| (err.abs().to_f64_lossy() / exact.abs().to_f64_lossy()).abs());
-                    Some(ElementError {
-                        abs: signed.abs(),
-                        rel,
-                        signed,
-                    })
-                })
-                .collect()
+            let row = (0..n).map(|j| element(i, j)).collect();
+            progress(1);
+            row
         })
         .collect();
     let mut r = ErrorReport::default();
@@ -492,4 +613,72 @@ pub fn error_report(inst: &Instruction, p: &Problem, d: &Matrix) -> ErrorReport 
         r.mean_rel = sum_rel / n_rel as f64;
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mmac_compiler::records::Rng;
+
+    /// The fixed-width exact sums equal the arbitrary-precision ones, element by element,
+    /// on f16 data over its whole range and bf16 data over a narrow one (both fit), and
+    /// bf16 over its whole range does not fit (the report takes the other path).
+    #[test]
+    fn fixed_width_exact_sums_equal_the_arbitrary_precision_ones() {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../specs/hopper.mma"))
+                .unwrap();
+        let v = mmac_compiler::compile("hopper.mma", &text).unwrap();
+        let mut rng = Rng::new(7);
+        for (name, narrow) in [
+            ("mma.m16n8k16.f32.f16.f16.f32", false),
+            ("mma.m16n8k16.f32.bf16.bf16.f32", true),
+        ] {
+            let inst = &v.spec.instructions[v.spec.position(name).unwrap()];
+            let (m, n, kk) = (8, 8, 256);
+            let mut draw = |f: &Format, count: usize| -> Vec<u64> {
+                (0..count)
+                    .map(|_| {
+                        let x = rng.finite(f);
+                        if narrow {
+                            // exponent field within 100..140: data of a realistic range
+                            let e = 100 + rng.next_u64() % 40;
+                            (x & 0x807f) | (e << 7)
+                        } else {
+                            x
+                        }
+                    })
+                    .collect()
+            };
+            let a = draw(&inst.arithmetic.a, m * kk);
+            let bt = draw(&inst.arithmetic.b, n * kk);
+            let c = draw(&inst.arithmetic.c, m * n);
+            let da = DecodedRows::new(&inst.arithmetic.a, &a, m, kk).unwrap();
+            let db = DecodedRows::new(&inst.arithmetic.b, &bt, n, kk).unwrap();
+            assert!(fits_fixed(&da, &db, kk), "{name}");
+            for i in 0..m {
+                for j in 0..n {
+                    let want = exact_element(
+                        inst,
+                        c[i * n + j],
+                        &a[i * kk..(i + 1) * kk],
+                        &bt[j * kk..(j + 1) * kk],
+                        &[],
+                        &[],
+                    );
+                    let got = fixed_exact(inst, &da, &db, kk, i, j, c[i * n + j]);
+                    let same = match (&got, &want) {
+                        (Some(g), Some(w)) => g.add(&w.neg()).is_zero(),
+                        (None, None) => true,
+                        _ => false,
+                    };
+                    assert!(same, "{name} element ({i}, {j}): {got:?} vs {want:?}");
+                }
+            }
+        }
+        let inst = &v.spec.instructions[v.spec.position("mma.m16n8k16.f32.bf16.bf16.f32").unwrap()];
+        let wide: Vec<u64> = (0..256).map(|_| rng.finite(&inst.arithmetic.a)).collect();
+        let da = DecodedRows::new(&inst.arithmetic.a, &wide, 1, 256).unwrap();
+        assert!(!fits_fixed(&da, &da, 256));
+    }
 }

@@ -135,7 +135,28 @@ pub fn run(
         args.output.display()
     );
     if args.report {
-        let r = pool.install(|| gemm::error_report(inst, &problem, &d));
+        // the exact reference: one progress step per row of D
+        let bar = if dots > PROGRESS_DOTS && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            let bar = indicatif::ProgressBar::new(m as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{elapsed_precise} [{bar:40}] {pos}/{len} rows of the exact result ({eta} left)",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        let progress = |rows: usize| bar.inc(rows as u64);
+        let started = std::time::Instant::now();
+        let r = pool.install(|| gemm::error_report_with_progress(inst, &problem, &d, &progress));
+        bar.finish_and_clear();
+        eprintln!(
+            "exact result of the {} elements in {:.3} s",
+            m * n,
+            started.elapsed().as_secs_f64()
+        );
         let mut out = std::io::stdout().lock();
         write!(out, "{}", r.table())?;
         out.flush()?;
