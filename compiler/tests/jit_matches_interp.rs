@@ -514,6 +514,70 @@ fn simd_t_fdpa_edges() {
     }
 }
 
+/// GST groups of FP4 products summed sixteen per SIMD step (byte-table lookups and
+/// `pmaddwd`): codes with garbage above their 4 bits, groups whose products are all zeros
+/// of either sign (the group's zero-exponent rule), a single nonzero product per group,
+/// and random codes and scales.
+#[test]
+fn fp4_groups_in_simd_lanes() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/rtx_blackwell.mma");
+    let v = load(&path).expect("spec");
+    let compiled = jit::compile(&v.spec, &v.info).expect("compiles");
+    for name in [
+        "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
+        "mma.block_scale.m16n8k64.kind::mxf4nvf4.block32.f32.e2m1.e2m1.f32.ue8m0",
+        "mma.block_scale.m16n8k64.kind::mxf4.block32.f32.e2m1.e2m1.f32.ue8m0",
+    ] {
+        let (inst, info) = find(&v, name);
+        let kernel = compiled.kernel(name).expect("kernel");
+        let (k, blocks) = (inst.k(), inst.scale_count());
+        let scale = &inst.arithmetic.scale.as_ref().unwrap().format;
+        let mut rng = Rng::new(0x3c6e_f372_fe94_f82b);
+        for case in 0..3000u32 {
+            let mut next = || rng.next_u64();
+            let (a, b): (Vec<u64>, Vec<u64>) = (0..k)
+                .map(|i| {
+                    let (x, y) = (next(), next());
+                    match case % 4 {
+                        // garbage above the 4 bits of the code
+                        0 => (x, y),
+                        // zeros of either sign only
+                        1 => (x & 8, y & 8),
+                        // one nonzero product in each group of 16
+                        2 if i % 16 == (x >> 20) as usize % 16 => (x & 15, y & 15),
+                        2 => (x & 8, y & 15),
+                        _ => (x & 15, y & 15),
+                    }
+                })
+                .unzip();
+            let mut scales = || -> Vec<u64> {
+                (0..blocks)
+                    .map(|_| {
+                        // finite scales near 1 (the scale format's NaN code excluded)
+                        let s = 0x38 + rng.next_u64() % 16;
+                        s & scale.storage_mask()
+                    })
+                    .collect()
+            };
+            let (sa, sb) = (scales(), scales());
+            let ops = Operands {
+                c: rng.next_u64() & 0xffff_ffff,
+                a: &a,
+                b: &b,
+                sa: &sa,
+                sb: &sb,
+            };
+            let want = interp::run(inst, info, &ops).unwrap();
+            let got = kernel.dot(&ops).unwrap();
+            assert!(
+                same(inst, want, got),
+                "{name}: c={:x} a={a:x?} b={b:x?} sa={sa:x?} sb={sb:x?}: interp {want:x}, jit {got:x}",
+                ops.c
+            );
+        }
+    }
+}
+
 /// What the JIT cannot compute exactly is refused with a reason, not miscompiled.
 #[test]
 fn wide_products_are_refused() {

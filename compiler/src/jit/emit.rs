@@ -27,6 +27,11 @@ pub(crate) trait DataSymbols {
     fn table(&mut self, func: &mut Function, table: &'static [u64]) -> GlobalValue;
 }
 
+/// Bit casts between vector types keep lanes in little-endian order.
+pub(crate) fn little_endian() -> MemFlagsData {
+    MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little)
+}
+
 /// A decoded float element: booleans (i8) and i64 fields. `sig` and `exp` are meaningful
 /// only for finite elements; `zero` is true only for finite zeros.
 #[derive(Clone, Copy)]
@@ -52,6 +57,55 @@ impl<'a, 'f> Emitter<'a, 'f> {
 
     pub fn i64c(&mut self, v: i64) -> Value {
         self.b.ins().iconst(types::I64, v)
+    }
+
+    /// An i32x4 with every lane `v`.
+    pub fn splat32(&mut self, v: i64) -> Value {
+        let x = self.b.ins().iconst(types::I32, v);
+        self.b.ins().splat(types::I32X4, x)
+    }
+
+    /// Lanes of `x` and `y` (128-bit vectors of 32-bit lanes, of either type; lane numbers
+    /// 0-3 in `x`, 4-7 in `y`) picked by `lanes`, in `x`'s type.
+    pub fn pick32(&mut self, x: Value, y: Value, lanes: [u8; 4]) -> Value {
+        let ty = self.b.func.dfg.value_type(x);
+        let mut bytes = [0u8; 16];
+        for (i, l) in lanes.iter().enumerate() {
+            for j in 0..4 {
+                bytes[i * 4 + j] = l * 4 + j as u8;
+            }
+        }
+        let mask = self
+            .b
+            .func
+            .dfg
+            .immediates
+            .push(cranelift_codegen::ir::ConstantData::from(bytes.to_vec()));
+        let le = little_endian();
+        let x8 = self.b.ins().bitcast(types::I8X16, le, x);
+        let y8 = self.b.ins().bitcast(types::I8X16, le, y);
+        let s = self.b.ins().shuffle(x8, y8, mask);
+        self.b.ins().bitcast(ty, le, s)
+    }
+
+    /// The low 32 bits of the four operand elements at `ptr[k..k + 4]`, as an i32x4.
+    /// The loads may move (`can_move`: Cranelift places them at their first use rather
+    /// than all at the top, where they would be spilled), so this is only for code every
+    /// call runs, never behind a guard.
+    pub fn load_low32x4(&mut self, ptr: Value, k: usize) -> Value {
+        let flags = MemFlagsData::new()
+            .with_notrap()
+            .with_readonly()
+            .with_can_move();
+        let le = little_endian();
+        let x = self.b.ins().load(types::I64X2, flags, ptr, (k * 8) as i32);
+        let y = self
+            .b
+            .ins()
+            .load(types::I64X2, flags, ptr, (k * 8 + 16) as i32);
+        let x = self.b.ins().bitcast(types::I32X4, le, x);
+        let y = self.b.ins().bitcast(types::I32X4, le, y);
+        self.pick32(x, y, [0, 2, 4, 6])
     }
 
     pub fn boolc(&mut self, v: bool) -> Value {

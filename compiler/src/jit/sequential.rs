@@ -393,33 +393,12 @@ fn result_bits(
     }
 }
 
-fn splat32(em: &mut Emitter, v: i64) -> Value {
-    let x = em.b.ins().iconst(types::I32, v);
-    em.b.ins().splat(types::I32X4, x)
-}
-
 fn le() -> MemFlagsData {
-    MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little)
+    super::emit::little_endian()
 }
 
-/// Lanes of `x` and `y` (i32x4 or f32x4, as i32 lane numbers 0-7) picked by `lanes`.
-fn pick(em: &mut Emitter, x: Value, y: Value, lanes: [u8; 4]) -> Value {
-    let ty = em.b.func.dfg.value_type(x);
-    let mut bytes = [0u8; 16];
-    for (i, l) in lanes.iter().enumerate() {
-        for j in 0..4 {
-            bytes[i * 4 + j] = l * 4 + j as u8;
-        }
-    }
-    let mask =
-        em.b.func
-            .dfg
-            .immediates
-            .push(cranelift_codegen::ir::ConstantData::from(bytes.to_vec()));
-    let x8 = em.b.ins().bitcast(types::I8X16, le(), x);
-    let y8 = em.b.ins().bitcast(types::I8X16, le(), y);
-    let s = em.b.ins().shuffle(x8, y8, mask);
-    em.b.ins().bitcast(ty, le(), s)
+fn splat32(em: &mut Emitter, v: i64) -> Value {
+    em.splat32(v)
 }
 
 /// f32 bits of four elements of `f` in i32 lanes (`code`: the low 32 bits of each
@@ -514,22 +493,11 @@ fn emit_simd(
     let fa = inst.arithmetic.a.as_float().expect("planned");
     let fb = inst.arithmetic.b.as_float().expect("planned");
     let fc = inst.arithmetic.c.as_float().expect("planned");
-    let vload = MemFlagsData::new().with_notrap().with_readonly();
-    // the low 32 bits of elements k..k+4
-    let load4 = |em: &mut Emitter, ptr: Value, k: usize| {
-        let x = em.b.ins().load(types::I64X2, vload, ptr, (k * 8) as i32);
-        let y =
-            em.b.ins()
-                .load(types::I64X2, vload, ptr, (k * 8 + 16) as i32);
-        let x = em.b.ins().bitcast(types::I32X4, le(), x);
-        let y = em.b.ins().bitcast(types::I32X4, le(), y);
-        pick(em, x, y, [0, 2, 4, 6])
-    };
     let mut acc = to_native(em, fc, n, c, cond.flush_c);
     let mut vals = vec![];
     for k in (0..inst.k()).step_by(4) {
-        let ra = load4(em, a_ptr, k);
-        let rb = load4(em, b_ptr, k);
+        let ra = em.load_low32x4(a_ptr, k);
+        let rb = em.load_low32x4(b_ptr, k);
         let x = widen_lanes(em, fa, ra, cond.flush_a);
         let y = widen_lanes(em, fb, rb, cond.flush_b);
         let x = em.b.ins().bitcast(types::F32X4, le(), x);
@@ -548,8 +516,8 @@ fn emit_simd(
             vals = vals
                 .chunks(2)
                 .map(|v| {
-                    let even = pick(em, v[0], v[1], [0, 2, 4, 6]);
-                    let odd = pick(em, v[0], v[1], [1, 3, 5, 7]);
+                    let even = em.pick32(v[0], v[1], [0, 2, 4, 6]);
+                    let odd = em.pick32(v[0], v[1], [1, 3, 5, 7]);
                     let r = em.b.ins().fadd(even, odd);
                     step_lanes(em, ar, r)
                 })

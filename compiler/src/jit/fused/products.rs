@@ -161,7 +161,15 @@ pub(super) fn groups(
         for gi in 0..l / gs {
             let mut sum = em.wc(0);
             let mut all_zero = em.boolc(true);
-            if let Some((tab_a, tab_b)) = p.value_tables {
+            if let Some((tab_a, tab_b)) = p.value_tables
+                && let (Some(ba), Some(bb)) = (byte_table(tab_a), byte_table(tab_b))
+                && gs.is_multiple_of(16)
+            {
+                let (s64, zero) =
+                    byte_table_group(em, (&ba, &bb), (&p.a, &p.b), ptrs, start + gi * gs, gs);
+                sum = em.widen(s64);
+                all_zero = zero;
+            } else if let Some((tab_a, tab_b)) = p.value_tables {
                 let mut s64 = em.i64c(0);
                 let mut nz = em.i64c(0);
                 for k in gi * gs..(gi + 1) * gs {
@@ -239,6 +247,101 @@ pub(super) fn groups(
     }
 
     groups
+}
+
+/// A value table of at most 16 entries, each fitting an i8, as the bytes of a SIMD
+/// lookup (`swizzle`) table.
+fn byte_table(t: &[u64]) -> Option<[u8; 16]> {
+    if t.len() > 16 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (o, &v) in out.iter_mut().zip(t) {
+        *o = i8::try_from(v as i64).ok()? as u8;
+    }
+    Some(out)
+}
+
+/// A group of `gs` (a multiple of 16) products of two 4-bit formats whose values fit an
+/// i8 ([`byte_table`]), sixteen products per SIMD step: the elements' codes packed into
+/// the bytes of an i8x16, their values looked up in one `swizzle` each, widened to i16
+/// and multiplied and added in pairs into i32 lanes (`pmaddwd`). Returns the exact sum
+/// (i64) on the lowest product grid and whether every product is zero (i8).
+fn byte_table_group(
+    em: &mut Emitter,
+    (ta, tb): (&[u8; 16], &[u8; 16]),
+    (fa, fb): (&crate::format::FloatFormat, &crate::format::FloatFormat),
+    ptrs: &Ptrs,
+    first: usize,
+    gs: usize,
+) -> (Value, Value) {
+    // the 16 codes at ptr[k..k + 16], one per byte
+    let codes = |em: &mut Emitter, ptr: Value, k: usize, bits: u32| {
+        let mask = crate::format::low_mask(bits) as i64;
+        let mut quads = vec![];
+        for q in 0..4 {
+            let x = em.load_low32x4(ptr, k + 4 * q);
+            let m = em.splat32(mask);
+            quads.push(em.b.ins().band(x, m));
+        }
+        let lo = em.b.ins().unarrow(quads[0], quads[1]);
+        let hi = em.b.ins().unarrow(quads[2], quads[3]);
+        em.b.ins().unarrow(lo, hi)
+    };
+    let table = |em: &mut Emitter, t: &[u8; 16]| {
+        let c =
+            em.b.func
+                .dfg
+                .constants
+                .insert(cranelift_codegen::ir::ConstantData::from(t.to_vec()));
+        em.b.ins().vconst(types::I8X16, c)
+    };
+    let (tva, tvb) = (table(em, ta), table(em, tb));
+    let zero8 = {
+        let z = em.b.ins().iconst(types::I8, 0);
+        em.b.ins().splat(types::I8X16, z)
+    };
+    let mut sums: Option<Value> = None;
+    let mut nonzero: Option<Value> = None;
+    for k in (first..first + gs).step_by(16) {
+        let ca = codes(em, ptrs.a, k, fa.storage_bits);
+        let cb = codes(em, ptrs.b, k, fb.storage_bits);
+        let va = em.b.ins().swizzle(tva, ca);
+        let vb = em.b.ins().swizzle(tvb, cb);
+        let (alo, ahi) = (em.b.ins().swiden_low(va), em.b.ins().swiden_high(va));
+        let (blo, bhi) = (em.b.ins().swiden_low(vb), em.b.ins().swiden_high(vb));
+        // pairs of i16 products added into i32 lanes: the pattern x86 lowers to `pmaddwd`
+        let dot = |em: &mut Emitter, x: Value, y: Value| {
+            let (xl, yl) = (em.b.ins().swiden_low(x), em.b.ins().swiden_low(y));
+            let (xh, yh) = (em.b.ins().swiden_high(x), em.b.ins().swiden_high(y));
+            let low = em.b.ins().imul(xl, yl);
+            let high = em.b.ins().imul(xh, yh);
+            em.b.ins().iadd_pairwise(low, high)
+        };
+        let p0 = dot(em, alo, blo);
+        let p1 = dot(em, ahi, bhi);
+        let s = em.b.ins().iadd(p0, p1);
+        sums = Some(match sums {
+            None => s,
+            Some(t) => em.b.ins().iadd(t, s),
+        });
+        let na = em.b.ins().icmp(IntCC::NotEqual, va, zero8);
+        let nb = em.b.ins().icmp(IntCC::NotEqual, vb, zero8);
+        let both = em.b.ins().band(na, nb);
+        nonzero = Some(match nonzero {
+            None => both,
+            Some(t) => em.b.ins().bor(t, both),
+        });
+    }
+    let s = sums.expect("gs >= 16");
+    let swapped = em.pick32(s, s, [2, 3, 0, 1]);
+    let s = em.b.ins().iadd(s, swapped);
+    let swapped = em.pick32(s, s, [1, 0, 3, 2]);
+    let s = em.b.ins().iadd(s, swapped);
+    let s32 = em.b.ins().extractlane(s, 0);
+    let s64 = em.b.ins().sextend(types::I64, s32);
+    let any = em.b.ins().vany_true(nonzero.expect("gs >= 16"));
+    (s64, em.not(any))
 }
 
 /// Does the finite product `sig * 2^grid` (sig > 0) reach `2^x`?

@@ -19,9 +19,8 @@ pub(super) fn shuffle_mask(em: &mut Emitter, bytes: [u8; 16]) -> cranelift_codeg
         .push(cranelift_codegen::ir::ConstantData::from(bytes.to_vec()))
 }
 
-pub(super) fn splat32(em: &mut Emitter, v: i64) -> Value {
-    let x = em.b.ins().iconst(types::I32, v);
-    em.b.ins().splat(types::I32X4, x)
+fn splat32(em: &mut Emitter, v: i64) -> Value {
+    em.splat32(v)
 }
 
 /// Lanes 2 and 3 of an i32x4 moved to lanes 0 and 1.
@@ -58,29 +57,10 @@ pub(super) fn simd_node(
     let l = f.chain as usize;
     let (fa, fb) = (&p.a, &p.b);
     let le = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
-    let vload = MemFlagsData::new()
-        .with_notrap()
-        .with_readonly()
-        .with_can_move();
-    let low32 = shuffle_mask(
-        em,
-        [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27],
-    );
     let hi_mask = shuffle_mask(
         em,
         [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
     );
-    // the low 32 bits of elements k..k+4
-    let load4 = |em: &mut Emitter, ptr: Value, k: usize| {
-        let x = em.b.ins().load(types::I64X2, vload, ptr, (k * 8) as i32);
-        let y =
-            em.b.ins()
-                .load(types::I64X2, vload, ptr, (k * 8 + 16) as i32);
-        let x8 = em.b.ins().bitcast(types::I8X16, le, x);
-        let y8 = em.b.ins().bitcast(types::I8X16, le, y);
-        let s = em.b.ins().shuffle(x8, y8, low32);
-        em.b.ins().bitcast(types::I32X4, le, s)
-    };
     // (significand, biased exponent max(field, 1), NaN/Inf mask)
     let decode = |em: &mut Emitter, x: &FloatFormat, raw: Value| -> (Value, Value, Option<Value>) {
         let (m, e) = (x.mantissa_bits as i64, x.exponent_bits as i64);
@@ -132,8 +112,8 @@ pub(super) fn simd_node(
     let mut maxv: Option<Value> = None;
     let mut spec: Option<Value> = None;
     for g in 0..l / 4 {
-        let ra = load4(em, ptrs.a, start + 4 * g);
-        let rb = load4(em, ptrs.b, start + 4 * g);
+        let ra = em.load_low32x4(ptrs.a, start + 4 * g);
+        let rb = em.load_low32x4(ptrs.b, start + 4 * g);
         let (sa, ea, pa) = decode(em, fa, ra);
         let (sb, eb, pb) = decode(em, fb, rb);
         let sig = em.b.ins().imul(sa, sb);
