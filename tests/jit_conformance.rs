@@ -1,7 +1,8 @@
 //! Conformance vectors through the JIT engine: the committed subset (`tests/vectors`) must
-//! pass with every instruction of `specs/` running as native code. (The full public set,
-//! `../shared/vectors`, runs through the JIT in `.ci/run`'s main job, `mmac test specs
-//! --vectors ../shared/vectors`, whose default engine is the JIT.)
+//! pass with every instruction of `specs/` running as native code, compiled both ways
+//! (quickly, as `mmac test` does, and optimised, as `bench` and `gemm` run it). (The full
+//! public set, `../shared/vectors`, runs through the JIT both ways in `.ci/run`, `mmac
+//! test specs --vectors ../shared/vectors [--optimized]`, whose default engine is the JIT.)
 
 use mmac_runtime::conformance::{self, Engine};
 use std::path::Path;
@@ -12,8 +13,14 @@ fn vectors_pass_through_the_jit() {
     let vectors = root.join("tests/vectors");
     let (specs, errors) = mmac_runtime::specs::load_all(&root.join("specs"));
     assert!(errors.is_empty(), "the specs check");
-    let sum = conformance::run_with(&specs, &vectors, Engine::Jit).unwrap();
-    assert_eq!(sum.failed, 0, "{}", sum.report);
+    for engine in [Engine::Jit, Engine::JitOptimized] {
+        let sum = conformance::run_with(&specs, &vectors, engine).unwrap();
+        check(&sum, &vectors, engine);
+    }
+}
+
+fn check(sum: &conformance::Summary, vectors: &Path, engine: Engine) {
+    assert_eq!(sum.failed, 0, "{engine:?}: {}", sum.report);
     assert!(sum.passed > 1000, "only {} cases ran", sum.passed);
     // the JIT compiles every instruction of specs/: no file falls back to the interpreter
     // (a file that did would say so)
@@ -22,7 +29,7 @@ fn vectors_pass_through_the_jit() {
         .lines()
         .filter(|l| l.contains("runs on the interpreter"))
         .count();
-    let files = mmac_runtime::vectors::find_files(&vectors).unwrap().len();
+    let files = mmac_runtime::vectors::find_files(vectors).unwrap().len();
     assert_eq!(
         fallbacks, 0,
         "{fallbacks} of {files} files fell back:\n{}",

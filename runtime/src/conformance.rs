@@ -91,9 +91,13 @@ fn check_widths(inst: &Instruction, case: &vectors::Case) -> Result<(), String> 
 pub enum Engine {
     /// The exact reference interpreter.
     Interp,
-    /// Native kernels from the Cranelift JIT. An instruction the JIT refuses runs on the
-    /// interpreter, and the report says so.
+    /// Native kernels from the Cranelift JIT, compiled quickly (`jit::Options::quick`:
+    /// a conformance run executes each kernel a few hundred times, so compile time
+    /// dominates). An instruction the JIT refuses runs on the interpreter, and the report
+    /// says so.
     Jit,
+    /// As `Jit`, with the optimised kernels `bench` and `gemm` run.
+    JitOptimized,
 }
 
 /// Run every vector file under `vectors` against `specs` with the interpreter.
@@ -126,7 +130,7 @@ pub fn run_with(
         .collect();
     let compiled: Vec<(&str, Result<jit::CompiledSpec, String>)> = match engine {
         Engine::Interp => vec![],
-        Engine::Jit => specs
+        Engine::Jit | Engine::JitOptimized => specs
             .par_iter()
             .filter(|s| used.iter().any(|(a, _)| *a == s.spec.arch))
             .map(|s| {
@@ -134,7 +138,13 @@ pub fn run_with(
                 let compiled = s
                     .subset(|name| used.contains(&(arch, name)))
                     .map_err(|d| format!("{} does not validate: {}", arch, d[0].message))
-                    .and_then(|sub| jit::compile(&sub.spec, &sub.info).map_err(|e| e.to_string()));
+                    .and_then(|sub| {
+                        let options = jit::Options {
+                            quick: engine == Engine::Jit,
+                            ..Default::default()
+                        };
+                        jit::compile_with(&sub.spec, &sub.info, options).map_err(|e| e.to_string())
+                    });
                 (arch, compiled)
             })
             .collect(),

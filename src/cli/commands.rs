@@ -279,7 +279,7 @@ fn run_one(inst: &Instruction, info: &ArithmeticInfo, ops: &Operands) -> Result<
     interp::run(inst, info, ops)
 }
 
-pub fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> Outcome {
+pub fn test(spec: &Path, vectors: &Path, engine: Engine, optimized: bool, color: bool) -> Outcome {
     for path in [spec, vectors] {
         if !path.exists() {
             eprintln!("error: {}: no such file or folder", path.display());
@@ -293,6 +293,7 @@ pub fn test(spec: &Path, vectors: &Path, engine: Engine, color: bool) -> Outcome
     let unreadable = errors.iter().any(|e| matches!(e, specs::LoadError::Io(..)));
     let engine = match engine {
         Engine::Interp => mmac_runtime::conformance::Engine::Interp,
+        Engine::Jit if optimized => mmac_runtime::conformance::Engine::JitOptimized,
         Engine::Jit => mmac_runtime::conformance::Engine::Jit,
     };
     match mmac_runtime::conformance::run_with(&loaded, vectors, engine) {

@@ -58,6 +58,7 @@ pub fn compile(
         emit_clif: emit == Some(Emit::Clif),
         emit_asm: emit == Some(Emit::Asm),
         verify: false,
+        quick: false,
     };
     let compiled = match jit::compile_with(&s.spec, &s.info, options) {
         Ok(c) => c,

@@ -74,6 +74,11 @@ pub enum Command {
         vectors: PathBuf,
         #[arg(long, value_enum, default_value_t = Engine::Jit)]
         engine: Engine,
+        /// JIT-compile the kernels optimised, as `bench`, `mma` and `gemm` run them. By
+        /// default `test` compiles them quickly (no optimisation passes, a single-pass
+        /// register allocator): a few hundred cases per kernel do not repay optimising.
+        #[arg(long)]
+        optimized: bool,
     },
     /// Compile every instruction of a spec: JIT-compile it and print how many and how long
     /// it took, print its Cranelift IR or machine code, or write a linkable object or
@@ -380,7 +385,8 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
             spec,
             vectors,
             engine,
-        } => commands::test(&spec, &vectors, engine, color),
+            optimized,
+        } => commands::test(&spec, &vectors, engine, optimized, color),
         Command::Compile {
             file,
             emit,
