@@ -599,7 +599,7 @@ impl<'a> Search<'a> {
         if wrong <= bound && self.order.len() > quick {
             // every probe, on the JIT
             if comp.jit.is_none() {
-                comp.jit = Some(jit::compile_instruction(comp.inst(), comp.info()).ok());
+                comp.jit = Some(quick_kernel(comp.inst(), comp.info()));
             }
             let inputs: Vec<Input> = self.obs.iter().map(|o| o.input.clone()).collect();
             let got = evaluate(
@@ -640,7 +640,7 @@ impl<'a> Search<'a> {
         let comp = self.compile(fam, c)?;
         let mut comp = comp.borrow_mut();
         if comp.jit.is_none() {
-            comp.jit = Some(jit::compile_instruction(comp.inst(), comp.info()).ok());
+            comp.jit = Some(quick_kernel(comp.inst(), comp.info()));
         }
         let inputs: Vec<Input> = self.obs.iter().map(|o| o.input.clone()).collect();
         let compiled = comp.jit.as_ref().unwrap().as_ref();
@@ -1165,7 +1165,7 @@ pub fn infer(
         let comp = search.compile(fam, &winner).expect("the winner checks");
         let comp = comp.borrow();
         let (inst, info) = (comp.inst(), comp.info());
-        let compiled = jit::compile_instruction(inst, info).ok();
+        let compiled = quick_kernel(inst, info);
         let focus = Focus::of(&[inst]);
         let mut random = RandomInputs::new(inst, &focus, options.seed.wrapping_mul(31) ^ 0x7e51);
         let nan = nan_any(inst);
@@ -1350,4 +1350,15 @@ mod tests {
         assert_eq!(fams.len(), 1);
         assert_eq!(fams[0].uses(&fams[0].start()), "int_mma()");
     }
+}
+
+/// A candidate's kernel, compiled quickly ([`jit::Options::quick`]): it runs the probes
+/// and a few thousand verification cases, so compile time dominates. `None` where the JIT
+/// refuses it (the interpreter then runs it).
+fn quick_kernel(inst: &Instruction, info: &ArithmeticInfo) -> Option<jit::CompiledSpec> {
+    let options = jit::Options {
+        quick: true,
+        ..Default::default()
+    };
+    jit::compile_instruction_with(inst, info, options).ok()
 }

@@ -1180,7 +1180,16 @@ impl<'a> Evaluator<'a> {
         Evaluator {
             inst,
             info,
-            compiled: jit::compile_instruction(inst, info).ok(),
+            // a search runs a few thousand inputs: compile quickly
+            compiled: jit::compile_instruction_with(
+                inst,
+                info,
+                jit::Options {
+                    quick: true,
+                    ..Default::default()
+                },
+            )
+            .ok(),
         }
     }
 

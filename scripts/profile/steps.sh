@@ -23,7 +23,8 @@ rows = [json.loads(l) for l in sys.stdin]
 fam = collections.defaultdict(list)
 for r in rows:
     name = r["instruction"]
-    print(f"{name:24} {r[\"dist\"]:7} {r[\"ns_per_dot\"]:8.1f} ns  (native {r[\"baseline_ns_per_dot\"]:.1f})")
+    dist, ns, native = r["dist"], r["ns_per_dot"], r["baseline_ns_per_dot"]
+    print(f"{name:24} {dist:7} {ns:8.1f} ns  (native {native:.1f})")
     parts = name.split(".")
     if len(parts) == 2:
         fam[(parts[0], r["dist"])].append((int(parts[1][1:]), r["ns_per_dot"]))

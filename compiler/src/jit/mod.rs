@@ -588,11 +588,17 @@ pub fn compile_instruction(
     inst: &Instruction,
     info: &ArithmeticInfo,
 ) -> Result<CompiledSpec, JitError> {
-    let c = compile_jobs(
-        &[(inst, info)],
-        std::iter::once((inst, 0)),
-        Options::default(),
-    )?;
+    compile_instruction_with(inst, info, Options::default())
+}
+
+/// [`compile_instruction`] with options ([`Options::quick`] for a kernel that runs a few
+/// thousand cases, such as a candidate of `mmac infer`).
+pub fn compile_instruction_with(
+    inst: &Instruction,
+    info: &ArithmeticInfo,
+    options: Options,
+) -> Result<CompiledSpec, JitError> {
+    let c = compile_jobs(&[(inst, info)], std::iter::once((inst, 0)), options)?;
     c.kernel(&inst.name)?;
     Ok(c)
 }
