@@ -1317,6 +1317,17 @@ fn fams_uses(fams: &[Family], c: &Candidate) -> String {
         .map_or_else(|| c.pipeline.to_string(), |f| f.uses(c))
 }
 
+/// A candidate's kernel, compiled quickly ([`jit::Options::quick`]): it runs the probes
+/// and a few thousand verification cases, so compile time dominates. `None` where the JIT
+/// refuses it (the interpreter then runs it).
+fn quick_kernel(inst: &Instruction, info: &ArithmeticInfo) -> Option<jit::CompiledSpec> {
+    let options = jit::Options {
+        quick: true,
+        ..Default::default()
+    };
+    jit::compile_instruction_with(inst, info, options).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1350,15 +1361,4 @@ mod tests {
         assert_eq!(fams.len(), 1);
         assert_eq!(fams[0].uses(&fams[0].start()), "int_mma()");
     }
-}
-
-/// A candidate's kernel, compiled quickly ([`jit::Options::quick`]): it runs the probes
-/// and a few thousand verification cases, so compile time dominates. `None` where the JIT
-/// refuses it (the interpreter then runs it).
-fn quick_kernel(inst: &Instruction, info: &ArithmeticInfo) -> Option<jit::CompiledSpec> {
-    let options = jit::Options {
-        quick: true,
-        ..Default::default()
-    };
-    jit::compile_instruction_with(inst, info, options).ok()
 }
