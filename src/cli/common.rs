@@ -1,7 +1,8 @@
 //! What every subcommand shares: the exit codes, how a subcommand stops ([`Halt`]: a
 //! diagnostic already printed, or a failed write to stdout, quiet for a closed pipe),
-//! loading a spec and looking up one of its instructions, and starting an output file
-//! that is not one of the inputs (each printing its own diagnostic). A leaf: it imports
+//! loading a spec and looking up one of its instructions, starting an output file
+//! that is not one of the inputs (each printing its own diagnostic), and the progress
+//! bar of long runs. A leaf: it imports
 //! nothing from the other modules of `cli`.
 
 use mmac_compiler::diagnostic::closest;
@@ -114,4 +115,20 @@ pub fn create_output(path: &Path, inputs: &[(&str, &Path)]) -> Result<matrix::Ou
         eprintln!("error: {e}");
         Halt::Exit(EXIT_USAGE)
     })
+}
+
+/// A progress bar of `len` steps named `what` on stderr, when `show` and stderr is a
+/// terminal; otherwise a hidden one (pipes and logs stay clean).
+pub fn progress_bar(len: u64, what: &str, show: bool) -> indicatif::ProgressBar {
+    if !show || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {what} ({{eta}} left)"
+        ))
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
 }

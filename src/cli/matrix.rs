@@ -1,6 +1,8 @@
 //! `mmac mma` and `mmac gemm`: instructions and GEMMs on .npy matrices.
 
-use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, create_output, instruction, load};
+use super::common::{
+    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, create_output, instruction, load, progress_bar,
+};
 use super::{Engine, MatrixArgs};
 use mmac_runtime::gemm::{self, Interpreter, Problem};
 use mmac_runtime::matrix::{self, Matrix};
@@ -96,18 +98,7 @@ pub fn run(
     };
     let tiles = (m / inst.m as usize) * (n / inst.n as usize);
     let dots = m * n * (k / inst.arithmetic.k as usize);
-    let bar = if dots > PROGRESS_DOTS && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        let bar = indicatif::ProgressBar::new(tiles as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:40}] {pos}/{len} tiles ({eta} left)",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = progress_bar(tiles as u64, "tiles", dots > PROGRESS_DOTS);
     let started = std::time::Instant::now();
     let progress = |t: usize| bar.inc(t as u64);
     let d = pool.install(|| match &kernel {
@@ -136,18 +127,7 @@ pub fn run(
     );
     if args.report {
         // the exact reference: one progress step per row of D
-        let bar = if dots > PROGRESS_DOTS && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            let bar = indicatif::ProgressBar::new(m as u64);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{elapsed_precise} [{bar:40}] {pos}/{len} rows of the exact result ({eta} left)",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            bar
-        } else {
-            indicatif::ProgressBar::hidden()
-        };
+        let bar = progress_bar(m as u64, "rows of the exact result", dots > PROGRESS_DOTS);
         let progress = |rows: usize| bar.inc(rows as u64);
         let started = std::time::Instant::now();
         let r = pool.install(|| gemm::error_report_with_progress(inst, &problem, &d, &progress));

@@ -2,7 +2,9 @@
 //! the exact result ([`mmac_runtime::accuracy`]): a table or JSON rows on stdout, and a
 //! plot of error and bias against K (plotters; SVG or PNG by the file's extension).
 
-use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, instruction, load};
+use super::common::{
+    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, instruction, load, progress_bar,
+};
 use mmac_runtime::accuracy::{self, Distribution, ReportOptions, Row};
 use mmac_runtime::gemm::Interpreter;
 use plotters::coord::Shift;
@@ -102,18 +104,7 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
         seed: args.seed,
     };
     let total = (chosen.len() * args.ks.len() * args.samples) as u64;
-    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        let bar = indicatif::ProgressBar::new(total);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:40}] {pos}/{len} samples ({eta} left)",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = progress_bar(total, "samples", true);
     let progress = |n: usize| bar.inc(n as u64);
     let mut rows: Vec<Row> = vec![];
     for (inst, info) in &chosen {

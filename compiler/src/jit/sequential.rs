@@ -291,6 +291,17 @@ fn flush_keep_sign(em: &mut Emitter, n: Native, x: Value) -> Value {
     em.b.ins().bitcast(n.ty(), MemFlagsData::new(), r)
 }
 
+/// One level of a pairwise tree: adjacent values added, each sum rounded by `a`.
+fn pairwise_level(em: &mut Emitter, n: Native, a: &RoundedOp, level: &[Value]) -> Vec<Value> {
+    level
+        .chunks(2)
+        .map(|pair| {
+            let r = em.b.ins().fadd(pair[0], pair[1]);
+            step(em, n, a, r)
+        })
+        .collect()
+}
+
 fn step(em: &mut Emitter, n: Native, a: &RoundedOp, x: Value) -> Value {
     if a.flush_keep_sign {
         flush_keep_sign(em, n, x)
@@ -347,13 +358,7 @@ pub(crate) fn emit(
                 .map(|chunk| {
                     let mut level = chunk.to_vec();
                     while level.len() > 1 {
-                        level = level
-                            .chunks(2)
-                            .map(|pair| {
-                                let r = em.b.ins().fadd(pair[0], pair[1]);
-                                step(em, n, ar, r)
-                            })
-                            .collect();
+                        level = pairwise_level(em, n, ar, &level);
                     }
                     level[0]
                 })
@@ -526,13 +531,7 @@ fn emit_simd(
         }
         let mut level: Vec<Value> = lanes(em, &vals);
         for _ in 0..levels {
-            level = level
-                .chunks(2)
-                .map(|pair| {
-                    let r = em.b.ins().fadd(pair[0], pair[1]);
-                    step(em, n, ar, r)
-                })
-                .collect();
+            level = pairwise_level(em, n, ar, &level);
         }
         terms = level;
     } else {
