@@ -185,40 +185,43 @@ pub fn families(iface: &Interface) -> Vec<Family> {
             let f = || ints(1, 64);
             let chain = || divisors(k);
             let e_zero = || ints(dmin - dp - 40, dmin + 8);
+            // the rows T-, ST- and GST-FDPA share (GST without rho)
+            let fdpa = || {
+                vec![
+                    p("F", f(), int(dp + 2), None),
+                    p("L", chain(), int(k as i64), None),
+                    p("e_zero", e_zero(), int(dmin - dp), None),
+                    p(
+                        "rho",
+                        rounding(),
+                        Value::Word(rho_default),
+                        Some(Value::Word(rho_default)),
+                    ),
+                ]
+            };
+            // TR- and GTR-FDPA
+            let two_level = || {
+                vec![
+                    p("F", f(), int(dp + 1), None),
+                    p("F2", f(), int(dp + 8), None),
+                    p("L", chain(), int(k as i64), None),
+                ]
+            };
             let mut fams = vec![
                 Family {
                     pipeline: "t_fdpa",
                     title: "T-FDPA",
-                    params: vec![
-                        p("F", f(), int(dp + 2), None),
-                        p("L", chain(), int(k as i64), None),
-                        p("e_zero", e_zero(), int(dmin - dp), None),
-                        p(
-                            "rho",
-                            rounding(),
-                            Value::Word(rho_default),
-                            Some(Value::Word(rho_default)),
-                        ),
-                        p("P", ints(1, dp), int(dp), Some(int(dp))),
-                    ],
+                    params: [fdpa(), vec![p("P", ints(1, dp), int(dp), Some(int(dp)))]].concat(),
                 },
                 Family {
                     pipeline: "tr_fdpa",
                     title: "TR-FDPA",
-                    params: vec![
-                        p("F", f(), int(dp + 1), None),
-                        p("F2", f(), int(dp + 8), None),
-                        p("L", chain(), int(k as i64), None),
-                    ],
+                    params: two_level(),
                 },
                 Family {
                     pipeline: "gtr_fdpa",
                     title: "GTR-FDPA",
-                    params: vec![
-                        p("F", f(), int(dp + 1), None),
-                        p("F2", f(), int(dp + 8), None),
-                        p("L", chain(), int(k as i64), None),
-                    ],
+                    params: two_level(),
                 },
                 Family {
                     pipeline: "e_fdpa",
@@ -242,17 +245,7 @@ pub fn families(iface: &Interface) -> Vec<Family> {
                     Family {
                         pipeline: "st_fdpa",
                         title: "ST-FDPA",
-                        params: vec![
-                            p("F", f(), int(dp + 2), None),
-                            p("L", chain(), int(k as i64), None),
-                            p("e_zero", e_zero(), int(dmin - dp), None),
-                            p(
-                                "rho",
-                                rounding(),
-                                Value::Word(rho_default),
-                                Some(Value::Word(rho_default)),
-                            ),
-                        ],
+                        params: fdpa(),
                     },
                 );
                 fams.insert(
@@ -260,12 +253,11 @@ pub fn families(iface: &Interface) -> Vec<Family> {
                     Family {
                         pipeline: "gst_fdpa",
                         title: "GST-FDPA",
-                        params: vec![
-                            p("G", divisors(k), int(block as i64), None),
-                            p("F", f(), int(dp + 2), None),
-                            p("L", chain(), int(k as i64), None),
-                            p("e_zero", e_zero(), int(dmin - dp), None),
-                        ],
+                        params: [
+                            vec![p("G", divisors(k), int(block as i64), None)],
+                            fdpa()[..3].to_vec(),
+                        ]
+                        .concat(),
                     },
                 );
             }
