@@ -515,38 +515,7 @@ pub fn element_decimal(f: &Format, raw: u64) -> String {
 /// The input as `mmac run` arguments in exact decimals (a and b up to their last nonzero
 /// lane, then `--pad`).
 pub fn decimal_arguments(inst: &Instruction, i: &Input) -> String {
-    let ar = &inst.arithmetic;
-    let (za, zb) = (
-        crate::inputs::zero(&ar.a, false),
-        crate::inputs::zero(&ar.b, false),
-    );
-    let used = (0..inst.k())
-        .rev()
-        .find(|&k| i.a[k] != za || i.b[k] != zb)
-        .map_or(1, |k| k + 1);
-    let list = |f: &Format, v: &[u64]| {
-        v.iter()
-            .map(|&r| element_decimal(f, r))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let mut s = format!(
-        "--c {} --a {} --b {}",
-        element_decimal(&ar.c, i.c),
-        list(&ar.a, &i.a[..used]),
-        list(&ar.b, &i.b[..used])
-    );
-    if let Some(sc) = &ar.scale {
-        s.push_str(&format!(
-            " --sa {} --sb {}",
-            list(&sc.format, &i.sa),
-            list(&sc.format, &i.sb)
-        ));
-    }
-    if used < inst.k() {
-        s.push_str(" --pad");
-    }
-    s
+    i.run_arguments_with(inst, element_decimal)
 }
 
 /// A trace line with the parameters it quotes removed, so that two traces compare by

@@ -75,23 +75,39 @@ impl Input {
     /// not +0, followed by `--pad` (which fills the missing lanes with zeros) when lanes
     /// were left out; scale factors in full.
     pub fn run_arguments(&self, inst: &Instruction) -> String {
+        self.run_arguments_with(inst, hex)
+    }
+
+    /// [`Input::run_arguments`] with each element written by `element` (hex codes, or
+    /// exact decimals).
+    pub fn run_arguments_with(
+        &self,
+        inst: &Instruction,
+        element: impl Fn(&Format, u64) -> String,
+    ) -> String {
         let ar = &inst.arithmetic;
         let (za, zb) = (zero(&ar.a, false), zero(&ar.b, false));
         let used = (0..inst.k())
             .rev()
             .find(|&i| self.a[i] != za || self.b[i] != zb)
             .map_or(1, |i| i + 1);
+        let list = |f: &Format, v: &[u64]| {
+            v.iter()
+                .map(|&x| element(f, x))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         let mut s = format!(
             "--c {} --a {} --b {}",
-            hex(&ar.c, self.c),
-            hex_list(&ar.a, &self.a[..used]),
-            hex_list(&ar.b, &self.b[..used])
+            element(&ar.c, self.c),
+            list(&ar.a, &self.a[..used]),
+            list(&ar.b, &self.b[..used])
         );
         if let Some(sc) = &ar.scale {
             s.push_str(&format!(
                 " --sa {} --sb {}",
-                hex_list(&sc.format, &self.sa),
-                hex_list(&sc.format, &self.sb)
+                list(&sc.format, &self.sa),
+                list(&sc.format, &self.sb)
             ));
         }
         if used < inst.k() {
