@@ -2,7 +2,6 @@
 //! which `mmac/_dtypes.py` picks the NumPy dtype that holds the same bits), and exact
 //! conversions between Python floats and encodings.
 
-use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::{Decoded, Format, FormatKind};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -33,23 +32,6 @@ pub fn describe<'py>(py: Python<'py>, f: &Format) -> PyResult<Bound<'py, PyDict>
     Ok(d)
 }
 
-/// The exact value of a finite f64 and its sign (which a zero keeps).
-fn exact_f64(x: f64) -> (bool, Dyadic) {
-    let bits = x.to_bits();
-    let negative = bits >> 63 == 1;
-    let field = ((bits >> 52) & 0x7ff) as i64;
-    let fraction = bits & ((1u64 << 52) - 1);
-    let (significand, exponent) = if field == 0 {
-        (fraction, -1074)
-    } else {
-        (fraction | (1u64 << 52), field - 1075)
-    };
-    (
-        negative,
-        Dyadic::from_parts(negative, significand as u128, exponent),
-    )
-}
-
 /// The encoding of `x` in `f`, exactly: never rounded. NaN and infinities map to the
 /// format's own (canonical NaN); an error says why `x` has no encoding.
 pub fn encode_exact(f: &Format, x: f64) -> Result<u64, String> {
@@ -64,8 +46,9 @@ pub fn encode_exact(f: &Format, x: f64) -> Result<u64, String> {
             .encode_inf(x < 0.0)
             .ok_or_else(|| format!("{x}: {name} has no infinities"));
     }
-    let (negative, value) = exact_f64(x);
-    f.encode_finite(negative, &value)
+    // the sign is kept apart: a zero keeps it
+    let value = mmac_runtime::accuracy::dyadic_of(x);
+    f.encode_finite(x.is_sign_negative(), &value)
         .ok_or_else(|| format!("{x:?} is not exactly representable in {name}"))
 }
 
