@@ -12,7 +12,7 @@
 //! x86 takes for subnormal results, and the code's own flushes keep the bits right under
 //! any control state.
 
-use super::emit::Emitter;
+use super::emit::{Emitter, little_endian};
 use crate::exact::Rounding;
 use crate::format::{FloatFormat, Format, Specials};
 use crate::ir::*;
@@ -398,43 +398,35 @@ fn result_bits(
     }
 }
 
-fn le() -> MemFlagsData {
-    super::emit::little_endian()
-}
-
-fn splat32(em: &mut Emitter, v: i64) -> Value {
-    em.splat32(v)
-}
-
 /// f32 bits of four elements of `f` in i32 lanes (`code`: the low 32 bits of each
 /// element), subnormals flushed to +0 when `flush` (otherwise the format's subnormals
 /// are f32 normals, which [`plan`] checked).
 fn widen_lanes(em: &mut Emitter, f: &FloatFormat, code: Value, flush: bool) -> Value {
     let (m, e) = (f.mantissa_bits as i64, f.exponent_bits as i64);
     let code = if f.storage_bits < 32 {
-        let mask = splat32(em, crate::format::low_mask(f.storage_bits) as i64);
+        let mask = em.splat32(crate::format::low_mask(f.storage_bits) as i64);
         em.b.ins().band(code, mask)
     } else {
         code
     };
-    let emask = splat32(em, (1i64 << e) - 1);
+    let emask = em.splat32((1i64 << e) - 1);
     let ef = em.b.ins().ushr_imm_s(code, m);
     let ef = em.b.ins().band(ef, emask);
-    let zero = splat32(em, 0);
+    let zero = em.splat32(0);
     let bits = if e == 8 && f.bias == 127 {
         // f32's exponent layout: the significand only widens, the sign lands on bit 31
         em.b.ins().ishl_imm_s(code, 23 - m)
     } else {
-        let mm = splat32(em, (1i64 << m) - 1);
+        let mm = em.splat32((1i64 << m) - 1);
         let man = em.b.ins().band(code, mm);
         let man = em.b.ins().ishl_imm_s(man, 23 - m);
         let sign = em.b.ins().ushr_imm_s(code, e + m);
         let sign = em.b.ins().ishl_imm_s(sign, 31);
-        let rebias = splat32(em, 127 - f.bias as i64);
+        let rebias = em.splat32(127 - f.bias as i64);
         let en = em.b.ins().iadd(ef, rebias);
         let en = em.b.ins().ishl_imm_s(en, 23);
         let normal = em.b.ins().bor(en, man);
-        let inf = splat32(em, 0x7f80_0000);
+        let inf = em.splat32(0x7f80_0000);
         let special = em.b.ins().bor(inf, man);
         let is_special = em.b.ins().icmp(IntCC::Equal, ef, emask);
         let x = em.b.ins().bitselect(is_special, special, normal);
@@ -448,7 +440,7 @@ fn widen_lanes(em: &mut Emitter, f: &FloatFormat, code: Value, flush: bool) -> V
             let k = em.b.ins().f32const(scale);
             let k = em.b.ins().splat(types::F32X4, k);
             let v = em.b.ins().fmul(fm, k);
-            let v = em.b.ins().bitcast(types::I32X4, le(), v);
+            let v = em.b.ins().bitcast(types::I32X4, little_endian(), v);
             em.b.ins().bitselect(ez, v, x)
         };
         em.b.ins().bor(x, sign)
@@ -463,15 +455,15 @@ fn widen_lanes(em: &mut Emitter, f: &FloatFormat, code: Value, flush: bool) -> V
 
 /// A subnormal lane becomes a zero of the same sign (f32x4).
 fn flush_lanes(em: &mut Emitter, x: Value) -> Value {
-    let bits = em.b.ins().bitcast(types::I32X4, le(), x);
-    let abs_mask = splat32(em, 0x7fff_ffff);
+    let bits = em.b.ins().bitcast(types::I32X4, little_endian(), x);
+    let abs_mask = em.splat32(0x7fff_ffff);
     let abs = em.b.ins().band(bits, abs_mask);
-    let min_normal = splat32(em, 0x0080_0000);
+    let min_normal = em.splat32(0x0080_0000);
     let tiny = em.b.ins().icmp(IntCC::SignedLessThan, abs, min_normal);
-    let sign_mask = splat32(em, 0x8000_0000u32 as i32 as i64);
+    let sign_mask = em.splat32(0x8000_0000u32 as i32 as i64);
     let sign = em.b.ins().band(bits, sign_mask);
     let r = em.b.ins().bitselect(tiny, sign, bits);
-    em.b.ins().bitcast(types::F32X4, le(), r)
+    em.b.ins().bitcast(types::F32X4, little_endian(), r)
 }
 
 fn step_lanes(em: &mut Emitter, a: &RoundedOp, x: Value) -> Value {
@@ -505,8 +497,8 @@ fn emit_simd(
         let rb = em.load_low32x4(b_ptr, k);
         let x = widen_lanes(em, fa, ra, cond.flush_a);
         let y = widen_lanes(em, fb, rb, cond.flush_b);
-        let x = em.b.ins().bitcast(types::F32X4, le(), x);
-        let y = em.b.ins().bitcast(types::F32X4, le(), y);
+        let x = em.b.ins().bitcast(types::F32X4, little_endian(), x);
+        let y = em.b.ins().bitcast(types::F32X4, little_endian(), y);
         let pr = em.b.ins().fmul(x, y);
         vals.push(match &s.product {
             ProductRule::Rounded(ar) => step_lanes(em, ar, pr),

@@ -7,7 +7,7 @@ use super::sum::tree;
 use super::{Ptrs, Term, or_flag};
 use crate::format::{FloatFormat, Specials};
 use crate::ir::*;
-use crate::jit::emit::Emitter;
+use crate::jit::emit::{Emitter, little_endian};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 
@@ -19,17 +19,13 @@ pub(super) fn shuffle_mask(em: &mut Emitter, bytes: [u8; 16]) -> cranelift_codeg
         .push(cranelift_codegen::ir::ConstantData::from(bytes.to_vec()))
 }
 
-fn splat32(em: &mut Emitter, v: i64) -> Value {
-    em.splat32(v)
-}
-
 /// Lanes 2 and 3 of an i32x4 moved to lanes 0 and 1.
 pub(super) fn high_half(
     em: &mut Emitter,
     x: Value,
     mask: cranelift_codegen::ir::Immediate,
 ) -> Value {
-    let le = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
+    let le = little_endian();
     let x8 = em.b.ins().bitcast(types::I8X16, le, x);
     let s = em.b.ins().shuffle(x8, x8, mask);
     em.b.ins().bitcast(types::I32X4, le, s)
@@ -56,7 +52,7 @@ pub(super) fn simd_node(
 ) -> Term {
     let l = f.chain as usize;
     let (fa, fb) = (&p.a, &p.b);
-    let le = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
+    let le = little_endian();
     let hi_mask = shuffle_mask(
         em,
         [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
@@ -69,29 +65,29 @@ pub(super) fn simd_node(
         } else {
             raw
         };
-        let mm = splat32(em, (1i64 << m) - 1);
+        let mm = em.splat32((1i64 << m) - 1);
         let man = em.b.ins().band(code, mm);
         let ef = em.b.ins().ushr_imm_s(code, m);
-        let emask = splat32(em, (1i64 << e) - 1);
+        let emask = em.splat32((1i64 << e) - 1);
         let ef = em.b.ins().band(ef, emask);
-        let zero = splat32(em, 0);
+        let zero = em.splat32(0);
         let sub = em.b.ins().icmp(IntCC::Equal, ef, zero);
         let ex = em.b.ins().isub(ef, sub);
-        let one = splat32(em, 1i64 << m);
+        let one = em.splat32(1i64 << m);
         let implicit = em.b.ins().band_not(one, sub);
         let sig = em.b.ins().bor(man, implicit);
         // the lane masks of `special_code`
         let sp = match x.specials {
             Specials::Ieee => Some(em.b.ins().icmp(IntCC::Equal, ef, emask)),
             Specials::Fn => {
-                let all = splat32(em, (1i64 << (e + m)) - 1);
+                let all = em.splat32((1i64 << (e + m)) - 1);
                 let v = em.b.ins().band(code, all);
                 Some(em.b.ins().icmp(IntCC::Equal, v, all))
             }
             Specials::Fnuz => {
-                let all = splat32(em, (1i64 << (e + m + 1)) - 1);
+                let all = em.splat32((1i64 << (e + m + 1)) - 1);
                 let v = em.b.ins().band(code, all);
-                let want = splat32(em, 1i64 << (e + m));
+                let want = em.splat32(1i64 << (e + m));
                 Some(em.b.ins().icmp(IntCC::Equal, v, want))
             }
             Specials::None => None,
@@ -105,7 +101,7 @@ pub(super) fn simd_node(
     let pos = |x: &FloatFormat| (x.ignored_low_bits + x.exponent_bits + x.mantissa_bits) as i64;
     let bias = (fa.bias + fb.bias) as i64;
     let ez = match f.zero_exponent.products {
-        ZeroExponent::Fixed(e) => Some(splat32(em, e as i64 + bias)),
+        ZeroExponent::Fixed(e) => Some(em.splat32(e as i64 + bias)),
         _ => None,
     };
     let mut groups = Vec::with_capacity(l / 4);
@@ -120,7 +116,7 @@ pub(super) fn simd_node(
         let e = em.b.ins().iadd(ea, eb);
         let e_max = match ez {
             Some(z) => {
-                let zero = splat32(em, 0);
+                let zero = em.splat32(0);
                 let is0 = em.b.ins().icmp(IntCC::Equal, sig, zero);
                 em.b.ins().bitselect(is0, z, e)
             }
