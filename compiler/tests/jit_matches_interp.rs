@@ -514,6 +514,152 @@ fn simd_t_fdpa_edges() {
     }
 }
 
+/// GTR-FDPA's first level in lanes (the even and the odd products aligned apart): CDNA3's
+/// FP8/BF8 instructions (fnuz formats, zero products never in the max search, two chained
+/// steps at k = 32) and variants with zero products at a fixed exponent or their natural
+/// one, OCP FP8 and f16 inputs. Cases: every product zero, one parity all zeros, one
+/// nonzero product per parity, subnormals, far-apart exponents, a NaN or an infinity in
+/// each lane position, c tiny, far above or far below. The kernels are checked to take the
+/// lanes (their IR has f64x2 sums).
+#[test]
+fn simd_gtr_fdpa_edges() {
+    let variants = r#"
+arch gtr_variants "GTR-FDPA's first level with other zero-exponent rules and formats"
+import std
+pipeline gtr_fixed_zero(F, F2, L) {
+    chain every L
+    multiply exact
+    zero exponent -20 for products
+    align products.even to max exponent keep F bits round toward_zero as even
+    align products.odd to max exponent keep F bits round toward_zero as odd
+    align even, odd to max exponent keep F bits round down as dot
+    align dot keep F2 + 1 bits round down, c keep F bits round down drop below F + 1 to max exponent
+    normalize range f32 precision F2 round down
+    normalize to out round nearest_even
+    zero result exact_positive
+    nan canonical
+}
+pipeline gtr_natural_zero(F, F2, L) {
+    chain every L
+    multiply exact
+    align products.even to max exponent keep F bits round toward_zero as even
+    align products.odd to max exponent keep F bits round toward_zero as odd
+    align even, odd to max exponent keep F bits round toward_zero as dot
+    align dot, c to max exponent keep F2 bits round toward_zero
+    normalize to out round nearest_even
+    zero result positive
+    nan canonical
+}
+instruction fixed.e4m3.e5m2 {
+    shape 16 x 8 x 32
+    types a = e4m3, b = e5m2, c = f32, d = f32
+    uses gtr_fixed_zero(F = 20, F2 = 28, L = 8)
+}
+instruction natural.f16 {
+    shape 16 x 8 x 16
+    types a = f16, b = f16, c = f32, d = f16
+    uses gtr_natural_zero(F = 13, F2 = 30, L = 16)
+}
+instruction natural.bf8.fp8 {
+    shape 16 x 8 x 8
+    types a = bf8, b = fp8, c = f32, d = f32
+    uses gtr_natural_zero(F = 9, F2 = 40, L = 4)
+}
+"#;
+    let cdna3 =
+        load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/cdna3.mma")).expect("spec");
+    let variants = mmac_compiler::compile("gtr_variants.mma", variants).expect("checks");
+    let cases: Vec<(&Validated, &str)> = vec![
+        (&cdna3, "v_mfma_f32_16x16x32_fp8_fp8"),
+        (&cdna3, "v_mfma_f32_16x16x32_bf8_fp8"),
+        (&cdna3, "v_mfma_f32_32x32x16_fp8_bf8"),
+        (&cdna3, "v_mfma_f32_32x32x16_bf8_bf8"),
+        (&variants, "fixed.e4m3.e5m2"),
+        (&variants, "natural.f16"),
+        (&variants, "natural.bf8.fp8"),
+    ];
+    for (v, name) in cases {
+        let options = jit::Options {
+            emit_clif: true,
+            ..jit::Options::default()
+        };
+        let compiled = jit::compile_with(&v.spec, &v.info, options).expect("compiles");
+        let (inst, info) = find(v, name);
+        let kernel = compiled.kernel(name).expect("kernel");
+        let clif = compiled
+            .clif()
+            .iter()
+            .filter(|(label, _)| label.contains(name))
+            .map(|(_, text)| text.as_str())
+            .collect::<String>();
+        assert!(clif.contains("f64x2"), "{name}: not lowered in lanes");
+        let ar = &inst.arithmetic;
+        let (fa, fb) = (ar.a.as_float().unwrap(), ar.b.as_float().unwrap());
+        let k = inst.k();
+        let mut rng = Rng::new(0x5851_f42d_4c95_7f2du64);
+        for case in 0..4000u32 {
+            let mut next = || rng.next_u64();
+            let el = |f: &mmac_compiler::format::FloatFormat, r: u64, i: usize| {
+                let (m, e) = (f.mantissa_bits, f.exponent_bits);
+                let man = r & ((1 << m) - 1);
+                let sign = (r >> 63) << (m + e);
+                let field = match case % 7 {
+                    // every product zero
+                    0 => return 0,
+                    // the even products zero
+                    1 if i.is_multiple_of(2) => return 0,
+                    // one nonzero product per parity
+                    2 if i >= 2 => return 0,
+                    // subnormals and the smallest normals
+                    3 => (r >> 32) % 2,
+                    // the largest finite binades and the smallest
+                    4 => {
+                        if (r >> 40).is_multiple_of(2) {
+                            (1 << e) - 2
+                        } else {
+                            (r >> 32) % 2
+                        }
+                    }
+                    _ => (r >> 32) % ((1 << e) - 1),
+                };
+                sign | (field << m) | man
+            };
+            let mut a: Vec<u64> = (0..k).map(|i| el(fa, next(), i)).collect();
+            let b: Vec<u64> = (0..k).map(|i| el(fb, next(), i)).collect();
+            if case % 7 == 6 {
+                // a NaN or an infinity (whatever special the format has) in one position
+                let i = (next() % k as u64) as usize;
+                let specials = [ar.a.encode_nan(), ar.a.encode_inf(next() % 2 == 0)];
+                if let Some(x) = specials[(next() % 2) as usize].or(specials[0]) {
+                    a[i] = x;
+                }
+            }
+            let c = match case % 4 {
+                // tiny: subnormal or near the smallest normal f32
+                0 => (next() % (3 << 23)) | (next() & 0x8000_0000),
+                // far above the products
+                1 => (((next() % 40) + 200) << 23) | (next() & 0x807f_ffff),
+                // far below them
+                2 => (((next() % 40) + 20) << 23) | (next() & 0x807f_ffff),
+                _ => next() & 0xffff_ffff,
+            };
+            let ops = Operands {
+                c,
+                a: &a,
+                b: &b,
+                sa: &[],
+                sb: &[],
+            };
+            let want = interp::run(inst, info, &ops).unwrap();
+            let got = kernel.dot(&ops).unwrap();
+            assert!(
+                same(inst, want, got),
+                "{name}: c={c:x} a={a:x?} b={b:x?}: interp {want:x}, jit {got:x}"
+            );
+        }
+    }
+}
+
 /// GST groups of FP4 products summed sixteen per SIMD step (byte-table lookups and
 /// `pmaddwd`): codes with garbage above their 4 bits, groups whose products are all zeros
 /// of either sign (the group's zero-exponent rule), a single nonzero product per group,

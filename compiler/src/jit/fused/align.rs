@@ -6,7 +6,8 @@
 //! multi-limb accumulator for exact sums wider still.
 
 use super::plan::Plan;
-use super::simd::simd_node;
+use super::plan::SimdShape;
+use super::simd::{parity_nodes, simd_node};
 use super::sum::{limb_sum, tree, window_sum};
 use super::{EXP_OFFSET, EXP_SHIFT, Ptrs, SIGN_BIT, SPECIAL_BIT, Term, or_flag};
 use crate::exact::Rounding;
@@ -32,9 +33,13 @@ pub(super) fn nodes(
 ) -> Vec<Term> {
     let f0 = em.boolc(false);
     let mut node_terms: Vec<Term> = vec![];
-    if let Some(fk) = p.simd {
-        let t = simd_node(em, f, p, fk, &c_term, ptrs, start, special);
-        node_terms.push(t);
+    match p.simd {
+        Some(s) if s.shape == SimdShape::All => {
+            let t = simd_node(em, f, p, s.keep, &c_term, ptrs, start, special);
+            node_terms.push(t);
+        }
+        Some(s) => node_terms.extend(parity_nodes(em, f, p, s.keep, ptrs, start, special)),
+        None => {}
     }
     for (ni, node) in f.nodes.iter().enumerate().skip(node_terms.len()) {
         let mut items: Vec<(Term, &AlignTerm)> = vec![];

@@ -34,13 +34,30 @@ pub(crate) struct Plan {
     pub(super) pack_ok: bool,
     /// The lowest grid of an (unscaled-group) product sum.
     pub(super) product_min_grid: i64,
-    /// T-FDPA lowered four products per SIMD instruction ([`super::simd::simd_node`]),
-    /// keeping this F.
-    pub(super) simd: Option<i64>,
+    /// Products lowered four per SIMD instruction ([`super::simd`]).
+    pub(super) simd: Option<SimdPlan>,
     /// Groups of products of formats without NaN/Inf (FP4, FP6) summed straight from the
     /// formats' value tables (a, b): each element is a small signed integer on its format's
     /// finest grid, so a product is one multiply on the lowest product grid.
     pub(super) value_tables: Option<(&'static [u64], &'static [u64])>,
+}
+
+/// Products four per SIMD instruction: which alignments the lanes compute, and the F they
+/// keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SimdPlan {
+    pub(super) keep: i64,
+    pub(super) shape: SimdShape,
+}
+
+/// The alignments [`super::simd`] computes in lanes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SimdShape {
+    /// The only alignment: every product and c to their largest exponent (T-FDPA).
+    All,
+    /// The first two: the even products, then the odd ones, each to its own largest
+    /// exponent, with no other term (GTR-FDPA's first level).
+    EvenOdd,
 }
 
 /// A multi-limb fixed-point accumulator for the last alignment: `digits` limbs of 32-bit
@@ -285,13 +302,15 @@ fn value_tables(
     ))
 }
 
-/// Does the fused pipeline have the form [`simd_node`] computes? Then its F.
+/// Does the fused pipeline have a form [`super::simd`] computes? Then which, and its F.
 ///
-/// One alignment of all products and c to their largest exponent, each truncated to F
-/// fraction bits; signed inputs with subnormals whose codes fit 32 bits and whose exact
-/// products fit 31 bits (f16, bf16, tf32, FP8, FP6, FP4); and every power of two the
-/// kernel forms, and every scaled term, a normal f64, with the sum of the truncated terms
-/// exact in f64.
+/// [`SimdShape::All`]: one alignment of all products and c to their largest exponent,
+/// each truncated to F fraction bits. [`SimdShape::EvenOdd`]: the first two alignments
+/// are the even and the odd products, each alone to its largest exponent and truncated to
+/// the same F, and no later one takes products. Both: signed inputs with subnormals whose
+/// codes fit 32 bits and whose exact products fit 31 bits (f16, bf16, tf32, FP8, FP6,
+/// FP4), chains of whole lanes; every power of two the kernel forms, and every scaled
+/// term, a normal f64, with the sum of the truncated terms exact in f64.
 pub(super) fn simd_plan(
     inst: &Instruction,
     f: &Fused,
@@ -299,10 +318,9 @@ pub(super) fn simd_plan(
     b: &FloatFormat,
     c: &FloatFormat,
     d: &FloatFormat,
-) -> Option<i64> {
+) -> Option<SimdPlan> {
     let cond = f.conditioning;
-    if f.nodes.len() != 1
-        || f.scaled_products
+    if f.scaled_products
         || f.grouping.is_some()
         || f.product_overflow.is_some()
         || cond.flush_a
@@ -312,30 +330,54 @@ pub(super) fn simd_plan(
     {
         return None;
     }
-    let n = &f.nodes[0];
-    if n.reference != Reference::MaxExponent || n.terms.len() != 2 {
-        return None;
-    }
-    let mut keep = None;
-    let (mut products, mut has_c) = (false, false);
-    for t in &n.terms {
-        match (t.keep, t.drop_below) {
-            (Some((fb, Rounding::TowardZero)), None) if keep.is_none_or(|k| k == fb) => {
-                keep = Some(fb)
+    // a term of an alignment truncated to F toward zero, with nothing dropped
+    let truncated = |t: &AlignTerm| match (t.keep, t.drop_below) {
+        (Some((fb, Rounding::TowardZero)), None) => Some(fb as i64),
+        _ => None,
+    };
+    let max_ref = |n: &AlignNode| n.reference == Reference::MaxExponent;
+    let (shape, big_f) = match f.nodes.as_slice() {
+        [n] if max_ref(n) && n.terms.len() == 2 => {
+            let mut keep = None;
+            let (mut products, mut has_c) = (false, false);
+            for t in &n.terms {
+                match truncated(t) {
+                    Some(fb) if keep.is_none_or(|k| k == fb) => keep = Some(fb),
+                    _ => return None,
+                }
+                match t.source {
+                    TermSource::Products(ProductsPart::All) => products = true,
+                    TermSource::C => has_c = true,
+                    _ => return None,
+                }
             }
-            _ => return None,
+            if !(products && has_c) {
+                return None;
+            }
+            (SimdShape::All, keep?)
         }
-        match t.source {
-            TermSource::Products(ProductsPart::All) => products = true,
-            TermSource::C => has_c = true,
-            _ => return None,
+        [even, odd, rest @ ..] => {
+            let only = |n: &AlignNode, part: ProductsPart| match n.terms.as_slice() {
+                [t] if max_ref(n) && t.source == TermSource::Products(part) => truncated(t),
+                _ => None,
+            };
+            let fe = only(even, ProductsPart::Even)?;
+            let later_products = rest.iter().any(|n| {
+                n.terms
+                    .iter()
+                    .any(|t| matches!(t.source, TermSource::Products(_)))
+            });
+            if only(odd, ProductsPart::Odd)? != fe || later_products {
+                return None;
+            }
+            (SimdShape::EvenOdd, fe)
         }
-    }
-    let big_f = keep? as i64;
+        _ => return None,
+    };
     let ok = |x: &FloatFormat| {
         x.subnormals && x.signed && x.storage_bits <= 32 && x.ignored_low_bits + x.code_bits() <= 32
     };
-    if !(products && has_c && ok(a) && ok(b)) || a.mantissa_bits + b.mantissa_bits + 2 > 31 {
+    if !(ok(a) && ok(b)) || a.mantissa_bits + b.mantissa_bits + 2 > 31 {
         return None;
     }
     // c's significand converts to f64 exactly; the sum stays below 2^52
@@ -344,34 +386,47 @@ pub(super) fn simd_plan(
     {
         return None;
     }
-    let ez_p = match f.zero_exponent.products {
-        ZeroExponent::Natural => None,
-        ZeroExponent::Fixed(e) => Some(e as i64),
-        ZeroExponent::Never => return None,
-    };
     let fr = (a.mantissa_bits + b.mantissa_bits) as i64;
     let e_lo = (a.min_exponent() + b.min_exponent()) as i64;
     // special codes decode one above the largest exponent
     let e_hi = (a.max_exponent() + b.max_exponent()) as i64 + 2;
-    let c_lo = c.min_exponent().min(d.min_exponent()) as i64;
-    let c_hi = c.max_exponent().max(d.max_exponent()) as i64 + 1;
-    let r_lo = e_lo.min(ez_p.unwrap_or(e_lo));
-    let r_hi = e_hi.max(c_hi).max(match f.zero_exponent.c {
-        ZeroExponent::Fixed(e) => e as i64,
-        _ => c_hi,
-    });
-    let (mc_lo, mc_hi) = (
-        c.mantissa_bits.min(d.mantissa_bits) as i64,
-        c.mantissa_bits.max(d.mantissa_bits) as i64,
-    );
-    let powers = [
-        e_lo - fr + big_f - r_hi,
-        e_hi - fr + big_f - r_lo,
-        c_lo - mc_hi + big_f - r_hi,
-        c_hi - mc_lo + big_f - r_lo,
-    ];
+    let powers = match shape {
+        SimdShape::All => {
+            let ez_p = match f.zero_exponent.products {
+                ZeroExponent::Natural => None,
+                ZeroExponent::Fixed(e) => Some(e as i64),
+                ZeroExponent::Never => return None,
+            };
+            let c_lo = c.min_exponent().min(d.min_exponent()) as i64;
+            let c_hi = c.max_exponent().max(d.max_exponent()) as i64 + 1;
+            let r_lo = e_lo.min(ez_p.unwrap_or(e_lo));
+            let r_hi = e_hi.max(c_hi).max(match f.zero_exponent.c {
+                ZeroExponent::Fixed(e) => e as i64,
+                _ => c_hi,
+            });
+            let (mc_lo, mc_hi) = (
+                c.mantissa_bits.min(d.mantissa_bits) as i64,
+                c.mantissa_bits.max(d.mantissa_bits) as i64,
+            );
+            vec![
+                e_lo - fr + big_f - r_hi,
+                e_hi - fr + big_f - r_lo,
+                c_lo - mc_hi + big_f - r_hi,
+                c_hi - mc_lo + big_f - r_lo,
+            ]
+        }
+        SimdShape::EvenOdd => {
+            // the reference is a product's exponent or e_zero; the powers are formed
+            // against one at least e_lo (below it every term is 0)
+            let r_hi = match f.zero_exponent.products {
+                ZeroExponent::Fixed(e) => e_hi.max(e as i64),
+                _ => e_hi,
+            };
+            vec![e_lo - fr + big_f - r_hi, e_hi - fr + big_f - e_lo]
+        }
+    };
     powers
         .iter()
         .all(|q| (-1000..=1000).contains(q))
-        .then_some(big_f)
+        .then_some(SimdPlan { keep: big_f, shape })
 }

@@ -1,6 +1,8 @@
-//! T-FDPA four products per SIMD instruction ([`simd_node`]): decoding, exact products and
-//! the max exponent in i32x4 lanes, and the truncated alignment and exact sum in f64x2
-//! lanes, for the formats [`super::plan`] admits (`Plan::simd`).
+//! Products four per SIMD instruction: decoding, exact products and the max exponent in
+//! i32x4 lanes, and the truncated alignment and exact sum in f64x2 lanes, for the formats
+//! and shapes [`super::plan`] admits (`Plan::simd`): T-FDPA's one alignment of every
+//! product and c ([`simd_node`]), and GTR-FDPA's first level, the even and the odd
+//! products each aligned to their own largest exponent ([`parity_nodes`]).
 
 use super::plan::Plan;
 use super::sum::tree;
@@ -31,32 +33,34 @@ pub(super) fn high_half(
     em.b.ins().bitcast(types::I32X4, le, s)
 }
 
-/// The T-FDPA node of [`simd_plan`], four products per SIMD instruction: each i32 lane
-/// decodes one element of a and b (significand, exponent with subnormals, NaN/Inf
-/// flag), multiplies the significands exactly and adds the exponents; the largest
-/// exponent r (zero products taking e_zero) comes from a lane-wise max. Each term's kept
-/// value `trunc(sig * 2^(e - fr + F - r))` is then one f64 multiply by a power of two
-/// built from the exponent's bits (exact: both are normal f64 and sig has at most 31
-/// bits) and one truncation, and the sum of the truncated terms, integers below 2^52, is
-/// exact in f64. This is the integer alignment of [`packed_node`], computed in f64x2.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn simd_node(
+/// The biased exponent a zero product takes in the lane-wise max when zeros take no part
+/// in it (`zero exponent never`): below every real one.
+const ABSENT: i64 = -(1 << 20);
+
+/// The products of one chained step, four per i32x4.
+struct Lanes {
+    /// Per four products: the signed exact products and their biased exponents.
+    groups: Vec<(Value, Value)>,
+    /// The lane-wise max of the exponents the max search sees (biased; zero products
+    /// by the zero-exponent rule, [`ABSENT`] where they take no part).
+    max: Value,
+    /// The sum of a's and b's exponent biases.
+    bias: i64,
+}
+
+/// Decode a and b four elements at a time (significand, exponent with subnormals, NaN/Inf
+/// flag), multiply the significands exactly, add the exponents and keep the lane-wise
+/// max; a NaN or an infinity among the inputs sets `special`.
+fn product_lanes(
     em: &mut Emitter,
     f: &Fused,
     p: &Plan,
-    big_f: i64,
-    c_term: &Term,
     ptrs: &Ptrs,
     start: usize,
     special: &mut Option<Value>,
-) -> Term {
+) -> Lanes {
     let l = f.chain as usize;
     let (fa, fb) = (&p.a, &p.b);
-    let le = little_endian();
-    let hi_mask = shuffle_mask(
-        em,
-        [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
-    );
     // (significand, biased exponent max(field, 1), NaN/Inf mask)
     let decode = |em: &mut Emitter, x: &FloatFormat, raw: Value| -> (Value, Value, Option<Value>) {
         let (m, e) = (x.mantissa_bits as i64, x.exponent_bits as i64);
@@ -100,9 +104,10 @@ pub(super) fn simd_node(
     };
     let pos = |x: &FloatFormat| (x.ignored_low_bits + x.exponent_bits + x.mantissa_bits) as i64;
     let bias = (fa.bias + fb.bias) as i64;
-    let ez = match f.zero_exponent.products {
+    let zero_exp = match f.zero_exponent.products {
         ZeroExponent::Fixed(e) => Some(em.splat32(e as i64 + bias)),
-        _ => None,
+        ZeroExponent::Never => Some(em.splat32(ABSENT)),
+        ZeroExponent::Natural => None,
     };
     let mut groups = Vec::with_capacity(l / 4);
     let mut maxv: Option<Value> = None;
@@ -114,7 +119,7 @@ pub(super) fn simd_node(
         let (sb, eb, pb) = decode(em, fb, rb);
         let sig = em.b.ins().imul(sa, sb);
         let e = em.b.ins().iadd(ea, eb);
-        let e_max = match ez {
+        let e_max = match zero_exp {
             Some(z) => {
                 let zero = em.splat32(0);
                 let is0 = em.b.ins().icmp(IntCC::Equal, sig, zero);
@@ -148,37 +153,28 @@ pub(super) fn simd_node(
         let any = em.b.ins().vany_true(spec);
         or_flag(em, special, Some(any));
     }
-    or_flag(em, special, c_term.special);
-    // the largest exponent
-    let maxv = maxv.expect("planned: at least four products");
-    let mut r32: Option<Value> = None;
-    for lane in 0..4u8 {
-        let x = em.b.ins().extractlane(maxv, lane);
-        r32 = Some(match r32 {
-            None => x,
-            Some(r) => em.b.ins().smax(r, x),
-        });
+    Lanes {
+        groups,
+        max: maxv.expect("planned: at least four products"),
+        bias,
     }
-    let r = em.b.ins().sextend(types::I64, r32.expect("four lanes"));
-    let r = em.b.ins().iadd_imm_s(r, -bias);
-    let ce = match c_term.present {
-        None => c_term.exp,
-        Some(pr) => {
-            let floor = em.i64c(i64::MIN / 4);
-            em.sel(pr, c_term.exp, floor)
-        }
-    };
-    let r = em.b.ins().smax(r, ce);
-    // terms: trunc(sig * 2^(e - bias - fr + F - r)), the power's f64 exponent field
-    // e + (F - fr - bias + 1023) - r
-    let fr = (fa.mantissa_bits + fb.mantissa_bits) as i64;
-    let k = em.i64c(big_f - fr - bias + 1023);
-    let kr = em.b.ins().isub(k, r);
-    let kr = em.b.ins().ireduce(types::I32, kr);
-    let krv = em.b.ins().splat(types::I32X4, kr);
-    let mut terms = Vec::with_capacity(l / 2);
-    for (signed, e) in groups {
-        let pw = em.b.ins().iadd(e, krv);
+}
+
+/// Each product's kept value `trunc(sig * 2^(e - fr + F - r))`, summed lane-wise in
+/// f64x2: `power` holds, per i32 lane, the f64 exponent field `F - fr + 1023 - r` of that
+/// lane's reference r. The power of two is built from the exponent's bits (exact: both
+/// are normal f64 and sig has at most 31 bits), the truncation is exact, and the sum of
+/// the truncated terms, integers below 2^52, is exact in f64. Lane 0 of the result sums
+/// i32 lanes 0 and 2, lane 1 lanes 1 and 3.
+fn truncated_sum(em: &mut Emitter, groups: &[(Value, Value)], power: Value) -> Value {
+    let le = little_endian();
+    let hi_mask = shuffle_mask(
+        em,
+        [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
+    );
+    let mut terms = Vec::with_capacity(groups.len() * 2);
+    for &(signed, e) in groups {
+        let pw = em.b.ins().iadd(e, power);
         let pw_hi = high_half(em, pw, hi_mask);
         let s_hi = high_half(em, signed, hi_mask);
         for (pw, s) in [(pw, signed), (pw_hi, s_hi)] {
@@ -191,7 +187,51 @@ pub(super) fn simd_node(
             terms.push(em.b.ins().trunc(v));
         }
     }
-    let acc = tree(em, terms, |em, x, y| em.b.ins().fadd(x, y));
+    tree(em, terms, |em, x, y| em.b.ins().fadd(x, y))
+}
+
+/// The T-FDPA node of [`super::plan::SimdShape::All`]: every product and c aligned to the largest
+/// exponent r (zero products taking e_zero), each truncated to F fraction bits below it,
+/// and summed: the integer alignment of [`super::align::packed_node`], computed in lanes.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn simd_node(
+    em: &mut Emitter,
+    f: &Fused,
+    p: &Plan,
+    big_f: i64,
+    c_term: &Term,
+    ptrs: &Ptrs,
+    start: usize,
+    special: &mut Option<Value>,
+) -> Term {
+    let lanes = product_lanes(em, f, p, ptrs, start, special);
+    or_flag(em, special, c_term.special);
+    // the largest exponent
+    let mut r32: Option<Value> = None;
+    for lane in 0..4u8 {
+        let x = em.b.ins().extractlane(lanes.max, lane);
+        r32 = Some(match r32 {
+            None => x,
+            Some(r) => em.b.ins().smax(r, x),
+        });
+    }
+    let r = em.b.ins().sextend(types::I64, r32.expect("four lanes"));
+    let r = em.b.ins().iadd_imm_s(r, -lanes.bias);
+    let ce = match c_term.present {
+        None => c_term.exp,
+        Some(pr) => {
+            let floor = em.i64c(i64::MIN / 4);
+            em.sel(pr, c_term.exp, floor)
+        }
+    };
+    let r = em.b.ins().smax(r, ce);
+    // the power's f64 exponent field e + (F - fr - bias + 1023) - r
+    let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
+    let k = em.i64c(big_f - fr - lanes.bias + 1023);
+    let kr = em.b.ins().isub(k, r);
+    let kr = em.b.ins().ireduce(types::I32, kr);
+    let krv = em.b.ins().splat(types::I32X4, kr);
+    let acc = truncated_sum(em, &lanes.groups, krv);
     let s0 = em.b.ins().extractlane(acc, 0u8);
     let s1 = em.b.ins().extractlane(acc, 1u8);
     let sum = em.b.ins().fadd(s0, s1);
@@ -229,4 +269,67 @@ pub(super) fn simd_node(
         special: None,
         sign40: None,
     }
+}
+
+/// The two nodes of [`super::plan::SimdShape::EvenOdd`]: the even products aligned to their largest
+/// exponent and truncated to F fraction bits below it, and the odd ones likewise, as
+/// [`super::align::packed_node`] computes them one by one. With four products per i32x4
+/// the even ones are lanes 0 and 2, so one lane-wise max, one shuffle and one f64x2 sum
+/// serve both. Returns the even node, then the odd one.
+pub(super) fn parity_nodes(
+    em: &mut Emitter,
+    f: &Fused,
+    p: &Plan,
+    big_f: i64,
+    ptrs: &Ptrs,
+    start: usize,
+    special: &mut Option<Value>,
+) -> [Term; 2] {
+    let lanes = product_lanes(em, f, p, ptrs, start, special);
+    // lanes 0 and 1: the even and the odd reference (biased)
+    let hi = em.pick32(lanes.max, lanes.max, [2, 3, 2, 3]);
+    let r2 = em.b.ins().smax(lanes.max, hi);
+    // an all-zero parity has no reference: its terms are 0 on any grid, so the power is
+    // formed against the lowest exponent a product has (and stays a normal f64)
+    let lowest = em.splat32(p.a.min_exponent() as i64 + p.b.min_exponent() as i64 + lanes.bias);
+    let rc = em.b.ins().smax(r2, lowest);
+    let rc = em.pick32(rc, rc, [0, 1, 0, 1]);
+    let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
+    let k = em.splat32(big_f - fr + 1023);
+    let power = em.b.ins().isub(k, rc);
+    let acc = truncated_sum(em, &lanes.groups, power);
+    let always = !matches!(f.zero_exponent.products, ZeroExponent::Never);
+    std::array::from_fn(|lane| {
+        let lane = lane as u8;
+        let s = em.b.ins().extractlane(acc, lane);
+        let sum = em.b.ins().fcvt_to_sint_sat(types::I64, s);
+        let sum = em.widen(sum);
+        let r = em.b.ins().extractlane(r2, lane);
+        let r = em.b.ins().sextend(types::I64, r);
+        let r = em.b.ins().iadd_imm_s(r, -lanes.bias);
+        let (r, present) = if always {
+            (r, None)
+        } else {
+            // as packed_node: a parity of zeros has exponent 0 and takes no part later
+            let any = em.icmp_imm(IntCC::SignedGreaterThan, r, ABSENT / 2);
+            let zero = em.i64c(0);
+            (em.sel(any, r, zero), Some(any))
+        };
+        let zero = em.icmp_imm(IntCC::Equal, sum, 0);
+        let no_sign = em.boolc(false);
+        Term {
+            neg: no_sign,
+            sig: None,
+            x: Some(sum),
+            d: big_f,
+            exp: r,
+            natural_exp: r,
+            present,
+            zero,
+            node: true,
+            sig_bits: 0,
+            special: None,
+            sign40: None,
+        }
+    })
 }
