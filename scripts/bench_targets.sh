@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
 cargo build --release --locked -q
 venv="${MMASIM_VENV:-$target/mmasim-venv}"
+# absolute: torch builds mmasim's extension in another directory, running ninja by PATH
+case "$venv" in /*) ;; *) venv="$PWD/$venv" ;; esac
 if [ ! -x "$venv/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$venv"
 fi
