@@ -514,6 +514,98 @@ fn simd_t_fdpa_edges() {
     }
 }
 
+/// A NaN or an infinity in c alone (as after a chained step that overflowed) takes the
+/// special path's shortcut (c's NaN or infinity is the result, unless products can
+/// overflow); an infinity or NaN in an operand as well (a, b or a scale factor, at any
+/// position) takes the full loop. Every fused arithmetic of the specs, with finite random
+/// operands and c each special its format has.
+#[test]
+fn special_c_with_finite_operands() {
+    let mut tried = 0;
+    for path in spec_files() {
+        let Some(v) = load(&path) else { continue };
+        let compiled = jit::compile(&v.spec, &v.info).expect("compiles");
+        for (inst, info) in distinct(&v) {
+            if !matches!(inst.arithmetic.pipeline, Pipeline::Fused(_)) {
+                continue;
+            }
+            let Ok(kernel) = compiled.kernel(&inst.name) else {
+                continue;
+            };
+            let ar = &inst.arithmetic;
+            let cs: Vec<u64> = [
+                ar.c.encode_nan(),
+                ar.c.encode_inf(false),
+                ar.c.encode_inf(true),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if cs.is_empty() {
+                continue;
+            }
+            tried += 1;
+            let (k, s) = (inst.k(), inst.scale_count());
+            let mut rng = Rng::new(0x94d0_49bb_1331_11ebu64 ^ k as u64);
+            // a random finite encoding of `f`, clustered near its bias
+            let mut finite = |f: &Format| loop {
+                let bits = rng.next_u64();
+                let x = encoding(f, (bits >> 56) as u8 % 10 + 4, bits, center(f, 0));
+                match f.decode(x) {
+                    mmac_compiler::format::Decoded::Finite(_) => break x,
+                    _ => continue,
+                }
+            };
+            for case in 0..64u32 {
+                let mut a: Vec<u64> = (0..k).map(|_| finite(&ar.a)).collect();
+                let mut b: Vec<u64> = (0..k).map(|_| finite(&ar.b)).collect();
+                let scale = ar.scale.as_ref().map(|x| x.format.clone());
+                let (mut sa, sb): (Vec<u64>, Vec<u64>) = (0..s)
+                    .map(|_| {
+                        let f = scale.as_ref().unwrap();
+                        (finite(f), finite(f))
+                    })
+                    .unzip();
+                // an operand special as well (in a, b or a scale factor, in any chained
+                // step): the loop decides
+                let special = |f: &Format| {
+                    [f.encode_inf(case % 16 < 8), f.encode_nan()]
+                        .into_iter()
+                        .flatten()
+                        .next()
+                };
+                let at = (case as usize / 4) % k;
+                match case % 12 {
+                    3 => a[at] = special(&ar.a).unwrap_or(a[at]),
+                    7 => b[at] = special(&ar.b).unwrap_or(b[at]),
+                    11 if s > 0 => {
+                        let f = scale.as_ref().unwrap();
+                        sa[at % s] = special(f).unwrap_or(sa[at % s]);
+                    }
+                    _ => {}
+                }
+                let c = cs[case as usize % cs.len()];
+                let ops = Operands {
+                    c,
+                    a: &a,
+                    b: &b,
+                    sa: &sa,
+                    sb: &sb,
+                };
+                let want = interp::run(inst, info, &ops).unwrap();
+                let got = kernel.dot(&ops).unwrap();
+                assert!(
+                    same(inst, want, got),
+                    "{}: {}: c={c:x} a={a:x?} b={b:x?} sa={sa:x?} sb={sb:x?}: interp {want:x}, jit {got:x}",
+                    path.display(),
+                    inst.name
+                );
+            }
+        }
+    }
+    assert!(tried > 30, "{tried} fused arithmetics with a special c");
+}
+
 /// GTR-FDPA's first level in lanes (the even and the odd products aligned apart): CDNA3's
 /// FP8/BF8 instructions (fnuz formats, zero products never in the max search, two chained
 /// steps at k = 32) and variants with zero products at a fixed exponent or their natural

@@ -37,6 +37,11 @@ pub(super) fn c_term(em: &mut Emitter, f: &Fused, c_format: &Format, c_raw: Valu
     }
 }
 
+/// Does the format have codes for a NaN or an infinity ([`special_code`] is `Some`)?
+pub(super) fn special_code_possible(f: &FloatFormat) -> bool {
+    f.specials != Specials::None
+}
+
 /// Is this code a NaN or an infinity? Two instructions: a mask and a compare.
 pub(super) fn special_code(em: &mut Emitter, f: &FloatFormat, raw: Value) -> Option<Value> {
     let (e, m, ign) = (
