@@ -442,9 +442,9 @@ fn bf16_exact_sums_over_the_whole_exponent_range() {
     assert!(names.len() >= 2, "bf16 exact sums compiled: {names:?}");
 }
 
-/// T-FDPA kernels that align in f64x2 lanes (Hopper f16, bf16, tf32, Ada e4m3 and e5m2):
-/// zero products that
-/// take e_zero under a tiny c, products of subnormals, negative terms truncated toward
+/// T-FDPA kernels that align in f64x2 lanes (Hopper f16, bf16, tf32) or f32x4 lanes (Ada
+/// e4m3 and e5m2): zero products that take e_zero under a tiny c (of every exponent: a
+/// zero a times any b), products of subnormals, negative terms truncated toward
 /// zero, c far above the products, and one NaN or infinity in each lane position.
 #[test]
 fn simd_t_fdpa_edges() {
@@ -468,13 +468,15 @@ fn simd_t_fdpa_edges() {
         let k = inst.k();
         let mut rng = Rng::new(0x2545_f491_4f6c_dd1du64);
         let mut next = || rng.next_u64();
-        for case in 0..6000u32 {
+        for case in 0..7000u32 {
             let el = |r: u64| {
                 let man = r & ((1 << m) - 1);
                 let s = if r >> 63 == 1 { sign } else { 0 };
-                s | match case % 6 {
+                s | match case % 7 {
                     // zeros: every product zero, c decides
                     0 => 0,
+                    // (a zero times b anywhere: zero products of every exponent)
+                    6 => code((r >> 32) % emask, man),
                     // subnormals and the smallest normals
                     1 => code((r >> 32) % 2, man),
                     // anywhere
@@ -483,7 +485,10 @@ fn simd_t_fdpa_edges() {
             };
             let mut a: Vec<u64> = (0..k).map(|_| el(next())).collect();
             let b: Vec<u64> = (0..k).map(|_| el(next())).collect();
-            if case % 6 == 5 {
+            if case % 7 == 6 {
+                a.iter_mut().for_each(|x| *x &= sign);
+            }
+            if case % 7 == 5 {
                 // a NaN (every format's all-ones code) or an infinity (IEEE formats) in
                 // one lane position
                 let i = (next() % k as u64) as usize;
@@ -494,7 +499,7 @@ fn simd_t_fdpa_edges() {
                 // tiny: subnormal or near the smallest normal f32
                 0 => (next() % (3 << 23)) | (next() & 0x8000_0000),
                 // far above the products
-                1 => (((next() % 40) + 200) << 23) | (next() & 0x807f_ffff),
+                1 => (((next() % 55) + 200) << 23) | (next() & 0x807f_ffff),
                 _ => next() & 0xffff_ffff,
             };
             let ops = Operands {

@@ -48,6 +48,9 @@ pub(crate) struct Plan {
 pub(crate) struct SimdPlan {
     pub(super) keep: i64,
     pub(super) shape: SimdShape,
+    /// [`SimdShape::All`] with products and kept values narrow enough for f32x4 lanes
+    /// (significands and the sum of the kept products below 2^24: FP8 with F = 13).
+    pub(super) f32_lanes: bool,
 }
 
 /// The alignments [`super::simd`] computes in lanes.
@@ -425,8 +428,16 @@ pub(super) fn simd_plan(
             vec![e_lo - fr + big_f - r_hi, e_hi - fr + big_f - e_lo]
         }
     };
+    let f32_lanes = shape == SimdShape::All
+        && a.mantissa_bits + b.mantissa_bits + 2 <= 24
+        && big_f + 2 + clog2(f.chain as u64 + 1) as i64 <= 24
+        && big_f - fr <= 100;
     powers
         .iter()
         .all(|q| (-1000..=1000).contains(q))
-        .then_some(SimdPlan { keep: big_f, shape })
+        .then_some(SimdPlan {
+            keep: big_f,
+            shape,
+            f32_lanes,
+        })
 }

@@ -190,9 +190,35 @@ fn truncated_sum(em: &mut Emitter, groups: &[(Value, Value)], power: Value) -> V
     tree(em, terms, |em, x, y| em.b.ins().fadd(x, y))
 }
 
-/// The T-FDPA node of [`super::plan::SimdShape::All`]: every product and c aligned to the largest
-/// exponent r (zero products taking e_zero), each truncated to F fraction bits below it,
-/// and summed: the integer alignment of [`super::align::packed_node`], computed in lanes.
+/// [`truncated_sum`] in f32x4 lanes, four products per instruction, where every kept
+/// value and their sum are integers below 2^24 (`Plan::simd`'s `f32_lanes`). `power`
+/// holds the f32 exponent field `F - fr + 127 - r`; each lane's power is clamped to
+/// `[2^-30, 2^(F - fr)]`: a nonzero product's exponent is at most r, so the upper clamp
+/// only meets zero products (which stay 0 instead of meeting an infinite power), and below
+/// 2^-30 a product (below 2^24) keeps nothing either way (f32's exponent range is narrower
+/// than the exponent gaps a large c makes).
+fn truncated_sum32(em: &mut Emitter, groups: &[(Value, Value)], power: Value, top: i64) -> Value {
+    let le = little_endian();
+    let lo = em.splat32(127 - 30);
+    let hi = em.splat32(127 + top);
+    let mut terms = Vec::with_capacity(groups.len());
+    for &(signed, e) in groups {
+        let pw = em.b.ins().iadd(e, power);
+        let pw = em.b.ins().smax(pw, lo);
+        let pw = em.b.ins().smin(pw, hi);
+        let w = em.b.ins().ishl_imm_s(pw, 23);
+        let scale = em.b.ins().bitcast(types::F32X4, le, w);
+        let v = em.b.ins().fcvt_from_sint(types::F32X4, signed);
+        let v = em.b.ins().fmul(v, scale);
+        terms.push(em.b.ins().trunc(v));
+    }
+    tree(em, terms, |em, x, y| em.b.ins().fadd(x, y))
+}
+
+/// The T-FDPA node of [`super::plan::SimdShape::All`]: every product and c aligned to
+/// the largest exponent r (zero products taking e_zero), each truncated to F fraction bits
+/// below it, and summed (in f64x2 lanes, or f32x4 where the values are narrow enough):
+/// the integer alignment of [`super::align::packed_node`], computed in lanes.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn simd_node(
     em: &mut Emitter,
@@ -225,16 +251,35 @@ pub(super) fn simd_node(
         }
     };
     let r = em.b.ins().smax(r, ce);
-    // the power's f64 exponent field e + (F - fr - bias + 1023) - r
     let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
-    let k = em.i64c(big_f - fr - lanes.bias + 1023);
-    let kr = em.b.ins().isub(k, r);
-    let kr = em.b.ins().ireduce(types::I32, kr);
-    let krv = em.b.ins().splat(types::I32X4, kr);
-    let acc = truncated_sum(em, &lanes.groups, krv);
-    let s0 = em.b.ins().extractlane(acc, 0u8);
-    let s1 = em.b.ins().extractlane(acc, 1u8);
-    let sum = em.b.ins().fadd(s0, s1);
+    let sum = if p.simd.is_some_and(|s| s.f32_lanes) {
+        // the power's f32 exponent field e + (F - fr - bias + 127) - r
+        let k = em.i64c(big_f - fr - lanes.bias + 127);
+        let kr = em.b.ins().isub(k, r);
+        let kr = em.b.ins().ireduce(types::I32, kr);
+        let krv = em.b.ins().splat(types::I32X4, kr);
+        let acc = truncated_sum32(em, &lanes.groups, krv, big_f - fr);
+        let mut lanes_sum: Option<Value> = None;
+        for lane in 0..4u8 {
+            let x = em.b.ins().extractlane(acc, lane);
+            lanes_sum = Some(match lanes_sum {
+                None => x,
+                Some(t) => em.b.ins().fadd(t, x),
+            });
+        }
+        let sum = lanes_sum.expect("four lanes");
+        em.b.ins().fpromote(types::F64, sum)
+    } else {
+        // the power's f64 exponent field e + (F - fr - bias + 1023) - r
+        let k = em.i64c(big_f - fr - lanes.bias + 1023);
+        let kr = em.b.ins().isub(k, r);
+        let kr = em.b.ins().ireduce(types::I32, kr);
+        let krv = em.b.ins().splat(types::I32X4, kr);
+        let acc = truncated_sum(em, &lanes.groups, krv);
+        let s0 = em.b.ins().extractlane(acc, 0u8);
+        let s1 = em.b.ins().extractlane(acc, 1u8);
+        em.b.ins().fadd(s0, s1)
+    };
     // c, the same way in scalar
     let csig = c_term.sig.expect("c is a base term");
     let cneg = em.b.ins().ineg(csig);
