@@ -31,7 +31,6 @@ pub(super) fn nodes(
     slot: Option<StackSlot>,
     special: &mut Option<Value>,
 ) -> Vec<Term> {
-    let f0 = em.boolc(false);
     let mut node_terms: Vec<Term> = vec![];
     match p.simd {
         Some(s) if s.shape == SimdShape::All => {
@@ -89,21 +88,7 @@ pub(super) fn nodes(
             && ni + 1 == f.nodes.len()
         {
             let (sum, g) = limb_sum(em, &items, lp, slot);
-            let zero = em.icmp_imm(IntCC::Equal, sum, 0);
-            node_terms.push(Term {
-                neg: f0,
-                sig: None,
-                x: Some(sum),
-                d: 0,
-                exp: g,
-                natural_exp: g,
-                present: None,
-                zero,
-                node: true,
-                sig_bits: 0,
-                special: None,
-                sign40: None,
-            });
+            node_terms.push(Term::sum(em, sum, 0, g, g, None));
             continue;
         }
         // reference exponent
@@ -258,21 +243,7 @@ pub(super) fn nodes(
             }
             None => (sum, natural_exp, dd),
         };
-        let zero = em.icmp_imm(IntCC::Equal, sum, 0);
-        node_terms.push(Term {
-            neg: f0,
-            sig: None,
-            x: Some(sum),
-            d: dd,
-            exp: r,
-            natural_exp,
-            present: any,
-            zero,
-            node: true,
-            sig_bits: 0,
-            special: None,
-            sign40: None,
-        });
+        node_terms.push(Term::sum(em, sum, dd, r, natural_exp, any));
     }
 
     node_terms
@@ -435,22 +406,5 @@ pub(super) fn packed_node(
         let zero = em.i64c(0);
         (em.sel(any, r, zero), Some(any))
     };
-    let zero = em.icmp_imm(IntCC::Equal, sum, 0);
-    // `neg` is unused where the value is in `x`
-    let no_sign = em.boolc(false);
-    let term = Term {
-        neg: no_sign,
-        sig: None,
-        x: Some(sum),
-        d: fmax,
-        exp: r,
-        natural_exp: r,
-        present,
-        zero,
-        node: true,
-        sig_bits: 0,
-        special: None,
-        sign40: None,
-    };
-    Some((term, flag))
+    Some((Term::sum(em, sum, fmax, r, r, present), flag))
 }

@@ -298,26 +298,12 @@ pub(super) fn simd_node(
     // saturating conversion never traps
     let sum = em.b.ins().fcvt_to_sint_sat(types::I64, sum);
     let sum = em.widen(sum);
-    let zero = em.icmp_imm(IntCC::Equal, sum, 0);
-    let no_sign = em.boolc(false);
-    Term {
-        neg: no_sign,
-        sig: None,
-        x: Some(sum),
-        d: big_f,
-        exp: r,
-        natural_exp: r,
-        present: None,
-        zero,
-        node: true,
-        sig_bits: 0,
-        special: None,
-        sign40: None,
-    }
+    Term::sum(em, sum, big_f, r, r, None)
 }
 
-/// The two nodes of [`super::plan::SimdShape::EvenOdd`]: the even products aligned to their largest
-/// exponent and truncated to F fraction bits below it, and the odd ones likewise, as
+/// The two nodes of [`super::plan::SimdShape::EvenOdd`]: the even products aligned to
+/// their largest exponent and truncated to F fraction bits below it, and the odd ones
+/// likewise, as
 /// [`super::align::packed_node`] computes them one by one. With four products per i32x4
 /// the even ones are lanes 0 and 2, so one lane-wise max, one shuffle and one f64x2 sum
 /// serve both. Returns the even node, then the odd one.
@@ -360,21 +346,6 @@ pub(super) fn parity_nodes(
             let zero = em.i64c(0);
             (em.sel(any, r, zero), Some(any))
         };
-        let zero = em.icmp_imm(IntCC::Equal, sum, 0);
-        let no_sign = em.boolc(false);
-        Term {
-            neg: no_sign,
-            sig: None,
-            x: Some(sum),
-            d: big_f,
-            exp: r,
-            natural_exp: r,
-            present,
-            zero,
-            node: true,
-            sig_bits: 0,
-            special: None,
-            sign40: None,
-        }
+        Term::sum(em, sum, big_f, r, r, present)
     })
 }
