@@ -117,6 +117,28 @@ fn same(inst: &Instruction, x: u64, y: u64) -> bool {
     x == y || (nan_any(inst) && d.decode(x).is_nan() && d.decode(y).is_nan())
 }
 
+/// One case on the interpreter and on the kernel: the same bits (or both NaN where the
+/// pipeline lets any NaN through), else a panic naming `what` and the operands.
+fn assert_agree(
+    kernel: &jit::Kernel,
+    inst: &Instruction,
+    info: &ArithmeticInfo,
+    ops: &Operands,
+    what: &str,
+) {
+    let want = interp::run(inst, info, ops).unwrap();
+    let got = kernel.dot(ops).unwrap();
+    assert!(
+        same(inst, want, got),
+        "{what}: c={:x} a={:x?} b={:x?} sa={:x?} sb={:x?}: interp {want:x}, jit {got:x}",
+        ops.c,
+        ops.a,
+        ops.b,
+        ops.sa,
+        ops.sb
+    );
+}
+
 fn check_instruction(
     kernel: &jit::Kernel,
     inst: &Instruction,
@@ -350,13 +372,7 @@ fn wide_sums_near_cancellation() {
                     sa: &[],
                     sb: &[],
                 };
-                let want = interp::run(inst, info, &ops).unwrap();
-                let got = kernel.dot(&ops).unwrap();
-                assert!(
-                    same(inst, want, got),
-                    "{}: c={c:x} a={a:x?} b={b:x?}: interp {want:x}, jit {got:x}",
-                    inst.name
-                );
+                assert_agree(&kernel, inst, info, &ops, inst.name.as_str());
             }
         }
     }
@@ -428,13 +444,7 @@ fn bf16_exact_sums_over_the_whole_exponent_range() {
                     sa: &[],
                     sb: &[],
                 };
-                let want = interp::run(inst, info, &ops).unwrap();
-                let got = kernel.dot(&ops).unwrap();
-                assert!(
-                    same(inst, want, got),
-                    "{}: c={c:x} a={a:x?} b={b:x?}: interp {want:x}, jit {got:x}",
-                    inst.name
-                );
+                assert_agree(&kernel, inst, info, &ops, inst.name.as_str());
             }
         }
     }
@@ -509,12 +519,7 @@ fn simd_t_fdpa_edges() {
                 sa: &[],
                 sb: &[],
             };
-            let want = interp::run(inst, info, &ops).unwrap();
-            let got = kernel.dot(&ops).unwrap();
-            assert!(
-                same(inst, want, got),
-                "{name}: c={c:x} a={a:x?} b={b:x?}: interp {want:x}, jit {got:x}"
-            );
+            assert_agree(&kernel, inst, info, &ops, name);
         }
     }
 }
@@ -597,13 +602,12 @@ fn special_c_with_finite_operands() {
                     sa: &sa,
                     sb: &sb,
                 };
-                let want = interp::run(inst, info, &ops).unwrap();
-                let got = kernel.dot(&ops).unwrap();
-                assert!(
-                    same(inst, want, got),
-                    "{}: {}: c={c:x} a={a:x?} b={b:x?} sa={sa:x?} sb={sb:x?}: interp {want:x}, jit {got:x}",
-                    path.display(),
-                    inst.name
+                assert_agree(
+                    &kernel,
+                    inst,
+                    info,
+                    &ops,
+                    &format!("{}: {}", path.display(), inst.name),
                 );
             }
         }
@@ -747,12 +751,7 @@ instruction natural.bf8.fp8 {
                 sa: &[],
                 sb: &[],
             };
-            let want = interp::run(inst, info, &ops).unwrap();
-            let got = kernel.dot(&ops).unwrap();
-            assert!(
-                same(inst, want, got),
-                "{name}: c={c:x} a={a:x?} b={b:x?}: interp {want:x}, jit {got:x}"
-            );
+            assert_agree(&kernel, inst, info, &ops, name);
         }
     }
 }
@@ -810,13 +809,7 @@ fn fp4_groups_in_simd_lanes() {
                 sa: &sa,
                 sb: &sb,
             };
-            let want = interp::run(inst, info, &ops).unwrap();
-            let got = kernel.dot(&ops).unwrap();
-            assert!(
-                same(inst, want, got),
-                "{name}: c={:x} a={a:x?} b={b:x?} sa={sa:x?} sb={sb:x?}: interp {want:x}, jit {got:x}",
-                ops.c
-            );
+            assert_agree(&kernel, inst, info, &ops, name);
         }
     }
 }
