@@ -452,22 +452,48 @@ fn bf16_exact_sums_over_the_whole_exponent_range() {
     assert!(names.len() >= 2, "bf16 exact sums compiled: {names:?}");
 }
 
-/// T-FDPA kernels that align in f64x2 lanes (Hopper f16, bf16, tf32) or f32x4 lanes (Ada
-/// e4m3 and e5m2): zero products that take e_zero under a tiny c (of every exponent: a
-/// zero a times any b), products of subnormals, negative terms truncated toward
-/// zero, c far above the products, and one NaN or infinity in each lane position.
+/// Which lanes a kernel's products are aligned and summed in, from its IR: `"i32x4"`
+/// (scaled in f32x4, truncated to i32 by the conversion), `"f64x2"`, or `"scalar"`.
+fn alignment_lanes(compiled: &jit::CompiledSpec, name: &str) -> &'static str {
+    let clif = compiled
+        .clif()
+        .iter()
+        .filter(|(label, _)| label.contains(name))
+        .map(|(_, text)| text.as_str())
+        .collect::<String>();
+    assert!(!clif.is_empty(), "{name}: no IR kept");
+    if clif.contains("x86_cvtt2dq") || clif.contains("fcvt_to_sint_sat.i32x4") {
+        "i32x4"
+    } else if clif.contains("f64x2") {
+        "f64x2"
+    } else {
+        "scalar"
+    }
+}
+
+/// T-FDPA kernels that align in f64x2 lanes (Hopper tf32, Ampere f16) or i32x4 lanes
+/// (Hopper f16 and bf16, Ada e4m3 and e5m2): zero products that take e_zero under a tiny
+/// c (of every exponent: a zero a times any b), products of subnormals, negative terms
+/// truncated toward zero, c far above the products, and one NaN or infinity in each lane
+/// position.
 #[test]
 fn simd_t_fdpa_edges() {
-    for (file, name) in [
-        ("hopper", "mma.m16n8k16.f32.f16.f16.f32"),
-        ("hopper", "mma.m16n8k16.f32.bf16.bf16.f32"),
-        ("hopper", "mma.m16n8k8.f32.tf32.tf32.f32"),
-        ("ada", "mma.m16n8k32.f32.e4m3.e4m3.f32"),
-        ("ada", "mma.m16n8k32.f32.e5m2.e5m2.f32"),
+    for (file, name, lanes) in [
+        ("hopper", "mma.m16n8k16.f32.f16.f16.f32", "i32x4"),
+        ("hopper", "mma.m16n8k16.f32.bf16.bf16.f32", "i32x4"),
+        ("hopper", "mma.m16n8k8.f32.tf32.tf32.f32", "f64x2"),
+        ("ampere", "mma.m16n8k16.f32.f16.f16.f32", "f64x2"),
+        ("ada", "mma.m16n8k32.f32.e4m3.e4m3.f32", "i32x4"),
+        ("ada", "mma.m16n8k32.f32.e5m2.e5m2.f32", "i32x4"),
     ] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../specs/{file}.mma"));
         let v = load(&path).expect("spec");
-        let compiled = jit::compile(&v.spec, &v.info).expect("compiles");
+        let options = jit::Options {
+            emit_clif: true,
+            ..jit::Options::default()
+        };
+        let compiled = jit::compile_with(&v.spec, &v.info, options).expect("compiles");
+        assert_eq!(alignment_lanes(&compiled, name), lanes, "{file} {name}");
         let (inst, info) = find(&v, name);
         let kernel = compiled.kernel(name).expect("kernel");
         let fa = inst.arithmetic.a.as_float().expect("float");
@@ -621,7 +647,7 @@ fn special_c_with_finite_operands() {
 /// one, OCP FP8 and f16 inputs. Cases: every product zero, one parity all zeros, one
 /// nonzero product per parity, subnormals, far-apart exponents, a NaN or an infinity in
 /// each lane position, c tiny, far above or far below. The kernels are checked to take the
-/// lanes (their IR has f64x2 sums).
+/// lanes (f64x2 where the kept values are wide, i32x4 otherwise).
 #[test]
 fn simd_gtr_fdpa_edges() {
     let variants = r#"
@@ -670,16 +696,16 @@ instruction natural.bf8.fp8 {
     let cdna3 =
         load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/cdna3.mma")).expect("spec");
     let variants = mmac_compiler::compile("gtr_variants.mma", variants).expect("checks");
-    let cases: Vec<(&Validated, &str)> = vec![
-        (&cdna3, "v_mfma_f32_16x16x32_fp8_fp8"),
-        (&cdna3, "v_mfma_f32_16x16x32_bf8_fp8"),
-        (&cdna3, "v_mfma_f32_32x32x16_fp8_bf8"),
-        (&cdna3, "v_mfma_f32_32x32x16_bf8_bf8"),
-        (&variants, "fixed.e4m3.e5m2"),
-        (&variants, "natural.f16"),
-        (&variants, "natural.bf8.fp8"),
+    let cases: Vec<(&Validated, &str, &str)> = vec![
+        (&cdna3, "v_mfma_f32_16x16x32_fp8_fp8", "i32x4"),
+        (&cdna3, "v_mfma_f32_16x16x32_bf8_fp8", "i32x4"),
+        (&cdna3, "v_mfma_f32_32x32x16_fp8_bf8", "i32x4"),
+        (&cdna3, "v_mfma_f32_32x32x16_bf8_bf8", "i32x4"),
+        (&variants, "fixed.e4m3.e5m2", "f64x2"),
+        (&variants, "natural.f16", "i32x4"),
+        (&variants, "natural.bf8.fp8", "i32x4"),
     ];
-    for (v, name) in cases {
+    for (v, name, lanes) in cases {
         let options = jit::Options {
             emit_clif: true,
             ..jit::Options::default()
@@ -687,13 +713,7 @@ instruction natural.bf8.fp8 {
         let compiled = jit::compile_with(&v.spec, &v.info, options).expect("compiles");
         let (inst, info) = find(v, name);
         let kernel = compiled.kernel(name).expect("kernel");
-        let clif = compiled
-            .clif()
-            .iter()
-            .filter(|(label, _)| label.contains(name))
-            .map(|(_, text)| text.as_str())
-            .collect::<String>();
-        assert!(clif.contains("f64x2"), "{name}: not lowered in lanes");
+        assert_eq!(alignment_lanes(&compiled, name), lanes, "{name}");
         let ar = &inst.arithmetic;
         let (fa, fb) = (ar.a.as_float().unwrap(), ar.b.as_float().unwrap());
         let k = inst.k();

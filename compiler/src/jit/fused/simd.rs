@@ -190,14 +190,14 @@ fn truncated_sum(em: &mut Emitter, groups: &[(Value, Value)], power: Value) -> V
     tree(em, terms, |em, x, y| em.b.ins().fadd(x, y))
 }
 
-/// [`truncated_sum`] in f32x4 lanes, four products per instruction, where every kept
-/// value and their sum are integers below 2^24 (`Plan::simd`'s `f32_lanes`). `power`
-/// holds the f32 exponent field `F - fr + 127 - r`; each lane's power is clamped to
-/// `[2^-30, 2^(F - fr)]`: a nonzero product's exponent is at most r, so the upper clamp
-/// only meets zero products (which stay 0 instead of meeting an infinite power), and below
-/// 2^-30 a product (below 2^24) keeps nothing either way (f32's exponent range is narrower
-/// than the exponent gaps a large c makes).
-fn truncated_sum32(em: &mut Emitter, groups: &[(Value, Value)], power: Value, top: i64) -> Value {
+/// [`truncated_sum`] four products per instruction, where every product is exact in f32
+/// and the kept values' sum is below 2^31 (`Plan::simd`'s `int_lanes`): each product is
+/// scaled in f32x4 and truncated to an i32 by the conversion itself, and the lanes add as
+/// integers. `power` holds the f32 exponent field `F - fr + 127 - r`; each lane's power is
+/// clamped to `[2^-30, 2^(F - fr)]`: a nonzero product's exponent is at most r, so the
+/// upper clamp only meets zero products (which stay 0 instead of meeting an infinite
+/// power), and below 2^-30 a product (below 2^24) keeps nothing either way. Returns the i32 lane sums (lane i sums the products in lanes i of the groups).
+fn truncated_sum_i32(em: &mut Emitter, groups: &[(Value, Value)], power: Value, top: i64) -> Value {
     let le = little_endian();
     let lo = em.splat32(127 - 30);
     let hi = em.splat32(127 + top);
@@ -210,14 +210,27 @@ fn truncated_sum32(em: &mut Emitter, groups: &[(Value, Value)], power: Value, to
         let scale = em.b.ins().bitcast(types::F32X4, le, w);
         let v = em.b.ins().fcvt_from_sint(types::F32X4, signed);
         let v = em.b.ins().fmul(v, scale);
-        terms.push(em.b.ins().trunc(v));
+        terms.push(truncate_to_i32(em, v));
     }
-    tree(em, terms, |em, x, y| em.b.ins().fadd(x, y))
+    tree(em, terms, |em, x, y| em.b.ins().iadd(x, y))
+}
+
+/// f32x4 lanes converted to i32 toward zero. Every lane of a finite step is an integer-
+/// valued conversion in range; a special step's garbage converts to anything without
+/// trapping, and its result is not used. On x86-64 this is one `cvttps2dq` (Cranelift's
+/// saturating conversion adds a NaN and range fix-up around it); elsewhere (AArch64's
+/// `fcvtzs` saturates by itself) the saturating conversion.
+fn truncate_to_i32(em: &mut Emitter, v: Value) -> Value {
+    if cfg!(target_arch = "x86_64") {
+        em.b.ins().x86_cvtt2dq(types::I32X4, v)
+    } else {
+        em.b.ins().fcvt_to_sint_sat(types::I32X4, v)
+    }
 }
 
 /// The T-FDPA node of [`super::plan::SimdShape::All`]: every product and c aligned to
 /// the largest exponent r (zero products taking e_zero), each truncated to F fraction bits
-/// below it, and summed (in f64x2 lanes, or f32x4 where the values are narrow enough):
+/// below it, and summed (in f64x2 lanes, or i32x4 where the values are narrow enough):
 /// the integer alignment of [`super::align::packed_node`], computed in lanes.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn simd_node(
@@ -252,23 +265,19 @@ pub(super) fn simd_node(
     };
     let r = em.b.ins().smax(r, ce);
     let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
-    let sum = if p.simd.is_some_and(|s| s.f32_lanes) {
+    let sum = if p.simd.is_some_and(|s| s.int_lanes) {
         // the power's f32 exponent field e + (F - fr - bias + 127) - r
         let k = em.i64c(big_f - fr - lanes.bias + 127);
         let kr = em.b.ins().isub(k, r);
         let kr = em.b.ins().ireduce(types::I32, kr);
         let krv = em.b.ins().splat(types::I32X4, kr);
-        let acc = truncated_sum32(em, &lanes.groups, krv, big_f - fr);
-        let mut lanes_sum: Option<Value> = None;
-        for lane in 0..4u8 {
-            let x = em.b.ins().extractlane(acc, lane);
-            lanes_sum = Some(match lanes_sum {
-                None => x,
-                Some(t) => em.b.ins().fadd(t, x),
-            });
-        }
-        let sum = lanes_sum.expect("four lanes");
-        em.b.ins().fpromote(types::F64, sum)
+        let acc = truncated_sum_i32(em, &lanes.groups, krv, big_f - fr);
+        let hi = em.pick32(acc, acc, [2, 3, 2, 3]);
+        let acc = em.b.ins().iadd(acc, hi);
+        let odd = em.pick32(acc, acc, [1, 1, 1, 1]);
+        let acc = em.b.ins().iadd(acc, odd);
+        let sum = em.b.ins().extractlane(acc, 0u8);
+        em.b.ins().fcvt_from_sint(types::F64, sum)
     } else {
         // the power's f64 exponent field e + (F - fr - bias + 1023) - r
         let k = em.i64c(big_f - fr - lanes.bias + 1023);
@@ -326,16 +335,31 @@ pub(super) fn parity_nodes(
     let rc = em.b.ins().smax(r2, lowest);
     let rc = em.pick32(rc, rc, [0, 1, 0, 1]);
     let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
-    let k = em.splat32(big_f - fr + 1023);
-    let power = em.b.ins().isub(k, rc);
-    let acc = truncated_sum(em, &lanes.groups, power);
+    // lanes 0 and 1: the even and the odd node's sum, as an i64
+    let sums: [Value; 2] = if p.simd.is_some_and(|s| s.int_lanes) {
+        let k = em.splat32(big_f - fr + 127);
+        let power = em.b.ins().isub(k, rc);
+        let acc = truncated_sum_i32(em, &lanes.groups, power, big_f - fr);
+        let hi = em.pick32(acc, acc, [2, 3, 2, 3]);
+        let acc = em.b.ins().iadd(acc, hi);
+        std::array::from_fn(|lane| {
+            let s = em.b.ins().extractlane(acc, lane as u8);
+            em.b.ins().sextend(types::I64, s)
+        })
+    } else {
+        let k = em.splat32(big_f - fr + 1023);
+        let power = em.b.ins().isub(k, rc);
+        let acc = truncated_sum(em, &lanes.groups, power);
+        // finite sums are integers below 2^52; the saturating conversion never traps
+        std::array::from_fn(|lane| {
+            let s = em.b.ins().extractlane(acc, lane as u8);
+            em.b.ins().fcvt_to_sint_sat(types::I64, s)
+        })
+    };
     let always = !matches!(f.zero_exponent.products, ZeroExponent::Never);
     std::array::from_fn(|lane| {
-        let lane = lane as u8;
-        let s = em.b.ins().extractlane(acc, lane);
-        let sum = em.b.ins().fcvt_to_sint_sat(types::I64, s);
-        let sum = em.widen(sum);
-        let r = em.b.ins().extractlane(r2, lane);
+        let sum = em.widen(sums[lane]);
+        let r = em.b.ins().extractlane(r2, lane as u8);
         let r = em.b.ins().sextend(types::I64, r);
         let r = em.b.ins().iadd_imm_s(r, -lanes.bias);
         let (r, present) = if always {
