@@ -246,15 +246,8 @@ pub(super) fn simd_node(
     let lanes = product_lanes(em, f, p, ptrs, start, special);
     or_flag(em, special, c_term.special);
     // the largest exponent
-    let mut r32: Option<Value> = None;
-    for lane in 0..4u8 {
-        let x = em.b.ins().extractlane(lanes.max, lane);
-        r32 = Some(match r32 {
-            None => x,
-            Some(r) => em.b.ins().smax(r, x),
-        });
-    }
-    let r = em.b.ins().sextend(types::I64, r32.expect("four lanes"));
+    let r32 = across_lanes(em, lanes.max, |em, x, y| em.b.ins().smax(x, y));
+    let r = em.b.ins().sextend(types::I64, r32);
     let r = em.b.ins().iadd_imm_s(r, -lanes.bias);
     let ce = match c_term.present {
         None => c_term.exp,
@@ -265,6 +258,7 @@ pub(super) fn simd_node(
     };
     let r = em.b.ins().smax(r, ce);
     let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
+    let csig = c_term.sig.expect("c is a base term");
     let sum = if p.simd.is_some_and(|s| s.int_lanes) {
         // the power's f32 exponent field e + (F - fr - bias + 127) - r
         let k = em.i64c(big_f - fr - lanes.bias + 127);
@@ -272,12 +266,21 @@ pub(super) fn simd_node(
         let kr = em.b.ins().ireduce(types::I32, kr);
         let krv = em.b.ins().splat(types::I32X4, kr);
         let acc = truncated_sum_i32(em, &lanes.groups, krv, big_f - fr);
-        let hi = em.pick32(acc, acc, [2, 3, 2, 3]);
-        let acc = em.b.ins().iadd(acc, hi);
-        let odd = em.pick32(acc, acc, [1, 1, 1, 1]);
-        let acc = em.b.ins().iadd(acc, odd);
-        let sum = em.b.ins().extractlane(acc, 0u8);
-        em.b.ins().fcvt_from_sint(types::F64, sum)
+        let sum = across_lanes(em, acc, |em, x, y| em.b.ins().iadd(x, y));
+        let sum = em.b.ins().sextend(types::I64, sum);
+        // c's kept value trunc(|c| 2^(F - r)), |c| = sig 2^(e - d), by two shifts: left
+        // by max(F - d, 0) (|c| < 2^(r + 1), so the right shift r - e + d - F + left is
+        // not negative when c is present; a zero c shifts to 0 by any amount)
+        let left = (big_f - c_term.d).max(0);
+        let cs = em.b.ins().ishl_imm_s(csig, left);
+        let right = em.b.ins().isub(r, c_term.natural_exp);
+        let right = em.b.ins().iadd_imm_s(right, c_term.d - big_f + left);
+        let most = em.i64c(63);
+        let right = em.b.ins().umin(right, most);
+        let kept = em.b.ins().ushr(cs, right);
+        let kept_neg = em.b.ins().ineg(kept);
+        let kept = em.sel(c_term.neg, kept_neg, kept);
+        em.b.ins().iadd(sum, kept)
     } else {
         // the power's f64 exponent field e + (F - fr - bias + 1023) - r
         let k = em.i64c(big_f - fr - lanes.bias + 1023);
@@ -287,27 +290,39 @@ pub(super) fn simd_node(
         let acc = truncated_sum(em, &lanes.groups, krv);
         let s0 = em.b.ins().extractlane(acc, 0u8);
         let s1 = em.b.ins().extractlane(acc, 1u8);
-        em.b.ins().fadd(s0, s1)
+        let sum = em.b.ins().fadd(s0, s1);
+        // c, the same way in scalar
+        let cneg = em.b.ins().ineg(csig);
+        let cs = em.sel(c_term.neg, cneg, csig);
+        let cv = em.b.ins().fcvt_from_sint(types::F64, cs);
+        let q =
+            em.b.ins()
+                .iadd_imm_s(c_term.natural_exp, big_f - c_term.d + 1023);
+        let q = em.b.ins().isub(q, r);
+        let q = em.b.ins().ishl_imm_s(q, 52);
+        let cscale = em.b.ins().bitcast(types::F64, MemFlagsData::new(), q);
+        let cv = em.b.ins().fmul(cv, cscale);
+        let cv = em.b.ins().trunc(cv);
+        let sum = em.b.ins().fadd(sum, cv);
+        // an integer below 2^52 for finite inputs; special inputs leave any value, and the
+        // saturating conversion never traps
+        em.b.ins().fcvt_to_sint_sat(types::I64, sum)
     };
-    // c, the same way in scalar
-    let csig = c_term.sig.expect("c is a base term");
-    let cneg = em.b.ins().ineg(csig);
-    let cs = em.sel(c_term.neg, cneg, csig);
-    let cv = em.b.ins().fcvt_from_sint(types::F64, cs);
-    let q =
-        em.b.ins()
-            .iadd_imm_s(c_term.natural_exp, big_f - c_term.d + 1023);
-    let q = em.b.ins().isub(q, r);
-    let q = em.b.ins().ishl_imm_s(q, 52);
-    let cscale = em.b.ins().bitcast(types::F64, MemFlagsData::new(), q);
-    let cv = em.b.ins().fmul(cv, cscale);
-    let cv = em.b.ins().trunc(cv);
-    let sum = em.b.ins().fadd(sum, cv);
-    // an integer below 2^52 for finite inputs; special inputs leave any value, and the
-    // saturating conversion never traps
-    let sum = em.b.ins().fcvt_to_sint_sat(types::I64, sum);
     let sum = em.widen(sum);
     Term::sum(em, sum, big_f, r, r, None)
+}
+
+/// `op` folded across the four i32 lanes of `x` (two shuffles), as a scalar i32.
+fn across_lanes(
+    em: &mut Emitter,
+    x: Value,
+    op: impl Fn(&mut Emitter, Value, Value) -> Value,
+) -> Value {
+    let hi = em.pick32(x, x, [2, 3, 2, 3]);
+    let x = op(em, x, hi);
+    let odd = em.pick32(x, x, [1, 1, 1, 1]);
+    let x = op(em, x, odd);
+    em.b.ins().extractlane(x, 0u8)
 }
 
 /// The two nodes of [`super::plan::SimdShape::EvenOdd`]: the even products aligned to
