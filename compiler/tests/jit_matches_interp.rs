@@ -472,29 +472,75 @@ fn alignment_lanes(compiled: &jit::CompiledSpec, name: &str) -> &'static str {
 }
 
 /// T-FDPA kernels that align in f64x2 lanes (Hopper tf32, Ampere f16) or i32x4 lanes
-/// (Hopper f16 and bf16, Ada e4m3 and e5m2): zero products that take e_zero under a tiny
-/// c (of every exponent: a zero a times any b), products of subnormals, negative terms
-/// truncated toward zero, c far above the products, and one NaN or infinity in each lane
-/// position.
+/// (Hopper f16 and bf16, Ada e4m3 and e5m2), and variants rounding into f32 to nearest
+/// even or toward zero at P = 13 with the exact-positive zero rule (in f64 lanes d's code
+/// is formed by the host's f64 and f32 arithmetic): zero products that take e_zero
+/// under a tiny c (of every exponent: a zero a times any b), products of subnormals,
+/// negative terms truncated toward zero, c far above the products, sums that overflow
+/// f32 (tf32, bf16) or round to a subnormal or to zero, and one NaN or infinity in each
+/// lane position.
 #[test]
 fn simd_t_fdpa_edges() {
-    for (file, name, lanes) in [
-        ("hopper", "mma.m16n8k16.f32.f16.f16.f32", "i32x4"),
-        ("hopper", "mma.m16n8k16.f32.bf16.bf16.f32", "i32x4"),
-        ("hopper", "mma.m16n8k8.f32.tf32.tf32.f32", "f64x2"),
-        ("ampere", "mma.m16n8k16.f32.f16.f16.f32", "f64x2"),
-        ("ada", "mma.m16n8k32.f32.e4m3.e4m3.f32", "i32x4"),
-        ("ada", "mma.m16n8k32.f32.e5m2.e5m2.f32", "i32x4"),
+    let variants = r#"
+arch t_variants "T-FDPA rounding into f32 otherwise"
+pipeline t_rne(F, L, e_zero) {
+    chain every L
+    multiply exact
+    zero exponent e_zero
+    align products, c to max exponent keep F bits round toward_zero
+    normalize to out round nearest_even
+    zero result exact_positive
+    nan canonical
+}
+pipeline t_rz13(F, L, e_zero) {
+    chain every L
+    multiply exact
+    zero exponent e_zero
+    align products, c to max exponent keep F bits round toward_zero
+    normalize to out precision 13 round toward_zero
+    zero result exact_positive
+    nan canonical
+}
+instruction rne.f16 {
+    shape 16 x 8 x 16
+    types a = f16, b = f16, c = f32, d = f32
+    uses t_rne(F = 25, L = 16, e_zero = -133)
+}
+instruction rne.tf32 {
+    shape 16 x 8 x 8
+    types a = tf32, b = tf32, c = f32, d = f32
+    uses t_rne(F = 24, L = 4, e_zero = -133)
+}
+instruction rz13.tf32 {
+    shape 16 x 8 x 8
+    types a = tf32, b = tf32, c = f32, d = f32
+    uses t_rz13(F = 24, L = 4, e_zero = -133)
+}
+"#;
+    let spec = |file: &str| {
+        load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../specs/{file}.mma")))
+            .expect("spec")
+    };
+    let (hopper, ampere, ada) = (spec("hopper"), spec("ampere"), spec("ada"));
+    let variants = mmac_compiler::compile("t_variants.mma", variants).expect("checks");
+    for (v, name, lanes) in [
+        (&hopper, "mma.m16n8k16.f32.f16.f16.f32", "i32x4"),
+        (&hopper, "mma.m16n8k16.f32.bf16.bf16.f32", "i32x4"),
+        (&hopper, "mma.m16n8k8.f32.tf32.tf32.f32", "f64x2"),
+        (&ampere, "mma.m16n8k16.f32.f16.f16.f32", "f64x2"),
+        (&ada, "mma.m16n8k32.f32.e4m3.e4m3.f32", "i32x4"),
+        (&ada, "mma.m16n8k32.f32.e5m2.e5m2.f32", "i32x4"),
+        (&variants, "rne.f16", "i32x4"),
+        (&variants, "rne.tf32", "f64x2"),
+        (&variants, "rz13.tf32", "f64x2"),
     ] {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../specs/{file}.mma"));
-        let v = load(&path).expect("spec");
         let options = jit::Options {
             emit_clif: true,
             ..jit::Options::default()
         };
         let compiled = jit::compile_with(&v.spec, &v.info, options).expect("compiles");
-        assert_eq!(alignment_lanes(&compiled, name), lanes, "{file} {name}");
-        let (inst, info) = find(&v, name);
+        assert_eq!(alignment_lanes(&compiled, name), lanes, "{name}");
+        let (inst, info) = find(v, name);
         let kernel = compiled.kernel(name).expect("kernel");
         let fa = inst.arithmetic.a.as_float().expect("float");
         let (m, e, ign) = (fa.mantissa_bits, fa.exponent_bits, fa.ignored_low_bits);
@@ -515,6 +561,13 @@ fn simd_t_fdpa_edges() {
                     6 => code((r >> 32) % emask, man),
                     // subnormals and the smallest normals
                     1 => code((r >> 32) % 2, man),
+                    // exponents from -60 to -85, so that (tf32, bf16) products and their
+                    // sums lie at the bottom of f32's range, or below it
+                    4 => {
+                        let below = if case % 2 == 0 { 60 } else { 75 };
+                        let field = fa.bias as i64 - below - ((r >> 32) % 11) as i64;
+                        code(field.max(1) as u64, man)
+                    }
                     // anywhere
                     _ => code((r >> 32) % emask, man),
                 }
@@ -533,6 +586,10 @@ fn simd_t_fdpa_edges() {
             }
             let c = match case % 4 {
                 // tiny: subnormal or near the smallest normal f32
+                // (with those products: zero or below 2^-140)
+                _ if case % 7 == 4 => (next() % 512) | (next() & 0x8000_0000),
+                // every product zero, c +0 or -0: an exact zero sum
+                3 if case % 7 == 0 => next() & 0x8000_0000,
                 0 => (next() % (3 << 23)) | (next() & 0x8000_0000),
                 // far above the products
                 1 => (((next() % 55) + 200) << 23) | (next() & 0x807f_ffff),
@@ -757,6 +814,10 @@ instruction natural.bf8.fp8 {
             }
             let c = match case % 4 {
                 // tiny: subnormal or near the smallest normal f32
+                // (with those products: zero or below 2^-140)
+                _ if case % 7 == 4 => (next() % 512) | (next() & 0x8000_0000),
+                // every product zero, c +0 or -0: an exact zero sum
+                3 if case % 7 == 0 => next() & 0x8000_0000,
                 0 => (next() % (3 << 23)) | (next() & 0x8000_0000),
                 // far above the products
                 1 => (((next() % 40) + 200) << 23) | (next() & 0x807f_ffff),

@@ -32,6 +32,7 @@ pub(super) fn c_term(em: &mut Emitter, f: &Fused, c_format: &Format, c_raw: Valu
             node: false,
             sig_bits: cf.mantissa_bits + 1,
             special: flag,
+            float: None,
             sign40: c_sign40,
         }
     }

@@ -62,6 +62,9 @@ struct Term {
     /// True (i8) if an input of this term is a NaN or an infinity: the value is then
     /// meaningless and the special path decides the result.
     special: Option<Value>,
+    /// The signed value as an f64, where it is exact there and was computed as one (the
+    /// SIMD node's sum in f64 lanes).
+    float: Option<Value>,
 }
 
 impl Term {
@@ -99,6 +102,7 @@ impl Term {
             sig_bits: 0,
             special: None,
             sign40: None,
+            float: None,
         }
     }
 }
@@ -406,6 +410,13 @@ fn finite_step(
     let last = *node_terms
         .last()
         .expect("validated: a fused pipeline has an alignment");
+    // the SIMD T-FDPA node's sum in f64 lanes is exact in f64 (in i32 lanes the integer
+    // normalisation measures faster: its sum never meets the f64 unit)
+    if last.float.is_some()
+        && let Some(code) = round::host_binary32(em, inst, f, last, &sp)
+    {
+        return code;
+    }
     let normalized = round::normalize(em, inst, f, last);
     round::encode(em, inst, f, &normalized, &sp)
 }

@@ -126,6 +126,7 @@ pub(super) fn products(
             node: false,
             sig_bits,
             special: flag,
+            float: None,
             sign40,
         });
     }
@@ -223,6 +224,7 @@ pub(super) fn groups(
                     sig_bits: 0,
                     special: None,
                     sign40: None,
+                    float: None,
                 }
             } else {
                 let e0 = em.i64c(0);
@@ -240,6 +242,7 @@ pub(super) fn groups(
                     sig_bits: 0,
                     special: None,
                     sign40: None,
+                    float: None,
                 }
             };
             groups.push(term);

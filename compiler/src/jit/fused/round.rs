@@ -109,7 +109,6 @@ pub(super) fn encode(
     let (root_neg, mag, g, bl) = (n.neg, n.mag, n.grid, n.bits);
     let (ovf_flag, ovf_bits) = (n.overflow, n.overflow_bits);
     let nan_bits = nan_bits(inst);
-    let inf_bits = |neg: bool| inf_bits(inst, neg);
     // encode the finite result into d
     let m = d.mantissa_bits as i64;
     let emin = d.min_exponent() as i64;
@@ -199,8 +198,13 @@ pub(super) fn encode(
     let v_zero = em.icmp_imm(IntCC::Equal, bl, 0);
     let r = em.sel(v_zero, zero_bits, finite);
     let r = em.sel(ovf_flag, ovf_bits, r);
+    special_results(em, inst, sp, r)
+}
 
-    // special inputs
+/// The finite result `r`, unless the special flags (products overflowing to Inf) decide.
+fn special_results(em: &mut Emitter, inst: &Instruction, sp: &SpecialFlags, r: Value) -> Value {
+    let nanc = em.i64c(nan_bits(inst));
+    let inf_bits = |neg: bool| inf_bits(inst, neg);
     let both = em.and(sp.pos_inf, sp.neg_inf);
     let is_nan = em.or(sp.nan, both);
     let is_inf = em.or(sp.pos_inf, sp.neg_inf);
@@ -209,4 +213,105 @@ pub(super) fn encode(
     let infv = em.sel(sp.neg_inf, inn, ip);
     let r = em.sel(is_inf, infv, r);
     em.sel(is_nan, nanc, r)
+}
+
+/// [`normalize`] and [`encode`] in one, by the host's f64 and f32 arithmetic, for a sum
+/// known to be below 2^53 in magnitude (the SIMD T-FDPA node) and one normalisation into
+/// an IEEE binary32 d with its own exponent range and overflow to infinity: toward zero
+/// to any precision P up to 23, or to nearest even at 23. The sum converts to f64
+/// exactly; toward zero, the bits below the step's grid (P bits below the leading one, or
+/// fixed at 2^(-126 - P) in the subnormal range) are cleared in its encoding; the grid's
+/// exponent is added to the exponent field (f64's range holds every sum's); and the
+/// narrowing to f32, now exact, or to nearest even the one rounding, gives d's code, with
+/// infinity past f32's range. `None` where these conditions do not hold.
+pub(super) fn host_binary32(
+    em: &mut Emitter,
+    inst: &Instruction,
+    f: &Fused,
+    last: Term,
+    sp: &SpecialFlags,
+) -> Option<Value> {
+    let d = inst.arithmetic.d.as_float()?;
+    let binary32 = d.exponent_bits == 8
+        && d.mantissa_bits == 23
+        && d.bias == 127
+        && d.signed
+        && d.specials == crate::format::Specials::Ieee
+        && d.subnormals
+        && d.ignored_low_bits == 0;
+    let [step] = f.normalize.as_slice() else {
+        return None;
+    };
+    let p = step.fraction_bits as i64;
+    let toward_zero = match step.rounding {
+        crate::exact::Rounding::TowardZero => true,
+        crate::exact::Rounding::NearestEven if p == 23 => false,
+        _ => return None,
+    };
+    if !binary32
+        || p > 23
+        || step.min_exponent != -126
+        || step.max_exponent != Some(127)
+        || step.overflow != Overflow::Inf
+    {
+        return None;
+    }
+    let le = cranelift_codegen::ir::MemFlagsData::new();
+    let x = match last.float {
+        Some(x) => x,
+        None => {
+            let sum = last.signed(em);
+            let sum = em.low64(sum);
+            em.b.ins().fcvt_from_sint(types::F64, sum)
+        }
+    };
+    let g = last.grid(em);
+    let bits = em.b.ins().bitcast(types::I64, le, x);
+    let neg = em.icmp_imm(IntCC::SignedLessThan, bits, 0);
+    let (bits, lost) = if toward_zero {
+        // the value's exponent e; 52 - P bits go, and -126 - e more below f32's normals
+        let ef = em.b.ins().ushr_imm_s(bits, 52);
+        let ef = em.b.ins().band_imm_s(ef, 0x7ff);
+        let e = em.b.ins().iadd(ef, g);
+        let below = em.i64c(-126 + 1023);
+        let below = em.b.ins().isub(below, e);
+        let zero = em.i64c(0);
+        let below = em.b.ins().smax(below, zero);
+        let clear = em.b.ins().iadd_imm_s(below, 52 - p);
+        // 53 or more: nothing is kept (an exact zero too: its exponent field is 0)
+        let lost = em.icmp_imm(IntCC::SignedGreaterThan, clear, 52);
+        let most = em.i64c(63);
+        let clear = em.b.ins().umin(clear, most);
+        let ones = em.i64c(-1);
+        let mask = em.b.ins().ishl(ones, clear);
+        (em.b.ins().band(bits, mask), lost)
+    } else {
+        // an exact zero: its exponent field would not survive the grid's
+        let magnitude = em.b.ins().band_imm_s(bits, i64::MAX);
+        let zero = em.icmp_imm(IntCC::Equal, magnitude, 0);
+        (bits, zero)
+    };
+    let scale = em.b.ins().ishl_imm_s(g, 52);
+    let bits = em.b.ins().iadd(bits, scale);
+    let v = em.b.ins().bitcast(types::F64, le, bits);
+    let v = em.b.ins().fdemote(types::F32, v);
+    let code = em.b.ins().bitcast(types::I32, le, v);
+    let code = em.b.ins().uextend(types::I64, code);
+    // zero results. An exact zero sum is +0.0 (the term at the reference exponent is
+    // nonzero or +0.0, and terms that cancel give +0.0 under round to nearest), so it
+    // takes the zero rule as +0 (`neg` is false); a nonzero sum that rounds to zero
+    // takes the rule with its sign.
+    let magnitude = em.b.ins().band_imm_s(code, 0x7fff_ffff);
+    let rounded_zero = em.icmp_imm(IntCC::Equal, magnitude, 0);
+    let rounded_zero = em.or(rounded_zero, lost);
+    let zero_bits = match f.zero_sign {
+        ZeroSign::Positive => em.i64c(0),
+        ZeroSign::ExactPositive => {
+            let sign = em.i64c(1 << 31);
+            let zero = em.i64c(0);
+            em.sel(neg, sign, zero)
+        }
+    };
+    let r = em.sel(rounded_zero, zero_bits, code);
+    Some(special_results(em, inst, sp, r))
 }

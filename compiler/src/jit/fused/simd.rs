@@ -306,7 +306,12 @@ pub(super) fn simd_node(
         let sum = em.b.ins().fadd(sum, cv);
         // an integer below 2^52 for finite inputs; special inputs leave any value, and the
         // saturating conversion never traps
-        em.b.ins().fcvt_to_sint_sat(types::I64, sum)
+        let int = em.b.ins().fcvt_to_sint_sat(types::I64, sum);
+        let int = em.widen(int);
+        return Term {
+            float: Some(sum),
+            ..Term::sum(em, int, big_f, r, r, None)
+        };
     };
     let sum = em.widen(sum);
     Term::sum(em, sum, big_f, r, r, None)
