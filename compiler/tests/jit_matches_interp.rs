@@ -473,8 +473,9 @@ fn alignment_lanes(compiled: &jit::CompiledSpec, name: &str) -> &'static str {
 
 /// T-FDPA kernels that align in f64x2 lanes (Hopper tf32, Ampere f16) or i32x4 lanes
 /// (Hopper f16 and bf16, Ada e4m3 and e5m2), and variants rounding into f32 to nearest
-/// even or toward zero at P = 13 with the exact-positive zero rule (in f64 lanes d's code
-/// is formed by the host's f64 and f32 arithmetic): zero products that take e_zero
+/// even or toward zero at P = 13 with the exact-positive zero rule and a zero exponent far
+/// below f32's (toward zero, or in f64 lanes, d's code is formed straight from the sum):
+/// zero products that take e_zero
 /// under a tiny c (of every exponent: a zero a times any b), products of subnormals,
 /// negative terms truncated toward zero, c far above the products, sums that overflow
 /// f32 (tf32, bf16) or round to a subnormal or to zero, and one NaN or infinity in each
@@ -511,6 +512,11 @@ instruction rne.tf32 {
     types a = tf32, b = tf32, c = f32, d = f32
     uses t_rne(F = 24, L = 4, e_zero = -133)
 }
+instruction rz13.bf16 {
+    shape 16 x 8 x 16
+    types a = bf16, b = bf16, c = f32, d = f32
+    uses t_rz13(F = 25, L = 16, e_zero = -300)
+}
 instruction rz13.tf32 {
     shape 16 x 8 x 8
     types a = tf32, b = tf32, c = f32, d = f32
@@ -532,6 +538,7 @@ instruction rz13.tf32 {
         (&ada, "mma.m16n8k32.f32.e5m2.e5m2.f32", "i32x4"),
         (&variants, "rne.f16", "i32x4"),
         (&variants, "rne.tf32", "f64x2"),
+        (&variants, "rz13.bf16", "i32x4"),
         (&variants, "rz13.tf32", "f64x2"),
     ] {
         let options = jit::Options {
@@ -573,7 +580,15 @@ instruction rz13.tf32 {
                 }
             };
             let mut a: Vec<u64> = (0..k).map(|_| el(next())).collect();
-            let b: Vec<u64> = (0..k).map(|_| el(next())).collect();
+            let mut b: Vec<u64> = (0..k).map(|_| el(next())).collect();
+            if case % 7 == 2 && case % 4 == 3 {
+                // products that cancel in pairs (with c = +-0: an exact zero sum at any
+                // reference exponent)
+                for i in (0..k).step_by(2) {
+                    a[i + 1] = a[i] ^ sign;
+                    b[i + 1] = b[i];
+                }
+            }
             if case % 7 == 6 {
                 a.iter_mut().for_each(|x| *x &= sign);
             }
@@ -588,8 +603,9 @@ instruction rz13.tf32 {
                 // tiny: subnormal or near the smallest normal f32
                 // (with those products: zero or below 2^-140)
                 _ if case % 7 == 4 => (next() % 512) | (next() & 0x8000_0000),
-                // every product zero, c +0 or -0: an exact zero sum
-                3 if case % 7 == 0 => next() & 0x8000_0000,
+                // c +0 or -0 with every product zero (an exact zero sum) or every
+                // product at the bottom of the range (the reference may be e_zero)
+                3 if case % 7 <= 2 => next() & 0x8000_0000,
                 0 => (next() % (3 << 23)) | (next() & 0x8000_0000),
                 // far above the products
                 1 => (((next() % 55) + 200) << 23) | (next() & 0x807f_ffff),
@@ -816,8 +832,9 @@ instruction natural.bf8.fp8 {
                 // tiny: subnormal or near the smallest normal f32
                 // (with those products: zero or below 2^-140)
                 _ if case % 7 == 4 => (next() % 512) | (next() & 0x8000_0000),
-                // every product zero, c +0 or -0: an exact zero sum
-                3 if case % 7 == 0 => next() & 0x8000_0000,
+                // c +0 or -0 with every product zero (an exact zero sum) or every
+                // product at the bottom of the range (the reference may be e_zero)
+                3 if case % 7 <= 2 => next() & 0x8000_0000,
                 0 => (next() % (3 << 23)) | (next() & 0x8000_0000),
                 // far above the products
                 1 => (((next() % 40) + 200) << 23) | (next() & 0x807f_ffff),

@@ -410,11 +410,20 @@ fn finite_step(
     let last = *node_terms
         .last()
         .expect("validated: a fused pipeline has an alignment");
-    // the SIMD T-FDPA node's sum in f64 lanes is exact in f64 (in i32 lanes the integer
-    // normalisation measures faster: its sum never meets the f64 unit)
-    if last.float.is_some()
-        && let Some(code) = round::host_binary32(em, inst, f, last, &sp)
+    // one normalisation into binary32: the SIMD T-FDPA node's sum in f64 lanes is exact
+    // in f64 and rounds there; in i32 lanes it is a small integer (and the f64 unit
+    // measures slower for it)
+    let direct = if last.float.is_some() {
+        round::host_binary32(em, inst, f, last, &sp)
+    } else if p
+        .simd
+        .is_some_and(|s| s.int_lanes && s.shape == plan::SimdShape::All)
     {
+        round::integer_binary32(em, inst, f, last, &sp)
+    } else {
+        None
+    };
+    if let Some(code) = direct {
         return code;
     }
     let normalized = round::normalize(em, inst, f, last);

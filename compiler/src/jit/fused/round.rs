@@ -215,22 +215,11 @@ fn special_results(em: &mut Emitter, inst: &Instruction, sp: &SpecialFlags, r: V
     em.sel(is_nan, nanc, r)
 }
 
-/// [`normalize`] and [`encode`] in one, by the host's f64 and f32 arithmetic, for a sum
-/// known to be below 2^53 in magnitude (the SIMD T-FDPA node) and one normalisation into
-/// an IEEE binary32 d with its own exponent range and overflow to infinity: toward zero
-/// to any precision P up to 23, or to nearest even at 23. The sum converts to f64
-/// exactly; toward zero, the bits below the step's grid (P bits below the leading one, or
-/// fixed at 2^(-126 - P) in the subnormal range) are cleared in its encoding; the grid's
-/// exponent is added to the exponent field (f64's range holds every sum's); and the
-/// narrowing to f32, now exact, or to nearest even the one rounding, gives d's code, with
-/// infinity past f32's range. `None` where these conditions do not hold.
-pub(super) fn host_binary32(
-    em: &mut Emitter,
-    inst: &Instruction,
-    f: &Fused,
-    last: Term,
-    sp: &SpecialFlags,
-) -> Option<Value> {
+/// The one normalisation of a step straight into an IEEE binary32 d with d's exponent
+/// range and overflow to infinity, toward zero to a precision P up to 23 or to nearest
+/// even at 23, that [`host_binary32`] and [`integer_binary32`] compute: `(P, toward
+/// zero)`.
+fn binary32_step(inst: &Instruction, f: &Fused) -> Option<(i64, bool)> {
     let d = inst.arithmetic.d.as_float()?;
     let binary32 = d.exponent_bits == 8
         && d.mantissa_bits == 23
@@ -248,23 +237,104 @@ pub(super) fn host_binary32(
         crate::exact::Rounding::NearestEven if p == 23 => false,
         _ => return None,
     };
-    if !binary32
-        || p > 23
-        || step.min_exponent != -126
-        || step.max_exponent != Some(127)
-        || step.overflow != Overflow::Inf
-    {
-        return None;
-    }
-    let le = cranelift_codegen::ir::MemFlagsData::new();
-    let x = match last.float {
-        Some(x) => x,
-        None => {
-            let sum = last.signed(em);
-            let sum = em.low64(sum);
-            em.b.ins().fcvt_from_sint(types::F64, sum)
+    (binary32
+        && p <= 23
+        && step.min_exponent == -126
+        && step.max_exponent == Some(127)
+        && step.overflow == Overflow::Inf)
+        .then_some((p, toward_zero))
+}
+
+/// The sign of a zero result by the zero rule: +0, or (ExactPositive) the sum's sign for
+/// a nonzero sum that rounded to zero (an exact zero sum is never negative).
+fn zero_code(em: &mut Emitter, f: &Fused, neg: Value) -> Value {
+    match f.zero_sign {
+        ZeroSign::Positive => em.i64c(0),
+        ZeroSign::ExactPositive => {
+            let sign = em.i64c(1 << 31);
+            let zero = em.i64c(0);
+            em.sel(neg, sign, zero)
         }
+    }
+}
+
+/// [`normalize`] and [`encode`] in one, toward zero into binary32 ([`binary32_step`]),
+/// for a sum that fits an i64: the magnitude is shifted to the step's grid (P bits below
+/// its leading one, or 2^(-126 - P) in the subnormal range) and the fields are formed by
+/// one addition, `(e + 126) << 23` plus the significand with its leading one at bit 23
+/// (which carries it into the exponent field; a subnormal has exponent field 0 and no
+/// leading one). Truncation never carries, so the result overflows exactly when the
+/// sum's exponent exceeds 127. `None` where [`binary32_step`] does not hold or the step
+/// rounds to nearest.
+pub(super) fn integer_binary32(
+    em: &mut Emitter,
+    inst: &Instruction,
+    f: &Fused,
+    last: Term,
+    sp: &SpecialFlags,
+) -> Option<Value> {
+    let (p, true) = binary32_step(inst, f)? else {
+        return None;
     };
+    let sum = last.signed(em);
+    let sum = em.low64(sum);
+    let g = last.grid(em);
+    let neg = em.icmp_imm(IntCC::SignedLessThan, sum, 0);
+    let minus = em.b.ins().ineg(sum);
+    let mag = em.sel(neg, minus, sum);
+    let lz = em.b.ins().clz(mag);
+    // the sum's exponent e = g + bit length - 1, and the step's, max(e, -126)
+    let e = em.b.ins().isub(g, lz);
+    let e = em.b.ins().iadd_imm_s(e, 63);
+    let floor = em.i64c(-126);
+    let step_e = em.b.ins().smax(e, floor);
+    // to the grid 2^(step_e - P): right by the positive shift, left by the negative one
+    let shift = em.b.ins().isub(step_e, g);
+    let shift = em.b.ins().iadd_imm_s(shift, -p);
+    let back = em.b.ins().ineg(shift);
+    let (right, left) = (em.clamp_shift(shift), em.clamp_shift(back));
+    let down = em.b.ins().ushr(mag, right);
+    let up = em.b.ins().ishl(mag, left);
+    let positive = em.icmp_imm(IntCC::SignedGreaterThan, shift, 0);
+    let m = em.sel(positive, down, up);
+    let significand = em.b.ins().ishl_imm_s(m, 23 - p);
+    let field = em.b.ins().iadd_imm_s(step_e, 126);
+    let field = em.b.ins().ishl_imm_s(field, 23);
+    let code = em.b.ins().iadd(field, significand);
+    let sign = em.i64c(1 << 31);
+    let zero = em.i64c(0);
+    let sign = em.sel(neg, sign, zero);
+    let code = em.b.ins().bor(code, sign);
+    let too_big = em.icmp_imm(IntCC::SignedGreaterThan, e, 127);
+    let pos_inf = em.i64c(inf_bits(inst, false));
+    let neg_inf = em.i64c(inf_bits(inst, true));
+    let inf = em.sel(neg, neg_inf, pos_inf);
+    let code = em.sel(too_big, inf, code);
+    // (after the overflow test: a zero sum's e is g - 1, which may exceed 127)
+    let rounded_zero = em.icmp_imm(IntCC::Equal, m, 0);
+    let zero_bits = zero_code(em, f, neg);
+    let code = em.sel(rounded_zero, zero_bits, code);
+    Some(special_results(em, inst, sp, code))
+}
+
+/// [`normalize`] and [`encode`] in one, by the host's f64 and f32 arithmetic
+/// ([`binary32_step`]), for a sum exact in f64 and computed as one (the SIMD T-FDPA
+/// node's sum in f64 lanes). Toward zero, the bits below the step's grid (P bits below
+/// the leading one, or fixed at 2^(-126 - P) in the subnormal range) are cleared in its
+/// encoding; the grid's exponent is added to the exponent field (f64's range holds every
+/// sum's); and the narrowing to f32, now exact, or to nearest even the one rounding,
+/// gives d's code, with infinity past f32's range. `None` where [`binary32_step`] does
+/// not hold or the sum is not an f64.
+pub(super) fn host_binary32(
+    em: &mut Emitter,
+    inst: &Instruction,
+    f: &Fused,
+    last: Term,
+    sp: &SpecialFlags,
+) -> Option<Value> {
+    let (p, toward_zero) = binary32_step(inst, f)?;
+    let le = cranelift_codegen::ir::MemFlagsData::new();
+    let x = last.float?;
     let g = last.grid(em);
     let bits = em.b.ins().bitcast(types::I64, le, x);
     let neg = em.icmp_imm(IntCC::SignedLessThan, bits, 0);
@@ -304,14 +374,7 @@ pub(super) fn host_binary32(
     let magnitude = em.b.ins().band_imm_s(code, 0x7fff_ffff);
     let rounded_zero = em.icmp_imm(IntCC::Equal, magnitude, 0);
     let rounded_zero = em.or(rounded_zero, lost);
-    let zero_bits = match f.zero_sign {
-        ZeroSign::Positive => em.i64c(0),
-        ZeroSign::ExactPositive => {
-            let sign = em.i64c(1 << 31);
-            let zero = em.i64c(0);
-            em.sel(neg, sign, zero)
-        }
-    };
+    let zero_bits = zero_code(em, f, neg);
     let r = em.sel(rounded_zero, zero_bits, code);
     Some(special_results(em, inst, sp, r))
 }
