@@ -714,13 +714,17 @@ fn special_c_with_finite_operands() {
     assert!(tried > 30, "{tried} fused arithmetics with a special c");
 }
 
-/// GTR-FDPA's first level in lanes (the even and the odd products aligned apart): CDNA3's
-/// FP8/BF8 instructions (fnuz formats, zero products never in the max search, two chained
-/// steps at k = 32) and variants with zero products at a fixed exponent or their natural
-/// one, OCP FP8 and f16 inputs. Cases: every product zero, one parity all zeros, one
-/// nonzero product per parity, subnormals, far-apart exponents, a NaN or an infinity in
-/// each lane position, c tiny, far above or far below. The kernels are checked to take the
-/// lanes (f64x2 where the kept values are wide, i32x4 otherwise).
+/// GTR-FDPA's first level in lanes (the even and the odd products aligned apart), and its
+/// two normalisations (down or toward zero to F2 bits, then to nearest even into f32) by
+/// a shift and the host's narrowing: CDNA3's FP8/BF8 instructions (fnuz formats, zero
+/// products never in the max search, two chained steps at k = 32) and variants with zero
+/// products at a fixed exponent or their natural one, OCP FP8, f16 and bf16 inputs, and
+/// either zero rule. Cases: every product zero, one parity all zeros, one nonzero product
+/// per parity, subnormals, far-apart exponents, bf16 products near 2^-150, a NaN or an
+/// infinity in each lane position, c tiny, far above or far below; and sums just above a
+/// tie at 2^-150 (which the F2 window below f32's normals decides) or rounding to -0. The
+/// kernels are checked to take the lanes (f64x2 where the kept values are wide, i32x4
+/// otherwise).
 #[test]
 fn simd_gtr_fdpa_edges() {
     let variants = r#"
@@ -739,6 +743,19 @@ pipeline gtr_fixed_zero(F, F2, L) {
     zero result exact_positive
     nan canonical
 }
+pipeline gtr_positive_zero(F, F2, L) {
+    chain every L
+    multiply exact
+    zero exponent never for products
+    align products.even to max exponent keep F bits round toward_zero as even
+    align products.odd to max exponent keep F bits round toward_zero as odd
+    align even, odd to max exponent keep F bits round down as dot
+    align dot keep F2 + 1 bits round down, c keep F bits round down drop below F + 1 to max exponent
+    normalize range f32 precision F2 round toward_zero
+    normalize to out round nearest_even
+    zero result positive
+    nan canonical
+}
 pipeline gtr_natural_zero(F, F2, L) {
     chain every L
     multiply exact
@@ -754,6 +771,21 @@ instruction fixed.e4m3.e5m2 {
     shape 16 x 8 x 32
     types a = e4m3, b = e5m2, c = f32, d = f32
     uses gtr_fixed_zero(F = 20, F2 = 28, L = 8)
+}
+instruction fixed.bf16 {
+    shape 16 x 8 x 16
+    types a = bf16, b = bf16, c = f32, d = f32
+    uses gtr_fixed_zero(F = 24, F2 = 31, L = 16)
+}
+instruction never.bf16 {
+    shape 16 x 8 x 16
+    types a = bf16, b = bf16, c = f32, d = f32
+    uses gtr_fdpa(F = 24, F2 = 31, L = 16)
+}
+instruction positive.bf16 {
+    shape 16 x 8 x 16
+    types a = bf16, b = bf16, c = f32, d = f32
+    uses gtr_positive_zero(F = 24, F2 = 31, L = 16)
 }
 instruction natural.f16 {
     shape 16 x 8 x 16
@@ -775,6 +807,9 @@ instruction natural.bf8.fp8 {
         (&cdna3, "v_mfma_f32_32x32x16_fp8_bf8", "i32x4"),
         (&cdna3, "v_mfma_f32_32x32x16_bf8_bf8", "i32x4"),
         (&variants, "fixed.e4m3.e5m2", "f64x2"),
+        (&variants, "fixed.bf16", "i32x4"),
+        (&variants, "never.bf16", "i32x4"),
+        (&variants, "positive.bf16", "i32x4"),
         (&variants, "natural.f16", "i32x4"),
         (&variants, "natural.bf8.fp8", "i32x4"),
     ];
@@ -814,6 +849,11 @@ instruction natural.bf8.fp8 {
                             (r >> 32) % 2
                         }
                     }
+                    // exponents near -75: products of wide formats (bf16) near the
+                    // bottom of f32's range
+                    5 if case % 2 == 0 => {
+                        (f.bias as u64).saturating_sub(70 + (r >> 32) % 11).max(1)
+                    }
                     _ => (r >> 32) % ((1 << e) - 1),
                 };
                 sign | (field << m) | man
@@ -829,12 +869,15 @@ instruction natural.bf8.fp8 {
                 }
             }
             let c = match case % 4 {
-                // tiny: subnormal or near the smallest normal f32
-                // (with those products: zero or below 2^-140)
-                _ if case % 7 == 4 => (next() % 512) | (next() & 0x8000_0000),
-                // c +0 or -0 with every product zero (an exact zero sum) or every
-                // product at the bottom of the range (the reference may be e_zero)
+                // with the extreme binades or the products near 2^-150: zero or below
+                // 2^-140
+                _ if case % 7 == 4 || (case % 7 == 5 && case % 2 == 0) => {
+                    (next() % 512) | (next() & 0x8000_0000)
+                }
+                // +0 or -0 with every product zero (an exact zero sum), the even ones
+                // zero, or one nonzero product per parity
                 3 if case % 7 <= 2 => next() & 0x8000_0000,
+                // tiny: subnormal or near the smallest normal f32
                 0 => (next() % (3 << 23)) | (next() & 0x8000_0000),
                 // far above the products
                 1 => (((next() % 40) + 200) << 23) | (next() & 0x807f_ffff),
@@ -850,6 +893,35 @@ instruction natural.bf8.fp8 {
                 sb: &[],
             };
             assert_agree(&kernel, inst, info, &ops, name);
+        }
+        if name.ends_with(".bf16") {
+            // (c = 0) 2^-150 + 2^-157: the window of F2 = 31 bits below f32's smallest
+            // normal exponent keeps 2^-157, so the sum lies above the tie between 0 and
+            // 2^-149 and rounds up; one bit less of window makes it the tie (-> 0).
+            // -2^-151: rounds to -0, which the zero rule may make +0.
+            // the bf16 code of (-1)^neg 2^e
+            let pow2 = |neg: u64, e: i64| (neg << 15) | (((e + 127) as u64) << 7);
+            for (label, products) in [
+                (
+                    "2^-150 + 2^-157",
+                    [(pow2(0, -75), pow2(0, -75)), (pow2(0, -78), pow2(0, -79))],
+                ),
+                ("-2^-151", [(pow2(1, -75), pow2(0, -76)), (0, 0)]),
+            ] {
+                let mut a = vec![0u64; k];
+                let mut b = vec![0u64; k];
+                for (i, (x, y)) in products.into_iter().enumerate() {
+                    (a[i], b[i]) = (x, y);
+                }
+                let ops = Operands {
+                    c: 0,
+                    a: &a,
+                    b: &b,
+                    sa: &[],
+                    sb: &[],
+                };
+                assert_agree(&kernel, inst, info, &ops, &format!("{name}: {label}"));
+            }
         }
     }
 }

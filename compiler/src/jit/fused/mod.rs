@@ -420,6 +420,9 @@ fn finite_step(
         .is_some_and(|s| s.int_lanes && s.shape == plan::SimdShape::All)
     {
         round::integer_binary32(em, inst, f, last, &sp)
+    } else if !p.wide && p.limbs.is_none() && p.narrow_exponents {
+        // (the sum is exact in the accumulator, not a window with a sticky bit)
+        round::host_two_steps(em, inst, f, last, &sp)
     } else {
         None
     };

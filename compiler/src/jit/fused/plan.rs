@@ -36,6 +36,9 @@ pub(crate) struct Plan {
     pub(super) product_min_grid: i64,
     /// Products lowered four per SIMD instruction ([`super::simd`]).
     pub(super) simd: Option<SimdPlan>,
+    /// a, b, c and the scale factors have at most 8 exponent bits and the zero exponents
+    /// lie within 600 of 0, so every grid a sum lies on is far inside f64's exponent range.
+    pub(super) narrow_exponents: bool,
     /// Groups of products of formats without NaN/Inf (FP4, FP6) summed straight from the
     /// formats' value tables (a, b): each element is a small signed integer on its format's
     /// finest grid, so a product is one multiply on the lowest product grid.
@@ -265,8 +268,20 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused, info: &FusedInfo) -> Result<Pl
     let pack_ok = small(zx.products) && small(zx.c) && small(zx.groups);
     let simd = simd_plan(inst, f, &a, &b, c, d);
     let value_tables = value_tables(f, &a, &b);
+    let zero_near = |z: ZeroExponent| match z {
+        ZeroExponent::Fixed(e) => (e as i64).abs() <= 600,
+        _ => true,
+    };
+    let narrow_exponents = [Some(&a), Some(&b), Some(c), scale.as_ref()]
+        .iter()
+        .flatten()
+        .all(|x| x.exponent_bits <= 8)
+        && zero_near(zx.products)
+        && zero_near(zx.c)
+        && zero_near(zx.groups);
     Ok(Plan {
         simd,
+        narrow_exponents,
         w,
         wide,
         limbs,

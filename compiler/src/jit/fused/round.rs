@@ -122,7 +122,14 @@ pub(super) fn encode(
         && d.ignored_low_bits == 0;
     let code = if f32_like {
         let m64 = em.low64(mag);
-        let mf = em.b.ins().fcvt_from_uint(types::F64, m64);
+        // the last step leaves at most P + 1 bits: a signed conversion is one instruction,
+        // an unsigned one a branchy sequence on x86-64
+        let narrow = f.normalize.last().is_some_and(|s| s.fraction_bits < 62);
+        let mf = if narrow {
+            em.b.ins().fcvt_from_sint(types::F64, m64)
+        } else {
+            em.b.ins().fcvt_from_uint(types::F64, m64)
+        };
         let gb = em.b.ins().iadd_imm_s(g, 1023);
         let gb = em.b.ins().ishl_imm_s(gb, 52);
         let scale =
@@ -215,11 +222,10 @@ fn special_results(em: &mut Emitter, inst: &Instruction, sp: &SpecialFlags, r: V
     em.sel(is_nan, nanc, r)
 }
 
-/// The one normalisation of a step straight into an IEEE binary32 d with d's exponent
-/// range and overflow to infinity, toward zero to a precision P up to 23 or to nearest
-/// even at 23, that [`host_binary32`] and [`integer_binary32`] compute: `(P, toward
-/// zero)`.
-fn binary32_step(inst: &Instruction, f: &Fused) -> Option<(i64, bool)> {
+/// A normalisation into an IEEE binary32 d with d's exponent range and overflow to
+/// infinity, toward zero to a precision P up to 23 or to nearest even at 23, as the last
+/// step (`last`) or the only one: `(P, toward zero)`.
+fn binary32_step(inst: &Instruction, f: &Fused, last: bool) -> Option<(i64, bool)> {
     let d = inst.arithmetic.d.as_float()?;
     let binary32 = d.exponent_bits == 8
         && d.mantissa_bits == 23
@@ -228,8 +234,10 @@ fn binary32_step(inst: &Instruction, f: &Fused) -> Option<(i64, bool)> {
         && d.specials == crate::format::Specials::Ieee
         && d.subnormals
         && d.ignored_low_bits == 0;
-    let [step] = f.normalize.as_slice() else {
-        return None;
+    let step = match f.normalize.as_slice() {
+        [step] => step,
+        [_, step] if last => step,
+        _ => return None,
     };
     let p = step.fraction_bits as i64;
     let toward_zero = match step.rounding {
@@ -273,7 +281,7 @@ pub(super) fn integer_binary32(
     last: Term,
     sp: &SpecialFlags,
 ) -> Option<Value> {
-    let (p, true) = binary32_step(inst, f)? else {
+    let (p, true) = binary32_step(inst, f, false)? else {
         return None;
     };
     let sum = last.signed(em);
@@ -332,7 +340,7 @@ pub(super) fn host_binary32(
     last: Term,
     sp: &SpecialFlags,
 ) -> Option<Value> {
-    let (p, toward_zero) = binary32_step(inst, f)?;
+    let (p, toward_zero) = binary32_step(inst, f, false)?;
     let le = cranelift_codegen::ir::MemFlagsData::new();
     let x = last.float?;
     let g = last.grid(em);
@@ -377,4 +385,78 @@ pub(super) fn host_binary32(
     let zero_bits = zero_code(em, f, neg);
     let r = em.sel(rounded_zero, zero_bits, code);
     Some(special_results(em, inst, sp, r))
+}
+
+/// [`normalize`] and [`encode`] in one for two normalisations, the first toward zero or
+/// down (GTR-FDPA's window of F2 bits), the second to nearest even into binary32
+/// ([`binary32_step`]), for a sum of an i64 accumulator: the first rounding by one shift
+/// of the signed sum (arithmetic for down, of the magnitude toward zero), which leaves at
+/// most `P1 + 2` bits; then that value, exact in f64 with P1 up to 50, scaled by its grid
+/// and narrowed to f32 by the host, the second rounding. `None` where these conditions do
+/// not hold.
+pub(super) fn host_two_steps(
+    em: &mut Emitter,
+    inst: &Instruction,
+    f: &Fused,
+    last: Term,
+    sp: &SpecialFlags,
+) -> Option<Value> {
+    let [first, _] = f.normalize.as_slice() else {
+        return None;
+    };
+    let (23, false) = binary32_step(inst, f, true)? else {
+        return None;
+    };
+    let p1 = first.fraction_bits as i64;
+    let down = match first.rounding {
+        crate::exact::Rounding::Down => true,
+        crate::exact::Rounding::TowardZero => false,
+        _ => return None,
+    };
+    if em.w != types::I64 || p1 > 50 || first.max_exponent.is_some() {
+        return None;
+    }
+    let sum = last.signed(em);
+    let g = last.grid(em);
+    let neg = em.icmp_imm(IntCC::SignedLessThan, sum, 0);
+    let minus = em.b.ins().ineg(sum);
+    let mag = em.sel(neg, minus, sum);
+    let lz = em.b.ins().clz(mag);
+    // the sum's exponent e = g + bit length - 1; the first step's grid max(e, floor) - P1
+    let e = em.b.ins().isub(g, lz);
+    let e = em.b.ins().iadd_imm_s(e, 63);
+    let floor = em.i64c(first.min_exponent as i64);
+    let e = em.b.ins().smax(e, floor);
+    let q = em.b.ins().iadd_imm_s(e, -p1);
+    let shift = em.b.ins().isub(q, g);
+    let s = em.clamp_shift(shift);
+    let rounded = if down {
+        em.b.ins().sshr(sum, s)
+    } else {
+        let m = em.b.ins().ushr(mag, s);
+        let minus = em.b.ins().ineg(m);
+        em.sel(neg, minus, m)
+    };
+    let positive = em.icmp_imm(IntCC::SignedGreaterThan, shift, 0);
+    let grid = em.sel(positive, q, g);
+    let x = em.b.ins().fcvt_from_sint(types::F64, rounded);
+    let le = cranelift_codegen::ir::MemFlagsData::new();
+    let power = em.b.ins().iadd_imm_s(grid, 1023);
+    let power = em.b.ins().ishl_imm_s(power, 52);
+    let power = em.b.ins().bitcast(types::F64, le, power);
+    let v = em.b.ins().fmul(x, power);
+    let v = em.b.ins().fdemote(types::F32, v);
+    let code = em.b.ins().bitcast(types::I32, le, v);
+    let code = em.b.ins().uextend(types::I64, code);
+    // zeros: the narrowing gives +0 for an exact zero sum and keeps the sign of one that
+    // rounded to zero, as ExactPositive says; Positive makes every zero +0
+    let code = match f.zero_sign {
+        ZeroSign::ExactPositive => code,
+        ZeroSign::Positive => {
+            let magnitude = em.b.ins().band_imm_s(code, 0x7fff_ffff);
+            let zero = em.icmp_imm(IntCC::Equal, magnitude, 0);
+            em.sel(zero, magnitude, code)
+        }
+    };
+    Some(special_results(em, inst, sp, code))
 }
