@@ -473,8 +473,9 @@ fn alignment_lanes(compiled: &jit::CompiledSpec, name: &str) -> &'static str {
 
 /// T-FDPA kernels that align in f64x2 lanes (Hopper tf32, Ampere f16) or i32x4 lanes
 /// (Hopper f16 and bf16, Ada e4m3 and e5m2), and variants rounding into f32 to nearest
-/// even or toward zero at P = 13 with the exact-positive zero rule and a zero exponent far
-/// below f32's (toward zero, or in f64 lanes, d's code is formed straight from the sum):
+/// even or toward zero at P = 13 with the exact-positive zero rule, F = 0, a zero exponent
+/// far below f32's or one that makes the power 2^(F - e_zero) overflow f32 (toward zero,
+/// or in f64 lanes, d's code is formed straight from the sum):
 /// zero products that take e_zero
 /// under a tiny c (of every exponent: a zero a times any b), products of subnormals,
 /// negative terms truncated toward zero, c far above the products, sums that overflow
@@ -512,6 +513,16 @@ instruction rne.tf32 {
     types a = tf32, b = tf32, c = f32, d = f32
     uses t_rne(F = 24, L = 4, e_zero = -133)
 }
+instruction rne.f16.f0 {
+    shape 16 x 8 x 16
+    types a = f16, b = f16, c = f32, d = f32
+    uses t_rne(F = 0, L = 16, e_zero = -133)
+}
+instruction rne.f16.ez {
+    shape 16 x 8 x 16
+    types a = f16, b = f16, c = f32, d = f32
+    uses t_rne(F = 25, L = 16, e_zero = -103)
+}
 instruction rz13.bf16 {
     shape 16 x 8 x 16
     types a = bf16, b = bf16, c = f32, d = f32
@@ -538,6 +549,8 @@ instruction rz13.tf32 {
         (&ada, "mma.m16n8k32.f32.e5m2.e5m2.f32", "i32x4"),
         (&variants, "rne.f16", "i32x4"),
         (&variants, "rne.tf32", "f64x2"),
+        (&variants, "rne.f16.f0", "i32x4"),
+        (&variants, "rne.f16.ez", "i32x4"),
         (&variants, "rz13.bf16", "i32x4"),
         (&variants, "rz13.tf32", "f64x2"),
     ] {

@@ -55,6 +55,11 @@ pub(crate) struct SimdPlan {
     /// tf32 and FP8 with F up to 25): the products are scaled and truncated in f32x4
     /// lanes and summed in i32x4 lanes, four per instruction, instead of two in f64x2.
     pub(super) int_lanes: bool,
+    /// With `int_lanes`, every product (and every special code's stand-in) is a normal
+    /// f32 value (f16, FP8, FP6, FP4 products, not bf16 or tf32 ones): the products are
+    /// held as their f32 values and each alignment multiplies them by one power of two
+    /// per reference.
+    pub(super) value_lanes: bool,
 }
 
 /// The alignments [`super::simd`] computes in lanes.
@@ -453,6 +458,8 @@ pub(super) fn simd_plan(
         && a.mantissa_bits + b.mantissa_bits + 2 <= 24
         && big_f + 2 + clog2(f.chain as u64) as i64 <= 31
         && (-30..=100).contains(&(big_f - fr));
+    // the scale 2^(e - fr) of every product, specials' included, a normal f32
+    let value_lanes = int_lanes && e_lo - fr >= -126 && e_hi - fr <= 125;
     powers
         .iter()
         .all(|q| (-1000..=1000).contains(q))
@@ -460,5 +467,6 @@ pub(super) fn simd_plan(
             keep: big_f,
             shape,
             int_lanes,
+            value_lanes,
         })
 }

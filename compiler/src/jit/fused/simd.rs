@@ -41,6 +41,8 @@ const ABSENT: i64 = -(1 << 20);
 struct Lanes {
     /// Per four products: the signed exact products and their biased exponents.
     groups: Vec<(Value, Value)>,
+    /// Per four products, with `value_lanes`: their values as f32x4 (exact).
+    values: Vec<Value>,
     /// The lane-wise max of the exponents the max search sees (biased; zero products
     /// by the zero-exponent rule, [`ABSENT`] where they take no part).
     max: Value,
@@ -110,6 +112,10 @@ fn product_lanes(
         ZeroExponent::Natural => None,
     };
     let mut groups = Vec::with_capacity(l / 4);
+    let values_wanted = p.simd.is_some_and(|s| s.value_lanes);
+    let fr = (fa.mantissa_bits + fb.mantissa_bits) as i64;
+    let value_field = em.splat32(127 - bias - fr);
+    let mut values = Vec::with_capacity(l / 4);
     let mut maxv: Option<Value> = None;
     let mut spec: Option<Value> = None;
     for g in 0..l / 4 {
@@ -147,6 +153,14 @@ fn product_lanes(
         };
         let x = em.b.ins().bxor(sig, neg);
         let signed = em.b.ins().isub(x, neg);
+        if values_wanted {
+            // sig 2^(e - bias - fr), its scale built in f32's exponent field
+            let field = em.b.ins().iadd(e, value_field);
+            let w = em.b.ins().ishl_imm_s(field, 23);
+            let scale = em.b.ins().bitcast(types::F32X4, little_endian(), w);
+            let v = em.b.ins().fcvt_from_sint(types::F32X4, signed);
+            values.push(em.b.ins().fmul(v, scale));
+        }
         groups.push((signed, e));
     }
     if let Some(spec) = spec {
@@ -155,6 +169,7 @@ fn product_lanes(
     }
     Lanes {
         groups,
+        values,
         max: maxv.expect("planned: at least four products"),
         bias,
     }
@@ -215,6 +230,37 @@ fn truncated_sum_i32(em: &mut Emitter, groups: &[(Value, Value)], power: Value, 
     tree(em, terms, |em, x, y| em.b.ins().iadd(x, y))
 }
 
+/// [`truncated_sum_i32`] for products held as their f32 values (`value_lanes`): each
+/// kept value is `trunc(v * 2^(F - r))`, with `power` the f32x4 of each lane's 2^(F - r)
+/// (a normal f32: where r is so low that it would not be, every product is zero). A
+/// nonzero product is at most 2^(r + 2), so its scaled value is below 2^(F + 2); scaled
+/// below f32's normal range it is below 1 whatever its rounding and keeps nothing.
+fn scaled_sum_i32(em: &mut Emitter, values: &[Value], power: Value) -> Value {
+    let terms = values
+        .iter()
+        .map(|&v| {
+            let v = em.b.ins().fmul(v, power);
+            truncate_to_i32(em, v)
+        })
+        .collect();
+    tree(em, terms, |em, x, y| em.b.ins().iadd(x, y))
+}
+
+/// The f32x4 power 2^(F - r) from the i32x4 of the lanes' exponent fields `F - r + 127`,
+/// clamped to f32's normal range: above it r lies below every nonzero product (all the
+/// products are zero), below it r is beyond every product's reach (each keeps nothing).
+/// (With f32 or narrower c the field is never below 0, and an infinite power meets only
+/// zero products, whose NaNs convert to i32::MIN and happen to sum to 0 over a multiple
+/// of four lanes; the clamps keep the kernel from relying on either.)
+fn power_from_fields(em: &mut Emitter, fields: Value) -> Value {
+    let lo = em.splat32(1);
+    let hi = em.splat32(254);
+    let f = em.b.ins().smax(fields, lo);
+    let f = em.b.ins().smin(f, hi);
+    let w = em.b.ins().ishl_imm_s(f, 23);
+    em.b.ins().bitcast(types::F32X4, little_endian(), w)
+}
+
 /// f32x4 lanes converted to i32 toward zero. Every lane of a finite step is an integer-
 /// valued conversion in range; a special step's garbage converts to anything without
 /// trapping, and its result is not used. On x86-64 this is one `cvttps2dq` (Cranelift's
@@ -264,8 +310,15 @@ pub(super) fn simd_node(
         let k = em.i64c(big_f - fr - lanes.bias + 127);
         let kr = em.b.ins().isub(k, r);
         let kr = em.b.ins().ireduce(types::I32, kr);
-        let krv = em.b.ins().splat(types::I32X4, kr);
-        let acc = truncated_sum_i32(em, &lanes.groups, krv, big_f - fr);
+        let acc = if lanes.values.is_empty() {
+            let krv = em.b.ins().splat(types::I32X4, kr);
+            truncated_sum_i32(em, &lanes.groups, krv, big_f - fr)
+        } else {
+            let field = em.b.ins().iadd_imm_s(kr, fr + lanes.bias);
+            let fields = em.b.ins().splat(types::I32X4, field);
+            let power = power_from_fields(em, fields);
+            scaled_sum_i32(em, &lanes.values, power)
+        };
         let sum = across_lanes(em, acc, |em, x, y| em.b.ins().iadd(x, y));
         let sum = em.b.ins().sextend(types::I64, sum);
         // c's kept value trunc(|c| 2^(F - r)), |c| = sig 2^(e - d), by two shifts: left
@@ -357,9 +410,17 @@ pub(super) fn parity_nodes(
     let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
     // lanes 0 and 1: the even and the odd node's sum, as an i64
     let sums: [Value; 2] = if p.simd.is_some_and(|s| s.int_lanes) {
-        let k = em.splat32(big_f - fr + 127);
-        let power = em.b.ins().isub(k, rc);
-        let acc = truncated_sum_i32(em, &lanes.groups, power, big_f - fr);
+        let acc = if lanes.values.is_empty() {
+            let k = em.splat32(big_f - fr + 127);
+            let power = em.b.ins().isub(k, rc);
+            truncated_sum_i32(em, &lanes.groups, power, big_f - fr)
+        } else {
+            // 2^(F - r) for each lane's reference r (biased in rc)
+            let k = em.splat32(big_f + lanes.bias + 127);
+            let fields = em.b.ins().isub(k, rc);
+            let power = power_from_fields(em, fields);
+            scaled_sum_i32(em, &lanes.values, power)
+        };
         let hi = em.pick32(acc, acc, [2, 3, 2, 3]);
         let acc = em.b.ins().iadd(acc, hi);
         std::array::from_fn(|lane| {
