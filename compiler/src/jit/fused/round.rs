@@ -1,6 +1,8 @@
 //! The end of a chained step: the normalisation steps of the exact sum (on sign and
 //! magnitude, each rounding to a precision above an exponent floor, the last one checking
-//! overflow into d), then d's encoding with the zero-sign rule and the special results.
+//! overflow into d), then d's encoding with the zero-sign rule and the special results;
+//! and, for the common roundings into binary32, both in one straight from the sum
+//! ([`host_binary32`], [`integer_binary32`], [`host_two_steps`]).
 
 use super::{SpecialFlags, Term, inf_bits, nan_bits};
 use crate::ir::*;

@@ -1,8 +1,9 @@
 //! Products four per SIMD instruction: decoding, exact products and the max exponent in
-//! i32x4 lanes, and the truncated alignment and exact sum in f64x2 lanes, for the formats
-//! and shapes [`super::plan`] admits (`Plan::simd`): T-FDPA's one alignment of every
-//! product and c ([`simd_node`]), and GTR-FDPA's first level, the even and the odd
-//! products each aligned to their own largest exponent ([`parity_nodes`]).
+//! i32x4 lanes, and the truncated alignment and exact sum in f32x4 and i32x4 lanes where
+//! the kept values fit 31 bits (f64x2 lanes otherwise), for the formats and shapes
+//! [`super::plan`] admits (`Plan::simd`): T-FDPA's one alignment of every product and c
+//! ([`simd_node`]), and GTR-FDPA's first level, the even and the odd products each
+//! aligned to their own largest exponent ([`parity_nodes`]).
 
 use super::plan::Plan;
 use super::sum::tree;
