@@ -471,8 +471,8 @@ fn alignment_lanes(compiled: &jit::CompiledSpec, name: &str) -> &'static str {
     }
 }
 
-/// T-FDPA kernels that align in f64x2 lanes (Hopper tf32, Ampere f16) or i32x4 lanes
-/// (Hopper f16 and bf16, Ada e4m3 and e5m2), and variants rounding into f32 to nearest
+/// T-FDPA kernels that align in f64x2 lanes (Ampere tf32, steps of 4) or i32x4 lanes
+/// (Hopper f16, bf16 and tf32, Ampere f16, Ada e4m3 and e5m2), and variants rounding into f32 to nearest
 /// even or toward zero at P = 13 with the exact-positive zero rule, F = 0, a zero exponent
 /// far below f32's or one that makes the power 2^(F - e_zero) overflow f32 (toward zero,
 /// or in f64 lanes, d's code is formed straight from the sum):
@@ -543,8 +543,9 @@ instruction rz13.tf32 {
     for (v, name, lanes) in [
         (&hopper, "mma.m16n8k16.f32.f16.f16.f32", "i32x4"),
         (&hopper, "mma.m16n8k16.f32.bf16.bf16.f32", "i32x4"),
-        (&hopper, "mma.m16n8k8.f32.tf32.tf32.f32", "f64x2"),
-        (&ampere, "mma.m16n8k16.f32.f16.f16.f32", "f64x2"),
+        (&hopper, "mma.m16n8k8.f32.tf32.tf32.f32", "i32x4"),
+        (&ampere, "mma.m16n8k16.f32.f16.f16.f32", "i32x4"),
+        (&ampere, "mma.m16n8k8.f32.tf32.tf32.f32", "f64x2"),
         (&ada, "mma.m16n8k32.f32.e4m3.e4m3.f32", "i32x4"),
         (&ada, "mma.m16n8k32.f32.e5m2.e5m2.f32", "i32x4"),
         (&variants, "rne.f16", "i32x4"),
@@ -783,7 +784,7 @@ pipeline gtr_natural_zero(F, F2, L) {
 instruction fixed.e4m3.e5m2 {
     shape 16 x 8 x 32
     types a = e4m3, b = e5m2, c = f32, d = f32
-    uses gtr_fixed_zero(F = 20, F2 = 28, L = 8)
+    uses gtr_fixed_zero(F = 20, F2 = 28, L = 4)
 }
 instruction fixed.bf16 {
     shape 16 x 8 x 16

@@ -450,11 +450,11 @@ pub(super) fn simd_plan(
         }
     };
     // the clamped powers 2^-30 and 2^(F - fr) are normal f32 with -30 <= F - fr. With
-    // fewer than 16 products a step is bound by its latency, which the clamps lengthen
-    // more than the lanes save (Ampere's f16 and tf32 steps of 8 and 4 products measure 2
-    // and 8 % slower in i32 lanes than in f64 lanes), unless the kept values are so
-    // narrow (below 2^24 with c: FP8 with F = 13) that f64 lanes were never needed.
-    let int_lanes = (f.chain >= 16 || big_f + 2 + clog2(f.chain as u64 + 1) as i64 <= 24)
+    // fewer than 8 products a step is bound by its latency, which the clamps lengthen
+    // more than the lanes save (Ampere's tf32 steps of 4 measure 3-8 % slower in i32
+    // lanes than in f64 lanes; its f16 steps of 8, 10 % faster), unless the kept values
+    // are so narrow (below 2^24 with c: FP8 with F = 13) that f64 lanes are never needed.
+    let int_lanes = (f.chain >= 8 || big_f + 2 + clog2(f.chain as u64 + 1) as i64 <= 24)
         && a.mantissa_bits + b.mantissa_bits + 2 <= 24
         && big_f + 2 + clog2(f.chain as u64) as i64 <= 31
         && (-30..=100).contains(&(big_f - fr));
