@@ -268,6 +268,35 @@ fn zero_code(em: &mut Emitter, f: &Fused, neg: Value) -> Value {
     }
 }
 
+/// A sum that fits an i64 as the direct encodings read it: `sum * 2^g`, its sign, its
+/// magnitude and its exponent `e = g + bit length - 1` (g - 1 for a zero sum).
+struct SumParts {
+    sum: Value,
+    g: Value,
+    neg: Value,
+    mag: Value,
+    e: Value,
+}
+
+fn sum_parts(em: &mut Emitter, last: Term) -> SumParts {
+    let sum = last.signed(em);
+    let sum = em.low64(sum);
+    let g = last.grid(em);
+    let neg = em.icmp_imm(IntCC::SignedLessThan, sum, 0);
+    let minus = em.b.ins().ineg(sum);
+    let mag = em.sel(neg, minus, sum);
+    let lz = em.b.ins().clz(mag);
+    let e = em.b.ins().isub(g, lz);
+    let e = em.b.ins().iadd_imm_s(e, 63);
+    SumParts {
+        sum,
+        g,
+        neg,
+        mag,
+        e,
+    }
+}
+
 /// [`normalize`] and [`encode`] in one, toward zero into binary32 ([`binary32_step`]),
 /// for a sum that fits an i64: the magnitude is shifted to the step's grid (P bits below
 /// its leading one, or 2^(-126 - P) in the subnormal range) and the fields are formed by
@@ -286,16 +315,8 @@ pub(super) fn integer_binary32(
     let (p, true) = binary32_step(inst, f, false)? else {
         return None;
     };
-    let sum = last.signed(em);
-    let sum = em.low64(sum);
-    let g = last.grid(em);
-    let neg = em.icmp_imm(IntCC::SignedLessThan, sum, 0);
-    let minus = em.b.ins().ineg(sum);
-    let mag = em.sel(neg, minus, sum);
-    let lz = em.b.ins().clz(mag);
-    // the sum's exponent e = g + bit length - 1, and the step's, max(e, -126)
-    let e = em.b.ins().isub(g, lz);
-    let e = em.b.ins().iadd_imm_s(e, 63);
+    let SumParts { g, neg, mag, e, .. } = sum_parts(em, last);
+    // the step's exponent max(e, -126)
     let floor = em.i64c(-126);
     let step_e = em.b.ins().smax(e, floor);
     // to the grid 2^(step_e - P): right by the positive shift, left by the negative one
@@ -418,15 +439,14 @@ pub(super) fn host_two_steps(
     if em.w != types::I64 || p1 > 50 || first.max_exponent.is_some() {
         return None;
     }
-    let sum = last.signed(em);
-    let g = last.grid(em);
-    let neg = em.icmp_imm(IntCC::SignedLessThan, sum, 0);
-    let minus = em.b.ins().ineg(sum);
-    let mag = em.sel(neg, minus, sum);
-    let lz = em.b.ins().clz(mag);
-    // the sum's exponent e = g + bit length - 1; the first step's grid max(e, floor) - P1
-    let e = em.b.ins().isub(g, lz);
-    let e = em.b.ins().iadd_imm_s(e, 63);
+    let SumParts {
+        sum,
+        g,
+        neg,
+        mag,
+        e,
+    } = sum_parts(em, last);
+    // the first step's grid max(e, floor) - P1
     let floor = em.i64c(first.min_exponent as i64);
     let e = em.b.ins().smax(e, floor);
     let q = em.b.ins().iadd_imm_s(e, -p1);
