@@ -117,15 +117,48 @@ fn same(inst: &Instruction, x: u64, y: u64) -> bool {
     x == y || (nan_any(inst) && d.decode(x).is_nan() && d.decode(y).is_nan())
 }
 
+/// Cases without scale factors (c, a, b) and the interpreter's d for each, run again
+/// through the batch entry: in one call from each of the first four cases on, so that
+/// each case meets every lane of the entry's groups of four records (and the tail loop)
+/// beside different neighbours. A panic names `what` and the operands of a difference.
+fn assert_batch_agrees(
+    kernel: &jit::Kernel,
+    inst: &Instruction,
+    cases: &[(u64, Vec<u64>, Vec<u64>)],
+    want: &[u64],
+    what: &str,
+) {
+    for first in 0..4.min(cases.len()) {
+        let cases = &cases[first..];
+        let c: Vec<u64> = cases.iter().map(|x| x.0).collect();
+        let a: Vec<u64> = cases.iter().flat_map(|x| x.1.iter().copied()).collect();
+        let b: Vec<u64> = cases.iter().flat_map(|x| x.2.iter().copied()).collect();
+        let mut d = vec![0u64; cases.len()];
+        kernel.batch(&c, &a, &b, &[], &[], &mut d).unwrap();
+        for (i, (case, got)) in cases.iter().zip(d).enumerate() {
+            let want = want[first + i];
+            assert!(
+                same(inst, want, got),
+                "{what}: batch record {i} (from case {first}): c={:x} a={:x?} b={:x?}: \
+                 interp {want:x}, batch {got:x}",
+                case.0,
+                case.1,
+                case.2
+            );
+        }
+    }
+}
+
 /// One case on the interpreter and on the kernel: the same bits (or both NaN where the
-/// pipeline lets any NaN through), else a panic naming `what` and the operands.
+/// pipeline lets any NaN through), else a panic naming `what` and the operands. Returns
+/// the interpreter's d.
 fn assert_agree(
     kernel: &jit::Kernel,
     inst: &Instruction,
     info: &ArithmeticInfo,
     ops: &Operands,
     what: &str,
-) {
+) -> u64 {
     let want = interp::run(inst, info, ops).unwrap();
     let got = kernel.dot(ops).unwrap();
     assert!(
@@ -137,6 +170,7 @@ fn assert_agree(
         ops.sa,
         ops.sb
     );
+    want
 }
 
 fn check_instruction(
@@ -157,6 +191,9 @@ fn check_instruction(
         ..Config::default()
     });
     let scale_f = inst.arithmetic.scale.as_ref().map(|x| x.format.clone());
+    // (c, a, b, sa, sb, d) of the latest cases
+    type Record = (u64, Vec<u64>, Vec<u64>, Vec<u64>, Vec<u64>, u64);
+    let recent: std::cell::RefCell<Vec<Record>> = Default::default();
     runner
         .run(&strat, |(draws, shift)| {
             let enc =
@@ -196,17 +233,29 @@ fn check_instruction(
                 want,
                 got
             );
-            // the batch entry agrees with the single-dot entry
-            let mut d = [0u64; 2];
-            let c2 = [c, c];
-            let a2: Vec<u64> = a.iter().chain(a.iter()).copied().collect();
-            let b2: Vec<u64> = b.iter().chain(b.iter()).copied().collect();
-            let sa2: Vec<u64> = sa.iter().chain(sa.iter()).copied().collect();
-            let sb2: Vec<u64> = sb.iter().chain(sb.iter()).copied().collect();
+            // the batch entry agrees with the single-dot entry: this case after the
+            // (up to) four before it, so that the entry's groups of four records meet
+            // different records in their lanes
+            let mut recent = recent.borrow_mut();
+            if recent.len() == 5 {
+                recent.remove(0);
+            }
+            recent.push((c, a, b, sa, sb, got));
+            let c2: Vec<u64> = recent.iter().map(|r| r.0).collect();
+            let cat = |part: fn(&Record) -> &Vec<u64>| -> Vec<u64> {
+                recent
+                    .iter()
+                    .flat_map(|r| part(r).iter().copied())
+                    .collect()
+            };
+            let (a2, b2) = (cat(|r| &r.1), cat(|r| &r.2));
+            let (sa2, sb2) = (cat(|r| &r.3), cat(|r| &r.4));
+            let mut d = vec![0u64; recent.len()];
             kernel
                 .batch(&c2, &a2, &b2, &sa2, &sb2, &mut d)
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
-            prop_assert_eq!(d, [got, got]);
+            let want: Vec<u64> = recent.iter().map(|r| r.5).collect();
+            prop_assert_eq!(d, want);
             Ok(())
         })
         .map_err(|e| e.to_string())
@@ -503,6 +552,36 @@ pipeline t_rz13(F, L, e_zero) {
     zero result exact_positive
     nan canonical
 }
+pipeline t_pos(F, L, e_zero) {
+    chain every L
+    multiply exact
+    zero exponent e_zero for products
+    zero exponent never for c
+    align products, c to max exponent keep F bits round toward_zero
+    normalize to out round toward_zero
+    zero result positive
+    nan canonical
+}
+instruction pos.f16 {
+    shape 16 x 8 x 16
+    types a = f16, b = f16, c = f32, d = f32
+    uses t_pos(F = 25, L = 8, e_zero = -133)
+}
+instruction rne.f16.ez10 {
+    shape 16 x 8 x 16
+    types a = f16, b = f16, c = f32, d = f32
+    uses t_rne(F = 25, L = 16, e_zero = -10)
+}
+instruction rz13.f16 {
+    shape 16 x 8 x 16
+    types a = f16, b = f16, c = f32, d = f32
+    uses t_rz13(F = 25, L = 16, e_zero = -133)
+}
+instruction rne.e4m3 {
+    shape 16 x 8 x 32
+    types a = e4m3, b = e4m3, c = f32, d = f32
+    uses t_rne(F = 13, L = 16, e_zero = -300)
+}
 instruction rne.f16 {
     shape 16 x 8 x 16
     types a = f16, b = f16, c = f32, d = f32
@@ -554,6 +633,10 @@ instruction rz13.tf32 {
         (&variants, "rne.f16.ez", "i32x4"),
         (&variants, "rz13.bf16", "i32x4"),
         (&variants, "rz13.tf32", "f64x2"),
+        (&variants, "pos.f16", "i32x4"),
+        (&variants, "rz13.f16", "i32x4"),
+        (&variants, "rne.f16.ez10", "i32x4"),
+        (&variants, "rne.e4m3", "i32x4"),
     ] {
         let options = jit::Options {
             emit_clif: true,
@@ -571,6 +654,7 @@ instruction rz13.tf32 {
         let k = inst.k();
         let mut rng = Rng::new(0x2545_f491_4f6c_dd1du64);
         let mut next = || rng.next_u64();
+        let (mut cases, mut wants) = (vec![], vec![]);
         for case in 0..7000u32 {
             let el = |r: u64| {
                 let man = r & ((1 << m) - 1);
@@ -632,8 +716,10 @@ instruction rz13.tf32 {
                 sa: &[],
                 sb: &[],
             };
-            assert_agree(&kernel, inst, info, &ops, name);
+            wants.push(assert_agree(&kernel, inst, info, &ops, name));
+            cases.push((c, a, b));
         }
+        assert_batch_agrees(&kernel, inst, &cases, &wants, name);
     }
 }
 

@@ -437,6 +437,103 @@ impl Kernel<'_> {
 }
 
 /// How one instruction is lowered.
+/// The batch entry's operands: the record count, c's and d's arrays, and each other
+/// operand's base and record stride in bytes.
+struct BatchArgs {
+    n: cranelift_codegen::ir::Value,
+    c: cranelift_codegen::ir::Value,
+    a: (cranelift_codegen::ir::Value, cranelift_codegen::ir::Value),
+    b: (cranelift_codegen::ir::Value, cranelift_codegen::ir::Value),
+    sa: (cranelift_codegen::ir::Value, cranelift_codegen::ir::Value),
+    sb: (cranelift_codegen::ir::Value, cranelift_codegen::ir::Value),
+    d: cranelift_codegen::ir::Value,
+}
+
+/// The batch entry's loop over groups of [`fused::records::RECORDS`] records, each
+/// computed in lanes ([`fused::records::group`]), or record by record through the dot
+/// entry if an input is a NaN or an infinity. `head` (parameter: the group's first
+/// record) goes on to `rest` (the record-by-record loop) when fewer than four are left.
+#[allow(clippy::too_many_arguments)]
+fn record_groups<M: Module>(
+    b: &mut FunctionBuilder,
+    target: &mut Target<'_, M>,
+    inst: &Instruction,
+    low: &Lowering,
+    (f, p, rp): (&crate::ir::Fused, &fused::Plan, &fused::records::RecordPlan),
+    dot_id: FuncId,
+    ops: &BatchArgs,
+    [head, rest]: [cranelift_codegen::ir::Block; 2],
+) {
+    use fused::records::RECORDS;
+    let body = b.create_block();
+    let fast = b.create_block();
+    let slow = b.create_block();
+    b.set_cold_block(slow);
+
+    b.switch_to_block(head);
+    let i = b.block_params(head)[0];
+    let end = b.ins().iadd_imm_s(i, RECORDS as i64);
+    let more = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, ops.n);
+    b.ins().brif(more, body, &[], rest, &[BlockArg::Value(i)]);
+
+    b.switch_to_block(body);
+    let flags = MemFlagsData::trusted().with_readonly();
+    let le = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
+    let at = |b: &mut FunctionBuilder, (base, step): (_, _), j: i64| {
+        let r = b.ins().iadd_imm_s(i, j);
+        let o = b.ins().imul(r, step);
+        b.ins().iadd(base, o)
+    };
+    let a: [_; RECORDS] = std::array::from_fn(|j| at(b, ops.a, j as i64));
+    let bs: [_; RECORDS] = std::array::from_fn(|j| at(b, ops.b, j as i64));
+    let c_at = b.ins().imul_imm_s(i, 8);
+    let c_at = b.ins().iadd(ops.c, c_at);
+    let c_lo = b.ins().load(types::I64X2, flags, c_at, 0);
+    let c_hi = b.ins().load(types::I64X2, flags, c_at, 16);
+    let (codes, special) = {
+        let mut em = emit::Emitter {
+            b,
+            w: low.width(),
+            data: target,
+        };
+        let c_lo = em.b.ins().bitcast(types::I32X4, le, c_lo);
+        let c_hi = em.b.ins().bitcast(types::I32X4, le, c_hi);
+        let c = em.pick32(c_lo, c_hi, [0, 2, 4, 6]);
+        fused::records::group(&mut em, inst, f, p, rp, c, a, bs)
+    };
+    b.ins().brif(special, slow, &[], fast, &[]);
+
+    b.switch_to_block(fast);
+    let d_at = b.ins().imul_imm_s(i, 8);
+    let d_at = b.ins().iadd(ops.d, d_at);
+    let lo = b.ins().uwiden_low(codes);
+    let hi = b.ins().uwiden_high(codes);
+    b.ins().store(MemFlagsData::trusted(), lo, d_at, 0);
+    b.ins().store(MemFlagsData::trusted(), hi, d_at, 16);
+    b.ins().jump(head, &[BlockArg::Value(end)]);
+
+    // a NaN or an infinity: each record through the dot entry
+    b.switch_to_block(slow);
+    let callee = target.module.declare_func_in_func(dot_id, b.func);
+    for j in 0..RECORDS as i64 {
+        let c = b.ins().load(types::I64, flags, c_at, (j * 8) as i32);
+        let args = [
+            c,
+            at(b, ops.a, j),
+            at(b, ops.b, j),
+            at(b, ops.sa, j),
+            at(b, ops.sb, j),
+        ];
+        let call = b.ins().call(callee, &args);
+        let d = b.inst_results(call)[0];
+        let d_at = b.ins().imul_imm_s(i, 8);
+        let d_at = b.ins().iadd(ops.d, d_at);
+        b.ins()
+            .store(MemFlagsData::trusted(), d, d_at, (j * 8) as i32);
+    }
+    b.ins().jump(head, &[BlockArg::Value(end)]);
+}
+
 enum Lowering<'i> {
     Fused(&'i crate::ir::Fused, fused::Plan),
     Sequential(&'i crate::ir::Sequential, sequential::Plan),
@@ -1212,7 +1309,40 @@ fn build_kernel<M: Module>(
             stride(&mut b, 3),
         );
         let zero = b.ins().iconst(types::I64, 0);
-        b.ins().jump(head, &[BlockArg::Value(zero)]);
+        let records = match low {
+            Lowering::Fused(f, p) => fused::records::record_plan(inst, f, p).map(|rp| (f, p, rp)),
+            _ => None,
+        };
+        match records {
+            // four records per round while four remain, then the rest one by one
+            Some((f, p, rp)) => {
+                let operands = BatchArgs {
+                    n,
+                    c: cp,
+                    a: (ap, a_step),
+                    b: (bp, b_step),
+                    sa: (sap, sa_step),
+                    sb: (sbp, sb_step),
+                    d: dp,
+                };
+                let groups = b.create_block();
+                b.append_block_param(groups, types::I64);
+                b.ins().jump(groups, &[BlockArg::Value(zero)]);
+                record_groups(
+                    &mut b,
+                    target,
+                    inst,
+                    low,
+                    (f, p, &rp),
+                    dot_id,
+                    &operands,
+                    [groups, head],
+                );
+            }
+            None => {
+                b.ins().jump(head, &[BlockArg::Value(zero)]);
+            }
+        }
 
         b.switch_to_block(head);
         let i = b.block_params(head)[0];

@@ -17,6 +17,7 @@ mod align;
 mod decode;
 pub(crate) mod plan;
 mod products;
+pub(crate) mod records;
 mod round;
 mod simd;
 mod special;

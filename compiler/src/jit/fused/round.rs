@@ -227,15 +227,8 @@ fn special_results(em: &mut Emitter, inst: &Instruction, sp: &SpecialFlags, r: V
 /// A normalisation into an IEEE binary32 d with d's exponent range and overflow to
 /// infinity, toward zero to a precision P up to 23 or to nearest even at 23, as the last
 /// step (`last`) or the only one: `(P, toward zero)`.
-fn binary32_step(inst: &Instruction, f: &Fused, last: bool) -> Option<(i64, bool)> {
-    let d = inst.arithmetic.d.as_float()?;
-    let binary32 = d.exponent_bits == 8
-        && d.mantissa_bits == 23
-        && d.bias == 127
-        && d.signed
-        && d.specials == crate::format::Specials::Ieee
-        && d.subnormals
-        && d.ignored_low_bits == 0;
+pub(super) fn binary32_step(inst: &Instruction, f: &Fused, last: bool) -> Option<(i64, bool)> {
+    let binary32 = is_binary32(inst.arithmetic.d.as_float()?);
     let step = match f.normalize.as_slice() {
         [step] => step,
         [_, step] if last => step,
@@ -253,6 +246,17 @@ fn binary32_step(inst: &Instruction, f: &Fused, last: bool) -> Option<(i64, bool
         && step.max_exponent == Some(127)
         && step.overflow == Overflow::Inf)
         .then_some((p, toward_zero))
+}
+
+/// IEEE binary32, with subnormals.
+pub(super) fn is_binary32(x: &crate::format::FloatFormat) -> bool {
+    x.exponent_bits == 8
+        && x.mantissa_bits == 23
+        && x.bias == 127
+        && x.signed
+        && x.specials == crate::format::Specials::Ieee
+        && x.subnormals
+        && x.ignored_low_bits == 0
 }
 
 /// The sign of a zero result by the zero rule: +0, or (ExactPositive) the sum's sign for

@@ -1,0 +1,247 @@
+//! Four records at once, one per SIMD lane: the batch entry's body for the T-FDPA kernels
+//! whose products are held as f32 values (`SimdPlan::value_lanes`) and whose one
+//! normalisation is into binary32 (toward zero to P bits, or to nearest even at 23), with
+//! c binary32 too. Each lane computes one record's whole dot-product-add: decoding, exact
+//! products, max exponent, alignment, the sum, c, the normalisation and d's encoding,
+//! chained step after step. The max and the sum then need no reduction across lanes, c is
+//! aligned and d encoded four records at a time, and the chained c stays in its lane. A
+//! group of four records with a NaN or an infinity among its inputs (a, b, c, or a step's
+//! result) is computed again record by record by the dot entry, which handles every case.
+//!
+//! The arithmetic is [`super::simd::simd_node`]'s with r per lane, followed by the
+//! normalisation of [`super::round::integer_binary32`] (toward zero) or
+//! [`super::round::host_binary32`] (to nearest even), done by f64 and f32 arithmetic.
+
+use super::plan::{Plan, SimdShape, clog2};
+use super::round::{binary32_step, is_binary32};
+use super::simd::{ABSENT, ProductDecoder, high_half, power_from_fields, scaled_sum_i32};
+use crate::ir::*;
+use crate::jit::emit::{Emitter, little_endian};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
+
+/// Records computed at once, one per i32 lane.
+pub(crate) const RECORDS: usize = 4;
+
+/// What the record-lane body needs beyond the fused plan.
+pub(crate) struct RecordPlan {
+    /// F, the fraction bits every term keeps below the reference.
+    keep: i64,
+    /// The normalisation's precision P (23, or fewer toward zero).
+    precision: i64,
+    /// The normalisation rounds toward zero (else to nearest even).
+    toward_zero: bool,
+}
+
+/// The record-lane plan, where it applies: the SIMD T-FDPA node in i32 lanes with the
+/// products as f32 values, one normalisation into binary32 (toward zero to P bits up to
+/// 23, or to nearest even at 23), every c (the instruction's, then each step's d) a
+/// binary32 read without flushing, and sums that cannot overflow.
+pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<RecordPlan> {
+    let s = p.simd?;
+    if !(s.shape == SimdShape::All && s.int_lanes && s.value_lanes) {
+        return None;
+    }
+    let (precision, toward_zero) = binary32_step(inst, f, false)?;
+    let c = inst.arithmetic.c.as_float()?;
+    // (and every power of two below is a normal f64)
+    if !is_binary32(c) || f.conditioning.flush_c || !p.narrow_exponents {
+        return None;
+    }
+    // The sum cannot overflow: its magnitude is at most |c| + the products' (truncation
+    // only shrinks terms), and with the products below 2^103 in all that is below f32's
+    // largest value plus half its last place, so neither rounding reaches infinity.
+    let products = p.a.max_exponent() + p.b.max_exponent() + 2 + clog2(f.chain as u64) as i32;
+    if products > 103 {
+        return None;
+    }
+    Some(RecordPlan {
+        keep: s.keep,
+        precision,
+        toward_zero,
+    })
+}
+
+/// Four records' dot-product-adds: `c` holds their c codes (i32x4), `a` and `b` point at
+/// each record's elements. Returns d's codes (i32x4) and whether any input was a NaN or
+/// an infinity (i8), in which case the codes are meaningless.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn group(
+    em: &mut Emitter,
+    inst: &Instruction,
+    f: &Fused,
+    p: &Plan,
+    rp: &RecordPlan,
+    c: Value,
+    a: [Value; RECORDS],
+    b: [Value; RECORDS],
+) -> (Value, Value) {
+    let decoder = ProductDecoder::new(em, f, p);
+    let mut special = None;
+    let mut c = c;
+    for start in (0..inst.k()).step_by(f.chain as usize) {
+        c = step(em, f, &decoder, rp, c, a, b, start, &mut special);
+    }
+    let special = special.expect("c is a binary32, which has NaN and Inf codes");
+    (c, em.b.ins().vany_true(special))
+}
+
+/// Elements k and k + 1 of four records: two i32x4 of the codes' low 32 bits.
+fn elements(em: &mut Emitter, records: [Value; RECORDS], k: usize) -> [Value; 2] {
+    let flags = MemFlagsData::new()
+        .with_notrap()
+        .with_readonly()
+        .with_can_move();
+    let le = little_endian();
+    let pairs: Vec<Value> = records
+        .iter()
+        .map(|&ptr| {
+            let x = em.b.ins().load(types::I64X2, flags, ptr, (k * 8) as i32);
+            em.b.ins().bitcast(types::I32X4, le, x)
+        })
+        .collect();
+    // (record 0's k, k + 1, record 1's k, k + 1), then records 2 and 3
+    let low = em.pick32(pairs[0], pairs[1], [0, 2, 4, 6]);
+    let high = em.pick32(pairs[2], pairs[3], [0, 2, 4, 6]);
+    [
+        em.pick32(low, high, [0, 2, 4, 6]),
+        em.pick32(low, high, [1, 3, 5, 7]),
+    ]
+}
+
+/// The two f64x2 halves of an i32x4 of f64 exponent fields, as the powers of two.
+fn f64_powers(
+    em: &mut Emitter,
+    fields: Value,
+    hi_mask: cranelift_codegen::ir::Immediate,
+) -> [Value; 2] {
+    let le = little_endian();
+    let high = high_half(em, fields, hi_mask);
+    [fields, high].map(|x| {
+        let w = em.b.ins().swiden_low(x);
+        let w = em.b.ins().ishl_imm_s(w, 52);
+        em.b.ins().bitcast(types::F64X2, le, w)
+    })
+}
+
+/// One chained step of four records: c's codes in, d's codes out (i32x4).
+#[allow(clippy::too_many_arguments)]
+fn step(
+    em: &mut Emitter,
+    f: &Fused,
+    decoder: &ProductDecoder,
+    rp: &RecordPlan,
+    c: Value,
+    a: [Value; RECORDS],
+    b: [Value; RECORDS],
+    start: usize,
+    special: &mut Option<Value>,
+) -> Value {
+    let le = little_endian();
+    let big_f = rp.keep;
+    let mut max = None;
+    let mut values = Vec::with_capacity(f.chain as usize);
+    for k in (start..start + f.chain as usize).step_by(2) {
+        let ra = elements(em, a, k);
+        let rb = elements(em, b, k);
+        for (ra, rb) in ra.into_iter().zip(rb) {
+            let g = decoder.group(em, ra, rb, &mut max, special);
+            values.push(g.value.expect("planned: value lanes"));
+        }
+    }
+    // c: its exponent max(field, 1) - 127 by the zero rule, and NaN/Inf
+    let field_mask = em.splat32(0xff);
+    let ef = em.b.ins().ushr_imm_s(c, 23);
+    let ef = em.b.ins().band(ef, field_mask);
+    let c_special = em.b.ins().icmp(IntCC::Equal, ef, field_mask);
+    *special = Some(match *special {
+        None => c_special,
+        Some(s) => em.b.ins().bor(s, c_special),
+    });
+    let one = em.splat32(1);
+    let ef = em.b.ins().smax(ef, one);
+    let bias = em.splat32(127);
+    let c_exp = em.b.ins().isub(ef, bias);
+    let c_exp = match f.zero_exponent.c {
+        ZeroExponent::Natural => c_exp,
+        rule => {
+            let magnitude = em.splat32(0x7fff_ffff);
+            let m = em.b.ins().band(c, magnitude);
+            let zero = em.splat32(0);
+            let is0 = em.b.ins().icmp(IntCC::Equal, m, zero);
+            let e = match rule {
+                ZeroExponent::Fixed(e) => e as i64,
+                _ => ABSENT,
+            };
+            let e = em.splat32(e);
+            em.b.ins().bitselect(is0, e, c_exp)
+        }
+    };
+    // the reference r per lane, and the products' kept values summed in i32 lanes
+    let bias = em.splat32(decoder.bias);
+    let products_max = max.expect("planned: at least four products");
+    let products_max = em.b.ins().isub(products_max, bias);
+    let r = em.b.ins().smax(products_max, c_exp);
+    let top = em.splat32(big_f + 127);
+    let fields = em.b.ins().isub(top, r);
+    let power = power_from_fields(em, fields);
+    let sum = scaled_sum_i32(em, &values, power);
+    // in f64x2 lanes (two records each): c's kept value trunc(c 2^(F - r)), exact in f64,
+    // plus the products' sum, then the value t 2^(r - F)
+    let hi_mask = super::simd::shuffle_mask(
+        em,
+        [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
+    );
+    let top = em.splat32(big_f + 1023);
+    let down = em.b.ins().isub(top, r);
+    let down = f64_powers(em, down, hi_mask);
+    let bottom = em.splat32(1023 - big_f);
+    let up = em.b.ins().iadd(r, bottom);
+    let up = f64_powers(em, up, hi_mask);
+    let c32 = em.b.ins().bitcast(types::F32X4, le, c);
+    let c_high = high_half(em, c, hi_mask);
+    let c_high = em.b.ins().bitcast(types::F32X4, le, c_high);
+    let sum_high = high_half(em, sum, hi_mask);
+    let mut codes = Vec::with_capacity(2);
+    let mut decrements = Vec::with_capacity(2);
+    let mut signs = Vec::with_capacity(2);
+    for (half, (c32, s)) in [(c32, sum), (c_high, sum_high)].into_iter().enumerate() {
+        let cv = em.b.ins().fvpromote_low(c32);
+        let cv = em.b.ins().fmul(cv, down[half]);
+        let kept = em.b.ins().trunc(cv);
+        let s = em.b.ins().swiden_low(s);
+        let s = em.b.ins().fcvt_from_sint(types::F64X2, s);
+        // exact: both are integers below 2^52 (an exact zero is +0.0)
+        let t = em.b.ins().fadd(s, kept);
+        signs.push(em.b.ins().bitcast(types::I32X4, le, t));
+        let t = em.b.ins().fabs(t);
+        let x = em.b.ins().fmul(t, up[half]);
+        let y = em.b.ins().fvdemote(x);
+        if rp.toward_zero {
+            // the nearest f32, one code lower where it lies above x
+            let back = em.b.ins().fvpromote_low(y);
+            let above = em.b.ins().fcmp(FloatCC::GreaterThan, back, x);
+            decrements.push(em.b.ins().bitcast(types::I32X4, le, above));
+        }
+        codes.push(em.b.ins().bitcast(types::I32X4, le, y));
+    }
+    let mut code = em.pick32(codes[0], codes[1], [0, 1, 4, 5]);
+    if rp.toward_zero {
+        let dec = em.pick32(decrements[0], decrements[1], [0, 2, 4, 6]);
+        code = em.b.ins().iadd(code, dec);
+        // toward zero to P bits: the same grid for normal and subnormal results, so the
+        // low 23 - P bits of the code go (an infinity's are 0)
+        if rp.precision < 23 {
+            let kept = em.splat32(!((1i64 << (23 - rp.precision)) - 1));
+            code = em.b.ins().band(code, kept);
+        }
+    }
+    // the sign. An exact zero sum is +0.0, which every zero rule keeps. No nonzero sum
+    // rounds to zero: each term is a multiple of 2^-149 (products of `value_lanes`
+    // formats are at least 2^-126, c is a binary32), so the sum is one too where its
+    // grid lies below 2^-149, and at least its grid elsewhere.
+    let sign = em.pick32(signs[0], signs[1], [1, 3, 5, 7]);
+    let sign_bit = em.splat32(1 << 31);
+    let sign = em.b.ins().band(sign, sign_bit);
+    em.b.ins().bor(code, sign)
+}
