@@ -562,6 +562,24 @@ pipeline t_pos(F, L, e_zero) {
     zero result positive
     nan canonical
 }
+pipeline t_natural(F, L) {
+    chain every L
+    multiply exact
+    align products, c to max exponent keep F bits round toward_zero
+    normalize to out round toward_zero
+    zero result exact_positive
+    nan canonical
+}
+instruction natural.f16 {
+    shape 16 x 8 x 16
+    types a = f16, b = f16, c = f32, d = f32
+    uses t_natural(F = 25, L = 16)
+}
+instruction natural.e5m2.e4m3 {
+    shape 16 x 8 x 32
+    types a = e5m2, b = e4m3, c = f32, d = f32
+    uses t_natural(F = 13, L = 16)
+}
 instruction pos.f16 {
     shape 16 x 8 x 16
     types a = f16, b = f16, c = f32, d = f32
@@ -619,24 +637,27 @@ instruction rz13.tf32 {
     };
     let (hopper, ampere, ada) = (spec("hopper"), spec("ampere"), spec("ada"));
     let variants = mmac_compiler::compile("t_variants.mma", variants).expect("checks");
-    for (v, name, lanes) in [
-        (&hopper, "mma.m16n8k16.f32.f16.f16.f32", "i32x4"),
-        (&hopper, "mma.m16n8k16.f32.bf16.bf16.f32", "i32x4"),
-        (&hopper, "mma.m16n8k8.f32.tf32.tf32.f32", "i32x4"),
-        (&ampere, "mma.m16n8k16.f32.f16.f16.f32", "i32x4"),
-        (&ampere, "mma.m16n8k8.f32.tf32.tf32.f32", "f64x2"),
-        (&ada, "mma.m16n8k32.f32.e4m3.e4m3.f32", "i32x4"),
-        (&ada, "mma.m16n8k32.f32.e5m2.e5m2.f32", "i32x4"),
-        (&variants, "rne.f16", "i32x4"),
-        (&variants, "rne.tf32", "f64x2"),
-        (&variants, "rne.f16.f0", "i32x4"),
-        (&variants, "rne.f16.ez", "i32x4"),
-        (&variants, "rz13.bf16", "i32x4"),
-        (&variants, "rz13.tf32", "f64x2"),
-        (&variants, "pos.f16", "i32x4"),
-        (&variants, "rz13.f16", "i32x4"),
-        (&variants, "rne.f16.ez10", "i32x4"),
-        (&variants, "rne.e4m3", "i32x4"),
+    for (v, name, lanes, in_records) in [
+        (&hopper, "mma.m16n8k16.f32.f16.f16.f32", "i32x4", true),
+        (&hopper, "mma.m16n8k16.f32.bf16.bf16.f32", "i32x4", false),
+        (&hopper, "mma.m16n8k8.f32.tf32.tf32.f32", "i32x4", false),
+        (&ampere, "mma.m16n8k16.f32.f16.f16.f32", "i32x4", true),
+        (&ampere, "mma.m16n8k8.f32.tf32.tf32.f32", "f64x2", false),
+        (&ada, "mma.m16n8k32.f32.e4m3.e4m3.f32", "i32x4", true),
+        (&ada, "mma.m16n8k32.f32.e5m2.e5m2.f32", "i32x4", true),
+        (&variants, "rne.f16", "i32x4", true),
+        (&variants, "rne.tf32", "f64x2", false),
+        (&variants, "rne.f16.f0", "i32x4", true),
+        (&variants, "rne.f16.ez", "i32x4", true),
+        (&variants, "rz13.bf16", "i32x4", false),
+        (&variants, "rz13.tf32", "f64x2", false),
+        (&variants, "pos.f16", "i32x4", true),
+        (&variants, "natural.f16", "i32x4", true),
+        (&variants, "natural.e5m2.e4m3", "i32x4", true),
+        (&ada, "mma.m16n8k32.f32.e4m3.e5m2.f32", "i32x4", true),
+        (&variants, "rz13.f16", "i32x4", true),
+        (&variants, "rne.f16.ez10", "i32x4", true),
+        (&variants, "rne.e4m3", "i32x4", true),
     ] {
         let options = jit::Options {
             emit_clif: true,
@@ -644,6 +665,10 @@ instruction rz13.tf32 {
         };
         let compiled = jit::compile_with(&v.spec, &v.info, options).expect("compiles");
         assert_eq!(alignment_lanes(&compiled, name), lanes, "{name}");
+        // the batch entry's record lanes show as a kernel of their own
+        let batch = format!("{name} (batch");
+        let records = compiled.clif().iter().any(|(l, _)| l.starts_with(&batch));
+        assert_eq!(records, in_records, "{name}: record lanes");
         let (inst, info) = find(v, name);
         let kernel = compiled.kernel(name).expect("kernel");
         let fa = inst.arithmetic.a.as_float().expect("float");

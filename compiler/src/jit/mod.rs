@@ -848,6 +848,12 @@ impl<M: Module> Jobs<'_, '_, M> {
                     format!("{} (dot{index})", inst.name),
                     k.dot.1.display().to_string(),
                 ));
+                if k.records {
+                    self.clif.push((
+                        format!("{} (batch{index})", inst.name),
+                        k.batch.1.display().to_string(),
+                    ));
+                }
             }
             self.kernels.push(k);
             return Ok(Lowered::Native(index));
@@ -1080,6 +1086,9 @@ pub(crate) fn build_jobs<M: Module>(
             if let Some(text) = dot.asm {
                 asm.push((k.label.clone(), text));
             }
+            if let Some(text) = batch.asm {
+                asm.push((format!("{} (batch)", k.label), text));
+            }
             Ok((k.dot.0, k.batch.0))
         }));
     }
@@ -1172,6 +1181,9 @@ struct Pending {
     flush_to_zero: bool,
     dot: (FuncId, cranelift_codegen::ir::Function),
     batch: (FuncId, cranelift_codegen::ir::Function),
+    /// The batch entry computes groups of records in lanes ([`record_groups`]): its code
+    /// is a kernel of its own, shown beside the dot entry's by `--emit clif` and `asm`.
+    records: bool,
 }
 
 /// Machine code of one function, ready for `define_function_bytes`.
@@ -1222,7 +1234,7 @@ fn compile_kernel(
 ) -> Result<(MachineCode, MachineCode), String> {
     Ok((
         compile_function(isa, k.dot.0, &k.dot.1, want_asm)?,
-        compile_function(isa, k.batch.0, &k.batch.1, false)?,
+        compile_function(isa, k.batch.0, &k.batch.1, want_asm && k.records)?,
     ))
 }
 
@@ -1281,6 +1293,7 @@ fn build_kernel<M: Module>(
         .map_err(|e| e.to_string())?;
     ctx.func.signature = sig;
     ctx.func.name = UserFuncName::user(0, batch_id.as_u32());
+    let has_records;
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
         let entry = b.create_block();
@@ -1313,6 +1326,7 @@ fn build_kernel<M: Module>(
             Lowering::Fused(f, p) => fused::records::record_plan(inst, f, p).map(|rp| (f, p, rp)),
             _ => None,
         };
+        has_records = records.is_some();
         match records {
             // four records per round while four remain, then the rest one by one
             Some((f, p, rp)) => {
@@ -1388,5 +1402,6 @@ fn build_kernel<M: Module>(
         flush_to_zero: low.flush_to_zero(),
         dot: (dot_id, dot_fn),
         batch: (batch_id, ctx.func),
+        records: has_records,
     })
 }

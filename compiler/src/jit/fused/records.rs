@@ -8,13 +8,15 @@
 //! group of four records with a NaN or an infinity among its inputs (a, b, c, or a step's
 //! result) is computed again record by record by the dot entry, which handles every case.
 //!
-//! The arithmetic is [`super::simd::simd_node`]'s with r per lane, followed by the
+//! The products are formed from the codes' fields as exact f32 values
+//! ([`ValueProducts`]). The rest is [`super::simd::simd_node`]'s with r per lane, then the
 //! normalisation of [`super::round::integer_binary32`] (toward zero) or
 //! [`super::round::host_binary32`] (to nearest even), done by f64 and f32 arithmetic.
 
 use super::plan::{Plan, SimdShape, clog2};
 use super::round::{binary32_step, is_binary32};
-use super::simd::{ABSENT, ProductDecoder, high_half, power_from_fields, scaled_sum_i32};
+use super::simd::{ABSENT, high_half, power_from_fields, scaled_sum_i32, shuffle_mask};
+use crate::format::{FloatFormat, Specials};
 use crate::ir::*;
 use crate::jit::emit::{Emitter, little_endian};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -39,7 +41,8 @@ pub(crate) struct RecordPlan {
 /// binary32 read without flushing, and sums that cannot overflow.
 pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<RecordPlan> {
     let s = p.simd?;
-    if !(s.shape == SimdShape::All && s.int_lanes && s.value_lanes) {
+    let lanes = s.shape == SimdShape::All && s.int_lanes && s.value_lanes;
+    if !(lanes && ValueProducts::fit(&p.a, &p.b)) {
         return None;
     }
     let (precision, toward_zero) = binary32_step(inst, f, false)?;
@@ -76,14 +79,235 @@ pub(crate) fn group(
     a: [Value; RECORDS],
     b: [Value; RECORDS],
 ) -> (Value, Value) {
-    let decoder = ProductDecoder::new(em, f, p);
+    let decoder = ValueProducts::new(em, f, p);
     let mut special = None;
     let mut c = c;
     for start in (0..inst.k()).step_by(f.chain as usize) {
-        c = step(em, f, &decoder, rp, c, a, b, start, &mut special);
+        c = step(em, f, &decoder, rp, c, (a, b), start, &mut special);
     }
     let special = special.expect("c is a binary32, which has NaN and Inf codes");
     (c, em.b.ins().vany_true(special))
+}
+
+/// One operand format of [`ValueProducts`].
+struct ValueOperand {
+    /// Mantissa bits m and the sign bit's position.
+    m: i64,
+    sign: i64,
+    /// The mantissa field (i32x4 mask).
+    mantissa: Value,
+    /// The exponent field, in place.
+    field: Value,
+    /// The field of the smallest normal binade, in place: 2^m.
+    unit: Value,
+    /// The code without its sign (i32x4 mask), for FN specials.
+    magnitude: Value,
+    /// How the format's NaN and infinity codes are told.
+    specials: Specials,
+}
+
+/// How [`ValueProducts`] gives a zero product its exponent in the max search.
+enum ZeroTerm {
+    /// Its own, from the fields.
+    Natural,
+    /// This one (biased, in the max's units, not negative).
+    Select(Value),
+    /// One below every nonzero product's: the product takes 0 in the max, and a max of 0
+    /// (every product zero) stands for this unbiased exponent.
+    Clear(i64),
+}
+
+/// Products of small float formats as exact f32 values, formed from the codes' fields
+/// kept in place: with the exponent field f at bit m, min(f, 2^m) is the implicit bit and
+/// max(f, 2^m) the exponent max(f, 1) in units of 2^m, so the significand is one
+/// addition. The significands' product (an integer below 2^24), converted to f32 and
+/// scaled by its power of two (built from the exponents' sum in f32's exponent field), is
+/// the exact product (the plan's `value_lanes`); the sign is the codes' sign bits' xor.
+/// No f32 intermediate is subnormal (x86 computes those on a slow path). A NaN or an
+/// infinity makes its product's exponent all ones, which the unsigned max keeps.
+///
+/// Each product's exponent in the max search is formed from its signed value (the zero
+/// test), so that Cranelift computes value and exponent together and the codes are not
+/// kept (or spilled) until the sum.
+struct ValueProducts {
+    operands: [ValueOperand; 2],
+    /// The exponents are summed in units of 2^m (a and b have the same m), else of 1.
+    units: i64,
+    /// The sum of a's and b's exponent biases.
+    bias: i64,
+    /// The f32 exponent field of the products' power of two, less the exponents' sum:
+    /// 127 - bias - (m_a + m_b), in `units`.
+    power_field: Value,
+    zero: ZeroTerm,
+}
+
+impl ValueProducts {
+    /// For a and b that [`ValueProducts::fit`].
+    fn new(em: &mut Emitter, f: &Fused, p: &Plan) -> ValueProducts {
+        let units = if p.a.mantissa_bits == p.b.mantissa_bits {
+            1i64 << p.a.mantissa_bits
+        } else {
+            1
+        };
+        let mut operand = |x: &FloatFormat| {
+            let (m, e) = (x.mantissa_bits as i64, x.exponent_bits as i64);
+            ValueOperand {
+                m,
+                sign: e + m,
+                mantissa: em.splat32((1i64 << m) - 1),
+                field: em.splat32(((1i64 << e) - 1) << m),
+                unit: em.splat32(1i64 << m),
+                magnitude: em.splat32((1i64 << (e + m)) - 1),
+                specials: x.specials,
+            }
+        };
+        let operands = [operand(&p.a), operand(&p.b)];
+        let bias = (p.a.bias + p.b.bias) as i64;
+        let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
+        let power_field = em.splat32((127 - bias - fr) * units);
+        let zero = match f.zero_exponent.products {
+            ZeroExponent::Natural => ZeroTerm::Natural,
+            ZeroExponent::Fixed(e) if e as i64 + bias >= 0 => {
+                ZeroTerm::Select(em.splat32((e as i64 + bias) * units))
+            }
+            // (every nonzero product's biased exponent is at least 2)
+            ZeroExponent::Fixed(e) => ZeroTerm::Clear(e as i64),
+            ZeroExponent::Never => ZeroTerm::Clear(ABSENT),
+        };
+        ValueProducts {
+            operands,
+            units,
+            bias,
+            power_field,
+            zero,
+        }
+    }
+
+    /// Signed formats with subnormals of at most 32 bits and 10 mantissa bits (the
+    /// exponents' units stay small) whose NaN and infinity codes (if any) are the all-ones
+    /// field (IEEE) or magnitude (FN).
+    fn fit(a: &FloatFormat, b: &FloatFormat) -> bool {
+        [a, b].iter().all(|x| {
+            x.signed
+                && x.subnormals
+                && x.ignored_low_bits == 0
+                && x.storage_bits <= 32
+                && x.mantissa_bits <= 10
+                && matches!(x.specials, Specials::Ieee | Specials::Fn | Specials::None)
+        })
+    }
+
+    /// The signed products of the codes `ra` and `rb` (f32x4). Their exponents' lane-wise
+    /// unsigned max (biased, in `units`; all ones for a NaN or an infinity) is taken into
+    /// `max`.
+    fn group(&self, em: &mut Emitter, [ra, rb]: [Value; 2], max: &mut Option<Value>) -> Value {
+        let le = little_endian();
+        let mut parts = Vec::with_capacity(2);
+        let mut special: Option<Value> = None;
+        for (x, raw) in self.operands.iter().zip([ra, rb]) {
+            let mantissa = em.b.ins().band(raw, x.mantissa);
+            let field = em.b.ins().band(raw, x.field);
+            let implicit = em.b.ins().smin(field, x.unit);
+            let sig = em.b.ins().iadd(mantissa, implicit);
+            let exp = em.b.ins().smax(field, x.unit);
+            let exp = if self.units == 1 {
+                em.b.ins().ushr_imm_s(exp, x.m)
+            } else {
+                exp
+            };
+            let s = match x.specials {
+                Specials::Ieee => Some(em.b.ins().icmp(IntCC::Equal, field, x.field)),
+                Specials::Fn => {
+                    let mag = em.b.ins().band(raw, x.magnitude);
+                    Some(em.b.ins().icmp(IntCC::Equal, mag, x.magnitude))
+                }
+                _ => None,
+            };
+            if let Some(s) = s {
+                special = Some(match special {
+                    None => s,
+                    Some(t) => em.b.ins().bor(t, s),
+                });
+            }
+            parts.push((sig, exp));
+        }
+        // |product| = sig_a sig_b 2^(e - bias - fr), in f32 (exact: below 2^24, normal)
+        let sig = em.b.ins().imul(parts[0].0, parts[1].0);
+        let e = em.b.ins().iadd(parts[0].1, parts[1].1);
+        let field = em.b.ins().iadd(e, self.power_field);
+        let field =
+            em.b.ins()
+                .ishl_imm_s(field, 23 - self.units.trailing_zeros() as i64);
+        let power = em.b.ins().bitcast(types::F32X4, le, field);
+        let product = em.b.ins().fcvt_from_sint(types::F32X4, sig);
+        let product = em.b.ins().fmul(product, power);
+        // the product's sign: the xor of the sign bits, at bit 31
+        let [xa, xb] = &self.operands;
+        let sign = if xa.sign == xb.sign {
+            let x = em.b.ins().bxor(ra, rb);
+            em.b.ins().ishl_imm_s(x, 31 - xa.sign)
+        } else {
+            let sa = em.b.ins().ishl_imm_s(ra, 31 - xa.sign);
+            let sb = em.b.ins().ishl_imm_s(rb, 31 - xb.sign);
+            em.b.ins().bxor(sa, sb)
+        };
+        let top = em.splat32(1 << 31);
+        let sign = em.b.ins().band(sign, top);
+        let bits = em.b.ins().bitcast(types::I32X4, le, product);
+        let bits = em.b.ins().bxor(bits, sign);
+        let signed = em.b.ins().bitcast(types::F32X4, le, bits);
+        let mut is0 = || {
+            let zero = em.b.ins().f32const(0.0);
+            let zero = em.b.ins().splat(types::F32X4, zero);
+            let is0 = em.b.ins().fcmp(FloatCC::Equal, signed, zero);
+            em.b.ins().bitcast(types::I32X4, le, is0)
+        };
+        let e = match self.zero {
+            ZeroTerm::Natural => e,
+            ZeroTerm::Select(z) => {
+                let is0 = is0();
+                em.b.ins().bitselect(is0, z, e)
+            }
+            ZeroTerm::Clear(_) => {
+                let is0 = is0();
+                em.b.ins().band_not(e, is0)
+            }
+        };
+        let e = match special {
+            Some(s) => em.b.ins().bor(e, s),
+            None => e,
+        };
+        *max = Some(match *max {
+            None => e,
+            Some(m) => em.b.ins().umax(m, e),
+        });
+        signed
+    }
+
+    /// The products' unbiased reference from the lane-wise max of [`ValueProducts::group`],
+    /// and the lanes with a NaN or an infinity among the operands.
+    fn reference(&self, em: &mut Emitter, max: Value) -> (Value, Value) {
+        let ones = em.splat32(-1);
+        let special = em.b.ins().icmp(IntCC::Equal, max, ones);
+        let r = if self.units > 1 {
+            em.b.ins()
+                .sshr_imm_s(max, self.units.trailing_zeros() as i64)
+        } else {
+            max
+        };
+        let bias = em.splat32(self.bias);
+        let r = em.b.ins().isub(r, bias);
+        let r = match self.zero {
+            ZeroTerm::Clear(e) => {
+                let zero = em.splat32(0);
+                let all_zero = em.b.ins().icmp(IntCC::Equal, max, zero);
+                let e = em.splat32(e);
+                em.b.ins().bitselect(all_zero, e, r)
+            }
+            _ => r,
+        };
+        (r, special)
+    }
 }
 
 /// Elements k and k + 1 of four records: two i32x4 of the codes' low 32 bits.
@@ -129,11 +353,10 @@ fn f64_powers(
 fn step(
     em: &mut Emitter,
     f: &Fused,
-    decoder: &ProductDecoder,
+    decoder: &ValueProducts,
     rp: &RecordPlan,
     c: Value,
-    a: [Value; RECORDS],
-    b: [Value; RECORDS],
+    (a, b): ([Value; RECORDS], [Value; RECORDS]),
     start: usize,
     special: &mut Option<Value>,
 ) -> Value {
@@ -145,8 +368,7 @@ fn step(
         let ra = elements(em, a, k);
         let rb = elements(em, b, k);
         for (ra, rb) in ra.into_iter().zip(rb) {
-            let g = decoder.group(em, ra, rb, &mut max, special);
-            values.push(g.value.expect("planned: value lanes"));
+            values.push(decoder.group(em, [ra, rb], &mut max));
         }
     }
     // c: its exponent max(field, 1) - 127 by the zero rule, and NaN/Inf
@@ -154,10 +376,7 @@ fn step(
     let ef = em.b.ins().ushr_imm_s(c, 23);
     let ef = em.b.ins().band(ef, field_mask);
     let c_special = em.b.ins().icmp(IntCC::Equal, ef, field_mask);
-    *special = Some(match *special {
-        None => c_special,
-        Some(s) => em.b.ins().bor(s, c_special),
-    });
+    or_lanes(em, special, c_special);
     let one = em.splat32(1);
     let ef = em.b.ins().smax(ef, one);
     let bias = em.splat32(127);
@@ -178,9 +397,9 @@ fn step(
         }
     };
     // the reference r per lane, and the products' kept values summed in i32 lanes
-    let bias = em.splat32(decoder.bias);
     let products_max = max.expect("planned: at least four products");
-    let products_max = em.b.ins().isub(products_max, bias);
+    let (products_max, operand_specials) = decoder.reference(em, products_max);
+    or_lanes(em, special, operand_specials);
     let r = em.b.ins().smax(products_max, c_exp);
     let top = em.splat32(big_f + 127);
     let fields = em.b.ins().isub(top, r);
@@ -188,7 +407,7 @@ fn step(
     let sum = scaled_sum_i32(em, &values, power);
     // in f64x2 lanes (two records each): c's kept value trunc(c 2^(F - r)), exact in f64,
     // plus the products' sum, then the value t 2^(r - F)
-    let hi_mask = super::simd::shuffle_mask(
+    let hi_mask = shuffle_mask(
         em,
         [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
     );
@@ -244,4 +463,12 @@ fn step(
     let sign_bit = em.splat32(1 << 31);
     let sign = em.b.ins().band(sign, sign_bit);
     em.b.ins().bor(code, sign)
+}
+
+/// `acc |= x` for lane masks, `acc` starting empty.
+fn or_lanes(em: &mut Emitter, acc: &mut Option<Value>, x: Value) {
+    *acc = Some(match *acc {
+        None => x,
+        Some(a) => em.b.ins().bor(a, x),
+    });
 }

@@ -51,68 +51,82 @@ struct Lanes {
     bias: i64,
 }
 
-/// Decodes a and b four elements at a time (significand, exponent with subnormals,
-/// NaN/Inf mask), multiplies the significands exactly and adds the exponents: the
-/// constants of [`ProductDecoder::group`], made once per kernel body.
-pub(super) struct ProductDecoder {
-    fa: FloatFormat,
-    fb: FloatFormat,
-    /// The sum of a's and b's exponent biases.
-    pub(super) bias: i64,
-    /// The biased exponent a zero product takes in the max search, if not its own.
-    zero_exp: Option<Value>,
-    /// With `value_lanes`: the f32 exponent field of 2^(-bias - fr), less 0.
-    value_field: Option<Value>,
-}
-
-/// Four products, one per lane.
-pub(super) struct ProductGroup {
-    /// The signed exact products.
-    pub(super) signed: Value,
-    /// Their biased exponents.
-    pub(super) e: Value,
-    /// With `value_lanes`: the products' values as f32x4 (exact).
-    pub(super) value: Option<Value>,
-}
-
-impl ProductDecoder {
-    pub(super) fn new(em: &mut Emitter, f: &Fused, p: &Plan) -> ProductDecoder {
-        let (fa, fb) = (p.a.clone(), p.b.clone());
-        let bias = (fa.bias + fb.bias) as i64;
-        let zero_exp = match f.zero_exponent.products {
-            ZeroExponent::Fixed(e) => Some(em.splat32(e as i64 + bias)),
-            ZeroExponent::Never => Some(em.splat32(ABSENT)),
-            ZeroExponent::Natural => None,
+/// Decode a and b four elements at a time (significand, exponent with subnormals, NaN/Inf
+/// flag), multiply the significands exactly, add the exponents and keep the lane-wise
+/// max; a NaN or an infinity among the inputs sets `special`.
+fn product_lanes(
+    em: &mut Emitter,
+    f: &Fused,
+    p: &Plan,
+    ptrs: &Ptrs,
+    start: usize,
+    special: &mut Option<Value>,
+) -> Lanes {
+    let l = f.chain as usize;
+    let (fa, fb) = (&p.a, &p.b);
+    // (significand, biased exponent max(field, 1), NaN/Inf mask)
+    let decode = |em: &mut Emitter, x: &FloatFormat, raw: Value| -> (Value, Value, Option<Value>) {
+        let (m, e) = (x.mantissa_bits as i64, x.exponent_bits as i64);
+        let code = if x.ignored_low_bits > 0 {
+            em.b.ins().ushr_imm_s(raw, x.ignored_low_bits as i64)
+        } else {
+            raw
         };
-        let fr = (fa.mantissa_bits + fb.mantissa_bits) as i64;
-        let value_field = em.splat32(127 - bias - fr);
-        let value_field = p.simd.is_some_and(|s| s.value_lanes).then_some(value_field);
-        ProductDecoder {
-            fa,
-            fb,
-            bias,
-            zero_exp,
-            value_field,
-        }
-    }
-
-    /// The products of the raw codes `ra` and `rb` (i32x4, one element per lane). The
-    /// lane-wise max of the exponents the max search sees is taken into `max`, and the
-    /// NaN/Inf masks of a and b into `special`.
-    pub(super) fn group(
-        &self,
-        em: &mut Emitter,
-        ra: Value,
-        rb: Value,
-        max: &mut Option<Value>,
-        special: &mut Option<Value>,
-    ) -> ProductGroup {
-        let (fa, fb) = (&self.fa, &self.fb);
-        let (sa, ea, pa) = decode_lanes(em, fa, ra);
-        let (sb, eb, pb) = decode_lanes(em, fb, rb);
+        let mm = em.splat32((1i64 << m) - 1);
+        let man = em.b.ins().band(code, mm);
+        let ef = em.b.ins().ushr_imm_s(code, m);
+        let emask = em.splat32((1i64 << e) - 1);
+        let ef = em.b.ins().band(ef, emask);
+        let zero = em.splat32(0);
+        let sub = em.b.ins().icmp(IntCC::Equal, ef, zero);
+        let ex = em.b.ins().isub(ef, sub);
+        let one = em.splat32(1i64 << m);
+        let implicit = em.b.ins().band_not(one, sub);
+        let sig = em.b.ins().bor(man, implicit);
+        // the lane masks of `special_code`
+        let sp = match x.specials {
+            Specials::Ieee => Some(em.b.ins().icmp(IntCC::Equal, ef, emask)),
+            Specials::Fn => {
+                let all = em.splat32((1i64 << (e + m)) - 1);
+                let v = em.b.ins().band(code, all);
+                Some(em.b.ins().icmp(IntCC::Equal, v, all))
+            }
+            Specials::Fnuz => {
+                let all = em.splat32((1i64 << (e + m + 1)) - 1);
+                let v = em.b.ins().band(code, all);
+                let want = em.splat32(1i64 << (e + m));
+                Some(em.b.ins().icmp(IntCC::Equal, v, want))
+            }
+            Specials::None => None,
+        };
+        (sig, ex, sp)
+    };
+    let sign_mask = |em: &mut Emitter, x: Value, pos: i64| {
+        let y = em.b.ins().ishl_imm_s(x, 31 - pos);
+        em.b.ins().sshr_imm_s(y, 31)
+    };
+    let pos = |x: &FloatFormat| (x.ignored_low_bits + x.exponent_bits + x.mantissa_bits) as i64;
+    let bias = (fa.bias + fb.bias) as i64;
+    let zero_exp = match f.zero_exponent.products {
+        ZeroExponent::Fixed(e) => Some(em.splat32(e as i64 + bias)),
+        ZeroExponent::Never => Some(em.splat32(ABSENT)),
+        ZeroExponent::Natural => None,
+    };
+    let mut groups = Vec::with_capacity(l / 4);
+    let values_wanted = p.simd.is_some_and(|s| s.value_lanes);
+    let fr = (fa.mantissa_bits + fb.mantissa_bits) as i64;
+    let value_field = em.splat32(127 - bias - fr);
+    let mut values = Vec::with_capacity(l / 4);
+    let mut maxv: Option<Value> = None;
+    let mut spec: Option<Value> = None;
+    for g in 0..l / 4 {
+        let ra = em.load_low32x4(ptrs.a, start + 4 * g);
+        let rb = em.load_low32x4(ptrs.b, start + 4 * g);
+        let (sa, ea, pa) = decode(em, fa, ra);
+        let (sb, eb, pb) = decode(em, fb, rb);
         let sig = em.b.ins().imul(sa, sb);
         let e = em.b.ins().iadd(ea, eb);
-        let e_max = match self.zero_exp {
+        let e_max = match zero_exp {
             Some(z) => {
                 let zero = em.splat32(0);
                 let is0 = em.b.ins().icmp(IntCC::Equal, sig, zero);
@@ -120,21 +134,16 @@ impl ProductDecoder {
             }
             None => e,
         };
-        *max = Some(match *max {
+        maxv = Some(match maxv {
             None => e_max,
             Some(m) => em.b.ins().smax(m, e_max),
         });
         for sp in [pa, pb].into_iter().flatten() {
-            *special = Some(match *special {
+            spec = Some(match spec {
                 None => sp,
                 Some(s) => em.b.ins().bor(s, sp),
             });
         }
-        let sign_mask = |em: &mut Emitter, x: Value, pos: i64| {
-            let y = em.b.ins().ishl_imm_s(x, 31 - pos);
-            em.b.ins().sshr_imm_s(y, 31)
-        };
-        let pos = |x: &FloatFormat| (x.ignored_low_bits + x.exponent_bits + x.mantissa_bits) as i64;
         let neg = if pos(fa) == pos(fb) {
             let x = em.b.ins().bxor(ra, rb);
             sign_mask(em, x, pos(fa))
@@ -145,80 +154,15 @@ impl ProductDecoder {
         };
         let x = em.b.ins().bxor(sig, neg);
         let signed = em.b.ins().isub(x, neg);
-        let value = self.value_field.map(|value_field| {
+        if values_wanted {
             // sig 2^(e - bias - fr), its scale built in f32's exponent field
             let field = em.b.ins().iadd(e, value_field);
             let w = em.b.ins().ishl_imm_s(field, 23);
             let scale = em.b.ins().bitcast(types::F32X4, little_endian(), w);
             let v = em.b.ins().fcvt_from_sint(types::F32X4, signed);
-            em.b.ins().fmul(v, scale)
-        });
-        ProductGroup { signed, e, value }
-    }
-}
-
-/// Four elements of format `x` from their raw codes: (significand, biased exponent
-/// max(field, 1), NaN/Inf mask).
-fn decode_lanes(em: &mut Emitter, x: &FloatFormat, raw: Value) -> (Value, Value, Option<Value>) {
-    let (m, e) = (x.mantissa_bits as i64, x.exponent_bits as i64);
-    let code = if x.ignored_low_bits > 0 {
-        em.b.ins().ushr_imm_s(raw, x.ignored_low_bits as i64)
-    } else {
-        raw
-    };
-    let mm = em.splat32((1i64 << m) - 1);
-    let man = em.b.ins().band(code, mm);
-    let ef = em.b.ins().ushr_imm_s(code, m);
-    let emask = em.splat32((1i64 << e) - 1);
-    let ef = em.b.ins().band(ef, emask);
-    let zero = em.splat32(0);
-    let sub = em.b.ins().icmp(IntCC::Equal, ef, zero);
-    let ex = em.b.ins().isub(ef, sub);
-    let one = em.splat32(1i64 << m);
-    let implicit = em.b.ins().band_not(one, sub);
-    let sig = em.b.ins().bor(man, implicit);
-    // the lane masks of `special_code`
-    let sp = match x.specials {
-        Specials::Ieee => Some(em.b.ins().icmp(IntCC::Equal, ef, emask)),
-        Specials::Fn => {
-            let all = em.splat32((1i64 << (e + m)) - 1);
-            let v = em.b.ins().band(code, all);
-            Some(em.b.ins().icmp(IntCC::Equal, v, all))
+            values.push(em.b.ins().fmul(v, scale));
         }
-        Specials::Fnuz => {
-            let all = em.splat32((1i64 << (e + m + 1)) - 1);
-            let v = em.b.ins().band(code, all);
-            let want = em.splat32(1i64 << (e + m));
-            Some(em.b.ins().icmp(IntCC::Equal, v, want))
-        }
-        Specials::None => None,
-    };
-    (sig, ex, sp)
-}
-
-/// Decode a and b four elements at a time, multiply them exactly and keep the lane-wise
-/// max exponent ([`ProductDecoder`]); a NaN or an infinity among the inputs sets
-/// `special`.
-fn product_lanes(
-    em: &mut Emitter,
-    f: &Fused,
-    p: &Plan,
-    ptrs: &Ptrs,
-    start: usize,
-    special: &mut Option<Value>,
-) -> Lanes {
-    let l = f.chain as usize;
-    let decoder = ProductDecoder::new(em, f, p);
-    let mut groups = Vec::with_capacity(l / 4);
-    let mut values = Vec::with_capacity(l / 4);
-    let mut maxv: Option<Value> = None;
-    let mut spec: Option<Value> = None;
-    for g in 0..l / 4 {
-        let ra = em.load_low32x4(ptrs.a, start + 4 * g);
-        let rb = em.load_low32x4(ptrs.b, start + 4 * g);
-        let group = decoder.group(em, ra, rb, &mut maxv, &mut spec);
-        values.extend(group.value);
-        groups.push((group.signed, group.e));
+        groups.push((signed, e));
     }
     if let Some(spec) = spec {
         let any = em.b.ins().vany_true(spec);
@@ -228,7 +172,7 @@ fn product_lanes(
         groups,
         values,
         max: maxv.expect("planned: at least four products"),
-        bias: decoder.bias,
+        bias,
     }
 }
 
