@@ -4,7 +4,8 @@
 //! mode) cannot change a kernel's bits; a checked spec whose alignment sums nothing
 //! (GTR-FDPA with one product per step) compiles instead of panicking; and an engine
 //! given another instruction's validation info returns an error. A compiled spec is
-//! shared between threads.
+//! shared between threads, and the batch entry's groups of four records read no record
+//! past the last.
 
 use mmac_compiler::Validated;
 use mmac_compiler::engine::{EvalError, Operands};
@@ -345,4 +346,106 @@ fn a_compiled_spec_is_shared_between_threads() {
             });
         }
     });
+}
+
+/// `len` u64s ending exactly at an inaccessible page: any read past the slice faults.
+#[cfg(unix)]
+struct Guarded {
+    base: *mut libc::c_void,
+    size: usize,
+    len: usize,
+}
+
+#[cfg(unix)]
+impl Guarded {
+    fn new(values: &[u64]) -> Guarded {
+        let page = 4096;
+        let bytes = values.len() * 8;
+        let size = bytes.div_ceil(page) * page + page;
+        // SAFETY: a fresh private anonymous mapping; its last page is made inaccessible
+        // and the values are copied just below it.
+        let base = unsafe {
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(base, libc::MAP_FAILED);
+            let guard = (base as *mut u8).add(size - page);
+            assert_eq!(libc::mprotect(guard as *mut _, page, libc::PROT_NONE), 0);
+            let at = guard.sub(bytes) as *mut u64;
+            std::ptr::copy_nonoverlapping(values.as_ptr(), at, values.len());
+            base
+        };
+        Guarded {
+            base,
+            size,
+            len: values.len(),
+        }
+    }
+    fn slice(&self) -> &[u64] {
+        // SAFETY: the values copied in `new`, below the guard page, live as long as self.
+        unsafe {
+            let end = (self.base as *const u8).add(self.size - 4096);
+            std::slice::from_raw_parts(end.sub(self.len * 8) as *const u64, self.len)
+        }
+    }
+}
+
+#[cfg(unix)]
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        // SAFETY: unmaps the mapping made in `new`.
+        unsafe { libc::munmap(self.base, self.size) };
+    }
+}
+
+/// The batch entry of a kernel with record lanes computes four records at a time while
+/// four are left; its loads may be placed by Cranelift (`can_move`) but not above the
+/// loop's bound check. Operands ending at an inaccessible page, in batches of 1 to 9
+/// records (no group, groups with 1-3 records left over), fault if a group reads past the
+/// last record; the results agree with the dot entry.
+#[cfg(unix)]
+#[test]
+fn record_lanes_read_no_record_past_the_last() {
+    let v = load("specs/hopper.mma");
+    let name = "mma.m16n8k16.f32.f16.f16.f32";
+    let options = jit::Options {
+        emit_clif: true,
+        ..jit::Options::default()
+    };
+    let compiled = jit::compile_with(&v.spec, &v.info, options).unwrap();
+    let batch = format!("{name} (batch");
+    assert!(
+        compiled.clif().iter().any(|(l, _)| l.starts_with(&batch)),
+        "{name} takes record lanes"
+    );
+    let (inst, _) = find(&v, name);
+    let kernel = compiled.kernel(name).unwrap();
+    let k = inst.k();
+    for n in 1..=9 {
+        let rec = Records::random(inst, n);
+        let (c, a, b) = (
+            Guarded::new(&rec.c),
+            Guarded::new(&rec.a),
+            Guarded::new(&rec.b),
+        );
+        let mut d = vec![0u64; n];
+        kernel
+            .batch(c.slice(), a.slice(), b.slice(), &[], &[], &mut d)
+            .unwrap();
+        for (i, &got) in d.iter().enumerate() {
+            let ops = Operands {
+                c: rec.c[i],
+                a: &rec.a[i * k..(i + 1) * k],
+                b: &rec.b[i * k..(i + 1) * k],
+                sa: &[],
+                sb: &[],
+            };
+            assert_eq!(got, kernel.dot(&ops).unwrap(), "record {i} of {n}");
+        }
+    }
 }

@@ -436,7 +436,6 @@ impl Kernel<'_> {
     }
 }
 
-/// How one instruction is lowered.
 /// The batch entry's operands: the record count, c's and d's arrays, and each other
 /// operand's base and record stride in bytes.
 struct BatchArgs {
@@ -478,6 +477,9 @@ fn record_groups<M: Module>(
 
     b.switch_to_block(body);
     let flags = MemFlagsData::trusted().with_readonly();
+    // (the 16-byte accesses claim no alignment: records are 8-byte aligned, and an SSE
+    // instruction that folds an aligned load would fault on them)
+    let unaligned = MemFlagsData::new().with_notrap();
     let le = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
     let at = |b: &mut FunctionBuilder, (base, step): (_, _), j: i64| {
         let r = b.ins().iadd_imm_s(i, j);
@@ -488,8 +490,12 @@ fn record_groups<M: Module>(
     let bs: [_; RECORDS] = std::array::from_fn(|j| at(b, ops.b, j as i64));
     let c_at = b.ins().imul_imm_s(i, 8);
     let c_at = b.ins().iadd(ops.c, c_at);
-    let c_lo = b.ins().load(types::I64X2, flags, c_at, 0);
-    let c_hi = b.ins().load(types::I64X2, flags, c_at, 16);
+    let c_lo = b
+        .ins()
+        .load(types::I64X2, unaligned.with_readonly(), c_at, 0);
+    let c_hi = b
+        .ins()
+        .load(types::I64X2, unaligned.with_readonly(), c_at, 16);
     let (codes, special) = {
         let mut em = emit::Emitter {
             b,
@@ -508,8 +514,8 @@ fn record_groups<M: Module>(
     let d_at = b.ins().iadd(ops.d, d_at);
     let lo = b.ins().uwiden_low(codes);
     let hi = b.ins().uwiden_high(codes);
-    b.ins().store(MemFlagsData::trusted(), lo, d_at, 0);
-    b.ins().store(MemFlagsData::trusted(), hi, d_at, 16);
+    b.ins().store(unaligned, lo, d_at, 0);
+    b.ins().store(unaligned, hi, d_at, 16);
     b.ins().jump(head, &[BlockArg::Value(end)]);
 
     // a NaN or an infinity: each record through the dot entry
@@ -534,6 +540,7 @@ fn record_groups<M: Module>(
     b.ins().jump(head, &[BlockArg::Value(end)]);
 }
 
+/// How one instruction is lowered.
 enum Lowering<'i> {
     Fused(&'i crate::ir::Fused, fused::Plan),
     Sequential(&'i crate::ir::Sequential, sequential::Plan),
