@@ -449,7 +449,7 @@ fn step(
         let dec = em.pick32(decrements[0], decrements[1], [0, 2, 4, 6]);
         code = em.b.ins().iadd(code, dec);
         // toward zero to P bits: the same grid for normal and subnormal results, so the
-        // low 23 - P bits of the code go (an infinity's are 0)
+        // low 23 - P bits of the code go
         if rp.precision < 23 {
             let kept = em.splat32(!((1i64 << (23 - rp.precision)) - 1));
             code = em.b.ins().band(code, kept);
