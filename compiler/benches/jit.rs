@@ -4,7 +4,6 @@
 //! spec is absent is skipped with a note.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use mmac_compiler::engine::Operands;
 use mmac_compiler::interp;
 use mmac_compiler::jit;
 use mmac_compiler::records::{Records, Rng};
@@ -43,7 +42,7 @@ fn bench(c: &mut Criterion) {
             continue;
         };
         let (inst, info) = (&v.spec.instructions[index], v.info.instruction(index));
-        let (k, s) = (inst.k(), inst.scale_count());
+        let k = inst.k();
         let rec = Records::random(inst, N);
         let mut group = c.benchmark_group(format!("{arch}/{name}"));
         group.throughput(Throughput::Elements(N as u64));
@@ -70,13 +69,7 @@ fn bench(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("interp", m), |bch| {
             bch.iter(|| {
                 for i in 0..m {
-                    let ops = Operands {
-                        c: rec.c[i],
-                        a: &rec.a[i * k..(i + 1) * k],
-                        b: &rec.b[i * k..(i + 1) * k],
-                        sa: &rec.sa[i * s..(i + 1) * s],
-                        sb: &rec.sb[i * s..(i + 1) * s],
-                    };
+                    let ops = rec.operands(i);
                     black_box(interp::run(inst, info, &ops).unwrap());
                 }
             })

@@ -2,6 +2,7 @@
 //! uses ([`Rng`]), and random finite records laid out as a kernel's batch entry takes them.
 //! `mmac bench` and `cargo bench` share them, so both time the same inputs.
 
+use crate::engine::Operands;
 use crate::format::{Decoded, Format};
 use crate::ir::Instruction;
 
@@ -69,6 +70,9 @@ impl Rng {
 /// `b[i*k..]`, `sa[i*s..]`, `sb[i*s..]`.
 pub struct Records {
     pub n: usize,
+    /// Elements of a and b per record, and scale factors per record.
+    pub k: usize,
+    pub s: usize,
     pub c: Vec<u64>,
     pub a: Vec<u64>,
     pub b: Vec<u64>,
@@ -88,11 +92,25 @@ impl Records {
         };
         Records {
             n,
+            k,
+            s,
             c: draw(Some(&inst.arithmetic.c), n),
             a: draw(Some(&inst.arithmetic.a), n * k),
             b: draw(Some(&inst.arithmetic.b), n * k),
             sa: draw(scale.as_ref(), n * s),
             sb: draw(scale.as_ref(), n * s),
+        }
+    }
+
+    /// Record i's operands.
+    pub fn operands(&self, i: usize) -> Operands<'_> {
+        let (k, s) = (self.k, self.s);
+        Operands {
+            c: self.c[i],
+            a: &self.a[i * k..(i + 1) * k],
+            b: &self.b[i * k..(i + 1) * k],
+            sa: &self.sa[i * s..(i + 1) * s],
+            sb: &self.sb[i * s..(i + 1) * s],
         }
     }
 }

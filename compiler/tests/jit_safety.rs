@@ -270,18 +270,12 @@ fn one_product_steps_compile_and_agree() {
         let info = v.info.instruction(index);
         let kernel = compiled.kernel(&inst.name).unwrap();
         let rec = Records::random(inst, 500);
-        let (k, mut d) = (inst.k(), vec![0u64; rec.n]);
+        let mut d = vec![0u64; rec.n];
         kernel
             .batch(&rec.c, &rec.a, &rec.b, &rec.sa, &rec.sb, &mut d)
             .unwrap();
         for (i, &got) in d.iter().enumerate() {
-            let ops = Operands {
-                c: rec.c[i],
-                a: &rec.a[i * k..(i + 1) * k],
-                b: &rec.b[i * k..(i + 1) * k],
-                sa: &[],
-                sb: &[],
-            };
+            let ops = rec.operands(i);
             assert_eq!(got, interp::run(inst, info, &ops).unwrap(), "{}", inst.name);
         }
     }
@@ -319,16 +313,9 @@ fn a_compiled_spec_is_shared_between_threads() {
     let compiled = jit::compile_instruction(inst, info).unwrap();
     shareable(&compiled);
     let rec = Records::random(inst, 300);
-    let k = inst.k();
     let want: Vec<u64> = (0..rec.n)
         .map(|i| {
-            let ops = Operands {
-                c: rec.c[i],
-                a: &rec.a[i * k..(i + 1) * k],
-                b: &rec.b[i * k..(i + 1) * k],
-                sa: &[],
-                sb: &[],
-            };
+            let ops = rec.operands(i);
             interp::run(inst, info, &ops).unwrap()
         })
         .collect();
@@ -425,7 +412,6 @@ fn record_lanes_read_no_record_past_the_last() {
     );
     let (inst, _) = find(&v, name);
     let kernel = compiled.kernel(name).unwrap();
-    let k = inst.k();
     for n in 1..=9 {
         let rec = Records::random(inst, n);
         let (c, a, b) = (
@@ -438,13 +424,7 @@ fn record_lanes_read_no_record_past_the_last() {
             .batch(c.slice(), a.slice(), b.slice(), &[], &[], &mut d)
             .unwrap();
         for (i, &got) in d.iter().enumerate() {
-            let ops = Operands {
-                c: rec.c[i],
-                a: &rec.a[i * k..(i + 1) * k],
-                b: &rec.b[i * k..(i + 1) * k],
-                sa: &[],
-                sb: &[],
-            };
+            let ops = rec.operands(i);
             assert_eq!(got, kernel.dot(&ops).unwrap(), "record {i} of {n}");
         }
     }

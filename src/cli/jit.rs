@@ -9,7 +9,6 @@ use super::common::{
 };
 use clap::ValueEnum;
 use mmac_compiler::aot;
-use mmac_compiler::engine::Operands;
 use mmac_compiler::interp;
 use mmac_compiler::jit;
 use mmac_compiler::records::{Records, Rng};
@@ -284,7 +283,6 @@ pub fn bench(
     let s = load(file, color)?;
     let (inst, info) = instruction(&s, instr)?;
     let k = inst.k();
-    let sc = inst.scale_count();
     let records = |n: usize| -> Result<Records, Halt> {
         bench_records(inst, n, dist).map_err(|e| {
             eprintln!("error: {e}");
@@ -321,13 +319,7 @@ pub fn bench(
             let rec = records(256)?;
             let ns = time_per_dot(3, Duration::from_millis(300), rec.n, || {
                 for i in 0..rec.n {
-                    let ops = Operands {
-                        c: rec.c[i],
-                        a: &rec.a[i * k..(i + 1) * k],
-                        b: &rec.b[i * k..(i + 1) * k],
-                        sa: &rec.sa[i * sc..(i + 1) * sc],
-                        sb: &rec.sb[i * sc..(i + 1) * sc],
-                    };
+                    let ops = rec.operands(i);
                     black_box(interp::run(inst, info, &ops).expect("operand counts match"));
                 }
             });
