@@ -65,6 +65,12 @@ impl<'a, 'f> Emitter<'a, 'f> {
         self.b.ins().splat(types::I32X4, x)
     }
 
+    /// An i64x2 with both lanes `v`.
+    pub fn splat64(&mut self, v: i64) -> Value {
+        let x = self.b.ins().iconst(types::I64, v);
+        self.b.ins().splat(types::I64X2, x)
+    }
+
     /// Lanes of `x` and `y` (128-bit vectors of 32-bit lanes, of either type; lane numbers
     /// 0-3 in `x`, 4-7 in `y`) picked by `lanes`, in `x`'s type.
     pub fn pick32(&mut self, x: Value, y: Value, lanes: [u8; 4]) -> Value {

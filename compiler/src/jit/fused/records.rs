@@ -15,7 +15,9 @@
 
 use super::plan::{Plan, SimdShape, clog2};
 use super::round::{binary32_step, is_binary32};
-use super::simd::{ABSENT, high_half, power_from_fields, scaled_sum_i32, shuffle_mask};
+use super::simd::{
+    ABSENT, high_half, power_from_fields, scaled_sum_i32, shuffle_mask, truncate_to_i32,
+};
 use crate::format::{FloatFormat, Specials};
 use crate::ir::*;
 use crate::jit::emit::{Emitter, little_endian};
@@ -33,6 +35,9 @@ pub(crate) struct RecordPlan {
     precision: i64,
     /// The normalisation rounds toward zero (else to nearest even).
     toward_zero: bool,
+    /// r can exceed F + 126 (F = 0 and a c of 2^127 or more), where 2^(F - r) is not a
+    /// normal f32.
+    low_fields: bool,
 }
 
 /// The record-lane plan, where it applies: the SIMD T-FDPA node in i32 lanes with the
@@ -58,10 +63,28 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
     if products > 103 {
         return None;
     }
+    // Each lane's 2^(F - r) and 2^(r - F) are normal f32s (the lanes where they are not
+    // go to the dot entry) wherever a term is not zero: every nonzero product's exponent
+    // lies within 126 of F, and no zero exponent lies more than 127 above it (zero terms
+    // only set r; c's exponent, at most 127, is the one that can).
+    let keep = s.keep;
+    let (low, high) = (
+        (p.a.min_exponent() + p.b.min_exponent()) as i64,
+        (p.a.max_exponent() + p.b.max_exponent()) as i64 + 1,
+    );
+    let fixed = |z: ZeroExponent| match z {
+        ZeroExponent::Fixed(e) => e as i64,
+        _ => i64::MIN,
+    };
+    let zero = fixed(f.zero_exponent.products).max(fixed(f.zero_exponent.c));
+    if low < keep - 126 || high > keep + 126 || zero > keep + 127 {
+        return None;
+    }
     Some(RecordPlan {
-        keep: s.keep,
+        keep,
         precision,
         toward_zero,
+        low_fields: keep < 1,
     })
 }
 
@@ -200,11 +223,16 @@ impl ValueProducts {
     /// The signed products of the codes `ra` and `rb` (f32x4). Their exponents' lane-wise
     /// unsigned max (biased, in `units`; all ones for a NaN or an infinity) is taken into
     /// `max`.
-    fn group(&self, em: &mut Emitter, [ra, rb]: [Value; 2], max: &mut Option<Value>) -> Value {
+    fn group(
+        &self,
+        em: &mut Emitter,
+        [ra, rb]: [Value; 2],
+        max: &mut Option<Value>,
+        seen: &mut [Option<Value>; 2],
+    ) -> Value {
         let le = little_endian();
         let mut parts = Vec::with_capacity(2);
-        let mut special: Option<Value> = None;
-        for (x, raw) in self.operands.iter().zip([ra, rb]) {
+        for ((x, raw), seen) in self.operands.iter().zip([ra, rb]).zip(seen) {
             let mantissa = em.b.ins().band(raw, x.mantissa);
             let field = em.b.ins().band(raw, x.field);
             let implicit = em.b.ins().smin(field, x.unit);
@@ -215,18 +243,17 @@ impl ValueProducts {
             } else {
                 exp
             };
-            let s = match x.specials {
-                Specials::Ieee => Some(em.b.ins().icmp(IntCC::Equal, field, x.field)),
-                Specials::Fn => {
-                    let mag = em.b.ins().band(raw, x.magnitude);
-                    Some(em.b.ins().icmp(IntCC::Equal, mag, x.magnitude))
-                }
+            // the field (IEEE) or magnitude (FN) whose all-ones value is a NaN or an
+            // infinity, for the operand's lane-wise max
+            let tested = match x.specials {
+                Specials::Ieee => Some(field),
+                Specials::Fn => Some(em.b.ins().band(raw, x.magnitude)),
                 _ => None,
             };
-            if let Some(s) = s {
-                special = Some(match special {
-                    None => s,
-                    Some(t) => em.b.ins().bor(t, s),
+            if let Some(t) = tested {
+                *seen = Some(match *seen {
+                    None => t,
+                    Some(m) => em.b.ins().umax(m, t),
                 });
             }
             parts.push((sig, exp));
@@ -254,29 +281,21 @@ impl ValueProducts {
         let top = em.splat32(1 << 31);
         let sign = em.b.ins().band(sign, top);
         let bits = em.b.ins().bitcast(types::I32X4, le, product);
-        let bits = em.b.ins().bxor(bits, sign);
-        let signed = em.b.ins().bitcast(types::F32X4, le, bits);
-        let mut is0 = || {
-            let zero = em.b.ins().f32const(0.0);
-            let zero = em.b.ins().splat(types::F32X4, zero);
-            let is0 = em.b.ins().fcmp(FloatCC::Equal, signed, zero);
-            em.b.ins().bitcast(types::I32X4, le, is0)
-        };
         let e = match self.zero {
             ZeroTerm::Natural => e,
             ZeroTerm::Select(z) => {
-                let is0 = is0();
+                let zero = em.b.ins().f32const(0.0);
+                let zero = em.b.ins().splat(types::F32X4, zero);
+                let is0 = em.b.ins().fcmp(FloatCC::Equal, product, zero);
+                let is0 = em.b.ins().bitcast(types::I32X4, le, is0);
                 em.b.ins().bitselect(is0, z, e)
             }
-            ZeroTerm::Clear(_) => {
-                let is0 = is0();
-                em.b.ins().band_not(e, is0)
-            }
+            // a nonzero |product|'s f32 code is at least 2^23 (it is normal), above every
+            // biased exponent sum (below 2^19), and a zero's is 0: their unsigned min
+            ZeroTerm::Clear(_) => em.b.ins().umin(e, bits),
         };
-        let e = match special {
-            Some(s) => em.b.ins().bor(e, s),
-            None => e,
-        };
+        let bits = em.b.ins().bxor(bits, sign);
+        let signed = em.b.ins().bitcast(types::F32X4, le, bits);
         *max = Some(match *max {
             None => e,
             Some(m) => em.b.ins().umax(m, e),
@@ -285,10 +304,16 @@ impl ValueProducts {
     }
 
     /// The products' unbiased reference from the lane-wise max of [`ValueProducts::group`],
-    /// and the lanes with a NaN or an infinity among the operands.
-    fn reference(&self, em: &mut Emitter, max: Value) -> (Value, Value) {
-        let ones = em.splat32(-1);
-        let special = em.b.ins().icmp(IntCC::Equal, max, ones);
+    /// and the lanes with a NaN or an infinity among the operands (from `seen`).
+    fn reference(&self, em: &mut Emitter, max: Value, seen: [Option<Value>; 2]) -> (Value, Option<Value>) {
+        let mut special = None;
+        for (x, seen) in self.operands.iter().zip(seen) {
+            if let Some(m) = seen {
+                let ones = if x.specials == Specials::Fn { x.magnitude } else { x.field };
+                let s = em.b.ins().icmp(IntCC::Equal, m, ones);
+                or_lanes(em, &mut special, s);
+            }
+        }
         let r = if self.units > 1 {
             em.b.ins()
                 .sshr_imm_s(max, self.units.trailing_zeros() as i64)
@@ -333,21 +358,6 @@ fn elements(em: &mut Emitter, records: [Value; RECORDS], k: usize) -> [Value; 2]
     ]
 }
 
-/// The two f64x2 halves of an i32x4 of f64 exponent fields, as the powers of two.
-fn f64_powers(
-    em: &mut Emitter,
-    fields: Value,
-    hi_mask: cranelift_codegen::ir::Immediate,
-) -> [Value; 2] {
-    let le = little_endian();
-    let high = high_half(em, fields, hi_mask);
-    [fields, high].map(|x| {
-        let w = em.b.ins().swiden_low(x);
-        let w = em.b.ins().ishl_imm_s(w, 52);
-        em.b.ins().bitcast(types::F64X2, le, w)
-    })
-}
-
 /// One chained step of four records: c's codes in, d's codes out (i32x4).
 #[allow(clippy::too_many_arguments)]
 fn step(
@@ -363,12 +373,13 @@ fn step(
     let le = little_endian();
     let big_f = rp.keep;
     let mut max = None;
+    let mut seen = [None, None];
     let mut values = Vec::with_capacity(f.chain as usize);
     for k in (start..start + f.chain as usize).step_by(2) {
         let ra = elements(em, a, k);
         let rb = elements(em, b, k);
         for (ra, rb) in ra.into_iter().zip(rb) {
-            values.push(decoder.group(em, [ra, rb], &mut max));
+            values.push(decoder.group(em, [ra, rb], &mut max, &mut seen));
         }
     }
     // c: its exponent max(field, 1) - 127 by the zero rule, and NaN/Inf
@@ -381,88 +392,89 @@ fn step(
     let ef = em.b.ins().smax(ef, one);
     let bias = em.splat32(127);
     let c_exp = em.b.ins().isub(ef, bias);
+    let magnitude = em.splat32(0x7fff_ffff);
+    let c_magnitude = em.b.ins().band(c, magnitude);
+    let zero = em.splat32(0);
+    let c_is0 = em.b.ins().icmp(IntCC::Equal, c_magnitude, zero);
     let c_exp = match f.zero_exponent.c {
         ZeroExponent::Natural => c_exp,
         rule => {
-            let magnitude = em.splat32(0x7fff_ffff);
-            let m = em.b.ins().band(c, magnitude);
-            let zero = em.splat32(0);
-            let is0 = em.b.ins().icmp(IntCC::Equal, m, zero);
             let e = match rule {
                 ZeroExponent::Fixed(e) => e as i64,
                 _ => ABSENT,
             };
             let e = em.splat32(e);
-            em.b.ins().bitselect(is0, e, c_exp)
+            em.b.ins().bitselect(c_is0, e, c_exp)
         }
     };
     // the reference r per lane, and the products' kept values summed in i32 lanes
     let products_max = max.expect("planned: at least four products");
-    let (products_max, operand_specials) = decoder.reference(em, products_max);
-    or_lanes(em, special, operand_specials);
+    let (products_max, operand_specials) = decoder.reference(em, products_max, seen);
+    if let Some(s) = operand_specials {
+        or_lanes(em, special, s);
+    }
     let r = em.b.ins().smax(products_max, c_exp);
     let top = em.splat32(big_f + 127);
     let fields = em.b.ins().isub(top, r);
     let power = power_from_fields(em, fields);
     let sum = scaled_sum_i32(em, &values, power);
-    // in f64x2 lanes (two records each): c's kept value trunc(c 2^(F - r)), exact in f64,
-    // plus the products' sum, then the value t 2^(r - F)
+    // c's kept value trunc(c 2^(F - r)), below 2^(F + 1) as c's exponent is at most r:
+    // exact in f32 where 2^(F - r) is a normal f32 whose multiples by 2^(r - F) are too
+    // (fields in 1..=253). Elsewhere a lane with a nonzero c goes to the dot entry; with
+    // a zero c (and so r from the products) every term is zero there (the plan).
+    let c32 = em.b.ins().bitcast(types::F32X4, le, c);
+    let c_scaled = em.b.ins().fmul(c32, power);
+    let c_kept = truncate_to_i32(em, c_scaled);
+    let high = em.splat32(253);
+    let mut outside = em.b.ins().icmp(IntCC::SignedGreaterThan, fields, high);
+    if rp.low_fields {
+        let low = em.b.ins().icmp(IntCC::SignedLessThan, fields, one);
+        outside = em.b.ins().bor(outside, low);
+    }
+    let outside = em.b.ins().band_not(outside, c_is0);
+    or_lanes(em, special, outside);
+    // t = the sum plus c's kept value, exact in f64x2 lanes (two records each), rounded
+    // to P + 1 significant bits and narrowed to f32 (exact toward zero, where the bits
+    // below P are cleared first; the rounding to nearest even at P = 23), then scaled by
+    // 2^(r - F), exactly: t's grid is a normal f32 in the lanes kept. The sign is t's;
+    // an exact zero t is +0.0, which every zero rule keeps. No nonzero t rounds to zero.
     let hi_mask = shuffle_mask(
         em,
         [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
     );
-    let top = em.splat32(big_f + 1023);
-    let down = em.b.ins().isub(top, r);
-    let down = f64_powers(em, down, hi_mask);
-    let bottom = em.splat32(1023 - big_f);
-    let up = em.b.ins().iadd(r, bottom);
-    let up = f64_powers(em, up, hi_mask);
-    let c32 = em.b.ins().bitcast(types::F32X4, le, c);
-    let c_high = high_half(em, c, hi_mask);
-    let c_high = em.b.ins().bitcast(types::F32X4, le, c_high);
     let sum_high = high_half(em, sum, hi_mask);
-    let mut codes = Vec::with_capacity(2);
-    let mut decrements = Vec::with_capacity(2);
-    let mut signs = Vec::with_capacity(2);
-    for (half, (c32, s)) in [(c32, sum), (c_high, sum_high)].into_iter().enumerate() {
-        let cv = em.b.ins().fvpromote_low(c32);
-        let cv = em.b.ins().fmul(cv, down[half]);
-        let kept = em.b.ins().trunc(cv);
+    let c_high = high_half(em, c_kept, hi_mask);
+    let clear = rp
+        .toward_zero
+        .then(|| em.splat64(!((1i64 << (52 - rp.precision)) - 1)));
+    let mut narrow = Vec::with_capacity(2);
+    for (s, ck) in [(sum, c_kept), (sum_high, c_high)] {
         let s = em.b.ins().swiden_low(s);
         let s = em.b.ins().fcvt_from_sint(types::F64X2, s);
-        // exact: both are integers below 2^52 (an exact zero is +0.0)
-        let t = em.b.ins().fadd(s, kept);
-        signs.push(em.b.ins().bitcast(types::I32X4, le, t));
-        let t = em.b.ins().fabs(t);
-        let x = em.b.ins().fmul(t, up[half]);
-        let y = em.b.ins().fvdemote(x);
-        if rp.toward_zero {
-            // the nearest f32, one code lower where it lies above x
-            let back = em.b.ins().fvpromote_low(y);
-            let above = em.b.ins().fcmp(FloatCC::GreaterThan, back, x);
-            decrements.push(em.b.ins().bitcast(types::I32X4, le, above));
-        }
-        codes.push(em.b.ins().bitcast(types::I32X4, le, y));
+        let ck = em.b.ins().swiden_low(ck);
+        let ck = em.b.ins().fcvt_from_sint(types::F64X2, ck);
+        let t = em.b.ins().fadd(s, ck);
+        let t = match clear {
+            Some(mask) => {
+                let bits = em.b.ins().bitcast(types::I64X2, le, t);
+                let bits = em.b.ins().band(bits, mask);
+                em.b.ins().bitcast(types::F64X2, le, bits)
+            }
+            None => t,
+        };
+        let y = em.b.ins().fvdemote(t);
+        narrow.push(em.b.ins().bitcast(types::I32X4, le, y));
     }
-    let mut code = em.pick32(codes[0], codes[1], [0, 1, 4, 5]);
-    if rp.toward_zero {
-        let dec = em.pick32(decrements[0], decrements[1], [0, 2, 4, 6]);
-        code = em.b.ins().iadd(code, dec);
-        // toward zero to P bits: the same grid for normal and subnormal results, so the
-        // low 23 - P bits of the code go
-        if rp.precision < 23 {
-            let kept = em.splat32(!((1i64 << (23 - rp.precision)) - 1));
-            code = em.b.ins().band(code, kept);
-        }
-    }
-    // the sign. An exact zero sum is +0.0, which every zero rule keeps. No nonzero sum
-    // rounds to zero: each term is a multiple of 2^-149 (products of `value_lanes`
-    // formats are at least 2^-126, c is a binary32), so the sum is one too where its
-    // grid lies below 2^-149, and at least its grid elsewhere.
-    let sign = em.pick32(signs[0], signs[1], [1, 3, 5, 7]);
-    let sign_bit = em.splat32(1 << 31);
-    let sign = em.b.ins().band(sign, sign_bit);
-    em.b.ins().bor(code, sign)
+    let t = em.pick32(narrow[0], narrow[1], [0, 1, 4, 5]);
+    let t = em.b.ins().bitcast(types::F32X4, le, t);
+    // 2^(r - F), whose field is at least 1 wherever t is not zero
+    let bottom = em.splat32(127 - big_f);
+    let up = em.b.ins().iadd(r, bottom);
+    let up = em.b.ins().smax(up, one);
+    let up = em.b.ins().ishl_imm_s(up, 23);
+    let up = em.b.ins().bitcast(types::F32X4, le, up);
+    let d = em.b.ins().fmul(t, up);
+    em.b.ins().bitcast(types::I32X4, le, d)
 }
 
 /// `acc |= x` for lane masks, `acc` starting empty.

@@ -267,7 +267,7 @@ pub(super) fn power_from_fields(em: &mut Emitter, fields: Value) -> Value {
 /// trapping, and its result is not used. On x86-64 this is one `cvttps2dq` (Cranelift's
 /// saturating conversion adds a NaN and range fix-up around it); elsewhere (AArch64's
 /// `fcvtzs` saturates by itself) the saturating conversion.
-fn truncate_to_i32(em: &mut Emitter, v: Value) -> Value {
+pub(super) fn truncate_to_i32(em: &mut Emitter, v: Value) -> Value {
     if cfg!(target_arch = "x86_64") {
         em.b.ins().x86_cvtt2dq(types::I32X4, v)
     } else {
