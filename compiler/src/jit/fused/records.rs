@@ -6,7 +6,9 @@
 //! chained step after step. The max and the sum then need no reduction across lanes, c is
 //! aligned and d encoded four records at a time, and the chained c stays in its lane. A
 //! group of four records with a NaN or an infinity among its inputs (a, b, c, or a step's
-//! result) is computed again record by record by the dot entry, which handles every case.
+//! result), or with a nonzero c where r lies beyond f32's powers of F (c tiny, and every
+//! product zero), is computed again record by record by the dot entry, which handles every
+//! case.
 //!
 //! The products are formed from the codes' fields as exact f32 values
 //! ([`ValueProducts`]). The rest is [`super::simd::simd_node`]'s with r per lane, then the
@@ -146,12 +148,13 @@ enum ZeroTerm {
 /// addition. The significands' product (an integer below 2^24), converted to f32 and
 /// scaled by its power of two (built from the exponents' sum in f32's exponent field), is
 /// the exact product (the plan's `value_lanes`); the sign is the codes' sign bits' xor.
-/// No f32 intermediate is subnormal (x86 computes those on a slow path). A NaN or an
-/// infinity makes its product's exponent all ones, which the unsigned max keeps.
+/// No f32 intermediate is subnormal (x86 computes those on a slow path). NaNs and
+/// infinities are told once per step, from each operand's lane-wise max of its fields
+/// (IEEE) or magnitudes (FN), the all-ones value being the only special one.
 ///
-/// Each product's exponent in the max search is formed from its signed value (the zero
-/// test), so that Cranelift computes value and exponent together and the codes are not
-/// kept (or spilled) until the sum.
+/// Each product's exponent in the max search is formed from its value (the zero test),
+/// so that Cranelift computes value and exponent together and the codes are not kept (or
+/// spilled) until the sum.
 struct ValueProducts {
     operands: [ValueOperand; 2],
     /// The exponents are summed in units of 2^m (a and b have the same m), else of 1.
@@ -221,8 +224,8 @@ impl ValueProducts {
     }
 
     /// The signed products of the codes `ra` and `rb` (f32x4). Their exponents' lane-wise
-    /// unsigned max (biased, in `units`; all ones for a NaN or an infinity) is taken into
-    /// `max`.
+    /// unsigned max (biased, in `units`) is taken into `max`, and each operand's tested
+    /// field or magnitude into `seen`.
     fn group(
         &self,
         em: &mut Emitter,
@@ -305,11 +308,20 @@ impl ValueProducts {
 
     /// The products' unbiased reference from the lane-wise max of [`ValueProducts::group`],
     /// and the lanes with a NaN or an infinity among the operands (from `seen`).
-    fn reference(&self, em: &mut Emitter, max: Value, seen: [Option<Value>; 2]) -> (Value, Option<Value>) {
+    fn reference(
+        &self,
+        em: &mut Emitter,
+        max: Value,
+        seen: [Option<Value>; 2],
+    ) -> (Value, Option<Value>) {
         let mut special = None;
         for (x, seen) in self.operands.iter().zip(seen) {
             if let Some(m) = seen {
-                let ones = if x.specials == Specials::Fn { x.magnitude } else { x.field };
+                let ones = if x.specials == Specials::Fn {
+                    x.magnitude
+                } else {
+                    x.field
+                };
                 let s = em.b.ins().icmp(IntCC::Equal, m, ones);
                 or_lanes(em, &mut special, s);
             }
