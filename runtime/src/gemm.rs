@@ -431,6 +431,9 @@ struct DecodedRows {
     /// nonzero elements.
     lo: i64,
     top: i64,
+    /// Each element as an integer on the grid 2^lo (`sig << (exp - lo)`), where every
+    /// element fits an i64 there (top - lo at most 62: f16 and FP8 always).
+    on_grid: Option<Vec<i64>>,
 }
 
 impl DecodedRows {
@@ -469,12 +472,19 @@ impl DecodedRows {
             }
         }
         debug_assert_eq!(row_finite.len(), rows);
+        let on_grid = (top - lo <= 62).then(|| {
+            sig.iter()
+                .zip(&exp)
+                .map(|(&s, &e)| s << (e as i64 - lo))
+                .collect()
+        });
         Some(DecodedRows {
             sig,
             exp,
             row_finite,
             lo,
             top,
+            on_grid,
         })
     }
 }
@@ -494,13 +504,24 @@ fn fixed_exact(
         return None;
     }
     let lo = (da.lo + db.lo) as i32;
-    let (sa, ea) = (&da.sig[i * kk..(i + 1) * kk], &da.exp[i * kk..(i + 1) * kk]);
-    let (sb, eb) = (&db.sig[j * kk..(j + 1) * kk], &db.exp[j * kk..(j + 1) * kk]);
-    let mut acc: i128 = 0;
-    for k in 0..kk {
-        let prod = sa[k] as i128 * sb[k] as i128;
-        acc += prod << (ea[k] + eb[k] - lo) as u32;
-    }
+    let acc: i128 = match (&da.on_grid, &db.on_grid) {
+        // both on their grids: one 64 x 64 -> 128-bit multiply and add per product
+        (Some(ga), Some(gb)) => ga[i * kk..(i + 1) * kk]
+            .iter()
+            .zip(&gb[j * kk..(j + 1) * kk])
+            .map(|(&x, &y)| x as i128 * y as i128)
+            .sum(),
+        _ => {
+            let (sa, ea) = (&da.sig[i * kk..(i + 1) * kk], &da.exp[i * kk..(i + 1) * kk]);
+            let (sb, eb) = (&db.sig[j * kk..(j + 1) * kk], &db.exp[j * kk..(j + 1) * kk]);
+            let mut acc: i128 = 0;
+            for k in 0..kk {
+                let prod = sa[k] as i128 * sb[k] as i128;
+                acc += prod << (ea[k] + eb[k] - lo) as u32;
+            }
+            acc
+        }
+    };
     let (cv, ce) = split(&inst.arithmetic.c.decode(c))?;
     Some(Dyadic::new(acc, lo as i64).add(&Dyadic::new(cv, ce)))
 }
@@ -621,8 +642,10 @@ mod tests {
     use mmac_compiler::records::Rng;
 
     /// The fixed-width exact sums equal the arbitrary-precision ones, element by element,
-    /// on f16 data over its whole range and bf16 data over a narrow one (both fit), and
-    /// bf16 over its whole range does not fit (the report takes the other path).
+    /// on f16 data over its whole range and bf16 data over a narrow one (both fit, and
+    /// both operands' elements fit an i64 on their grids), on bf16 data with A over 70
+    /// binades (fits, with A's elements off the grid: the shifting loop), and bf16 over its
+    /// whole range does not fit (the report takes the other path).
     #[test]
     fn fixed_width_exact_sums_equal_the_arbitrary_precision_ones() {
         let text =
@@ -630,32 +653,44 @@ mod tests {
                 .unwrap();
         let v = mmac_compiler::compile("hopper.mma", &text).unwrap();
         let mut rng = Rng::new(7);
-        for (name, narrow) in [
-            ("mma.m16n8k16.f32.f16.f16.f32", false),
-            ("mma.m16n8k16.f32.bf16.bf16.f32", true),
+        for (name, ranges, on_grid) in [
+            ("mma.m16n8k16.f32.f16.f16.f32", None, true),
+            (
+                "mma.m16n8k16.f32.bf16.bf16.f32",
+                Some([(100, 40), (100, 40)]),
+                true,
+            ),
+            (
+                "mma.m16n8k16.f32.bf16.bf16.f32",
+                Some([(70, 70), (120, 10)]),
+                false,
+            ),
         ] {
             let inst = &v.spec.instructions[v.spec.position(name).unwrap()];
             let (m, n, kk) = (8, 8, 256);
-            let mut draw = |f: &Format, count: usize| -> Vec<u64> {
+            let mut draw = |f: &Format, count: usize, range: Option<(u64, u64)>| -> Vec<u64> {
                 (0..count)
                     .map(|_| {
                         let x = rng.finite(f);
-                        if narrow {
-                            // exponent field within 100..140: data of a realistic range
-                            let e = 100 + rng.next_u64() % 40;
-                            (x & 0x807f) | (e << 7)
-                        } else {
-                            x
+                        match range {
+                            // exponent field within from..from + width
+                            Some((from, width)) => {
+                                let e = from + rng.next_u64() % width;
+                                (x & 0x807f) | (e << 7)
+                            }
+                            None => x,
                         }
                     })
                     .collect()
             };
-            let a = draw(&inst.arithmetic.a, m * kk);
-            let bt = draw(&inst.arithmetic.b, n * kk);
-            let c = draw(&inst.arithmetic.c, m * n);
+            let a = draw(&inst.arithmetic.a, m * kk, ranges.map(|r| r[0]));
+            let bt = draw(&inst.arithmetic.b, n * kk, ranges.map(|r| r[1]));
+            let c = draw(&inst.arithmetic.c, m * n, None);
             let da = DecodedRows::new(&inst.arithmetic.a, &a, m, kk).unwrap();
             let db = DecodedRows::new(&inst.arithmetic.b, &bt, n, kk).unwrap();
             assert!(fits_fixed(&da, &db, kk), "{name}");
+            assert_eq!(da.on_grid.is_some(), on_grid, "{name}: A on its grid");
+            assert!(db.on_grid.is_some(), "{name}: B on its grid");
             for i in 0..m {
                 for j in 0..n {
                     let want = exact_element(
