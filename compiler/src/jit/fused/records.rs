@@ -447,7 +447,7 @@ fn step(
     or_lanes(em, special, outside);
     // t = the sum plus c's kept value, exact in f64x2 lanes (two records each), rounded
     // to P + 1 significant bits and narrowed to f32 (exact toward zero, where the bits
-    // below P are cleared first; the rounding to nearest even at P = 23), then scaled by
+    // below those are cleared first; the rounding to nearest even at P = 23), scaled by
     // 2^(r - F), exactly: t's grid is a normal f32 in the lanes kept. The sign is t's;
     // an exact zero t is +0.0, which every zero rule keeps. No nonzero t rounds to zero.
     let hi_mask = shuffle_mask(
