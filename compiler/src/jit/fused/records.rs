@@ -125,10 +125,9 @@ struct ValueOperand {
     field: Value,
     /// The field of the smallest normal binade, in place: 2^m.
     unit: Value,
-    /// The code without its sign (i32x4 mask), for FN specials.
-    magnitude: Value,
-    /// How the format's NaN and infinity codes are told.
-    specials: Specials,
+    /// The bits whose all-ones value (and only that) is a NaN or an infinity: the
+    /// exponent field (IEEE) or the code without its sign (FN); none for formats without.
+    special: Option<Value>,
 }
 
 /// How [`ValueProducts`] gives a zero product its exponent in the max search.
@@ -183,8 +182,11 @@ impl ValueProducts {
                 mantissa: em.splat32((1i64 << m) - 1),
                 field: em.splat32(((1i64 << e) - 1) << m),
                 unit: em.splat32(1i64 << m),
-                magnitude: em.splat32((1i64 << (e + m)) - 1),
-                specials: x.specials,
+                special: match x.specials {
+                    Specials::Ieee => Some(em.splat32(((1i64 << e) - 1) << m)),
+                    Specials::Fn => Some(em.splat32((1i64 << (e + m)) - 1)),
+                    _ => None,
+                },
             }
         };
         let operands = [operand(&p.a), operand(&p.b)];
@@ -246,18 +248,10 @@ impl ValueProducts {
             } else {
                 exp
             };
-            // the field (IEEE) or magnitude (FN) whose all-ones value is a NaN or an
-            // infinity, for the operand's lane-wise max
-            let tested = match x.specials {
-                Specials::Ieee => Some(field),
-                Specials::Fn => Some(em.b.ins().band(raw, x.magnitude)),
-                _ => None,
-            };
-            if let Some(t) = tested {
-                *seen = Some(match *seen {
-                    None => t,
-                    Some(m) => em.b.ins().umax(m, t),
-                });
+            // (for IEEE formats the same band as `field`, which Cranelift computes once)
+            if let Some(ones) = x.special {
+                let tested = em.b.ins().band(raw, ones);
+                max_lanes(em, seen, tested);
             }
             parts.push((sig, exp));
         }
@@ -299,10 +293,7 @@ impl ValueProducts {
         };
         let bits = em.b.ins().bxor(bits, sign);
         let signed = em.b.ins().bitcast(types::F32X4, le, bits);
-        *max = Some(match *max {
-            None => e,
-            Some(m) => em.b.ins().umax(m, e),
-        });
+        max_lanes(em, max, e);
         signed
     }
 
@@ -316,12 +307,7 @@ impl ValueProducts {
     ) -> (Value, Option<Value>) {
         let mut special = None;
         for (x, seen) in self.operands.iter().zip(seen) {
-            if let Some(m) = seen {
-                let ones = if x.specials == Specials::Fn {
-                    x.magnitude
-                } else {
-                    x.field
-                };
+            if let (Some(m), Some(ones)) = (seen, x.special) {
                 let s = em.b.ins().icmp(IntCC::Equal, m, ones);
                 or_lanes(em, &mut special, s);
             }
@@ -487,6 +473,14 @@ fn step(
     let up = em.b.ins().bitcast(types::F32X4, le, up);
     let d = em.b.ins().fmul(t, up);
     em.b.ins().bitcast(types::I32X4, le, d)
+}
+
+/// `acc = umax(acc, x)` lane-wise, `acc` starting empty.
+fn max_lanes(em: &mut Emitter, acc: &mut Option<Value>, x: Value) {
+    *acc = Some(match *acc {
+        None => x,
+        Some(a) => em.b.ins().umax(a, x),
+    });
 }
 
 /// `acc |= x` for lane masks, `acc` starting empty.
