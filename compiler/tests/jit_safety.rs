@@ -335,6 +335,13 @@ fn a_compiled_spec_is_shared_between_threads() {
     });
 }
 
+/// The host's page size.
+#[cfg(unix)]
+fn page() -> usize {
+    // SAFETY: sysconf reads a system constant.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
 /// `len` u64s ending exactly at an inaccessible page: any read past the slice faults.
 #[cfg(unix)]
 struct Guarded {
@@ -346,8 +353,7 @@ struct Guarded {
 #[cfg(unix)]
 impl Guarded {
     fn new(values: &[u64]) -> Guarded {
-        let page = 4096;
-        let bytes = values.len() * 8;
+        let (page, bytes) = (page(), values.len() * 8);
         let size = bytes.div_ceil(page) * page + page;
         // SAFETY: a fresh private anonymous mapping; its last page is made inaccessible
         // and the values are copied just below it.
@@ -376,7 +382,7 @@ impl Guarded {
     fn slice(&self) -> &[u64] {
         // SAFETY: the values copied in `new`, below the guard page, live as long as self.
         unsafe {
-            let end = (self.base as *const u8).add(self.size - 4096);
+            let end = (self.base as *const u8).add(self.size - page());
             std::slice::from_raw_parts(end.sub(self.len * 8) as *const u64, self.len)
         }
     }
