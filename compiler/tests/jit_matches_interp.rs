@@ -507,7 +507,7 @@ fn alignment_lanes(compiled: &jit::CompiledSpec, name: &str) -> &'static str {
     let clif = compiled
         .clif()
         .iter()
-        .filter(|(label, _)| label.contains(name))
+        .filter(|(label, _)| label.contains(name) && !label.contains("(batch"))
         .map(|(_, text)| text.as_str())
         .collect::<String>();
     assert!(!clif.is_empty(), "{name}: no IR kept");
@@ -625,6 +625,21 @@ instruction rz13.bf16 {
     types a = bf16, b = bf16, c = f32, d = f32
     uses t_rz13(F = 25, L = 16, e_zero = -300)
 }
+instruction rne.bf16 {
+    shape 16 x 8 x 16
+    types a = bf16, b = bf16, c = f32, d = f32
+    uses t_rne(F = 24, L = 8, e_zero = -133)
+}
+instruction rne.tf32.ez253 {
+    shape 16 x 8 x 8
+    types a = tf32, b = tf32, c = f32, d = f32
+    uses t_rne(F = 24, L = 4, e_zero = -253)
+}
+instruction rne.tf32.ez400 {
+    shape 16 x 8 x 8
+    types a = tf32, b = tf32, c = f32, d = f32
+    uses t_rne(F = 24, L = 4, e_zero = -400)
+}
 instruction rz13.tf32 {
     shape 16 x 8 x 8
     types a = tf32, b = tf32, c = f32, d = f32
@@ -640,17 +655,20 @@ instruction rz13.tf32 {
     for (v, name, lanes, in_records) in [
         (&hopper, "mma.m16n8k16.f32.f16.f16.f32", "i32x4", true),
         (&hopper, "mma.m16n8k16.f32.bf16.bf16.f32", "i32x4", false),
-        (&hopper, "mma.m16n8k8.f32.tf32.tf32.f32", "i32x4", false),
+        (&hopper, "mma.m16n8k8.f32.tf32.tf32.f32", "i32x4", true),
         (&ampere, "mma.m16n8k16.f32.f16.f16.f32", "i32x4", true),
-        (&ampere, "mma.m16n8k8.f32.tf32.tf32.f32", "f64x2", false),
+        (&ampere, "mma.m16n8k8.f32.tf32.tf32.f32", "f64x2", true),
         (&ada, "mma.m16n8k32.f32.e4m3.e4m3.f32", "i32x4", true),
         (&ada, "mma.m16n8k32.f32.e5m2.e5m2.f32", "i32x4", true),
         (&variants, "rne.f16", "i32x4", true),
-        (&variants, "rne.tf32", "f64x2", false),
+        (&variants, "rne.tf32", "f64x2", true),
         (&variants, "rne.f16.f0", "i32x4", true),
         (&variants, "rne.f16.ez", "i32x4", true),
         (&variants, "rz13.bf16", "i32x4", false),
-        (&variants, "rz13.tf32", "f64x2", false),
+        (&variants, "rne.bf16", "i32x4", true),
+        (&variants, "rne.tf32.ez253", "f64x2", true),
+        (&variants, "rne.tf32.ez400", "f64x2", true),
+        (&variants, "rz13.tf32", "f64x2", true),
         (&variants, "pos.f16", "i32x4", true),
         (&variants, "natural.f16", "i32x4", true),
         (&variants, "natural.e5m2.e4m3", "i32x4", true),

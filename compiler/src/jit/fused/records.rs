@@ -1,25 +1,30 @@
 //! Four records at once, one per SIMD lane: the batch entry's body for the T-FDPA kernels
-//! whose products are held as f32 values (`SimdPlan::value_lanes`) and whose one
-//! normalisation is into binary32 (toward zero to P bits, or to nearest even at 23), with
-//! c binary32 too. Each lane computes one record's whole dot-product-add: decoding, exact
-//! products, max exponent, alignment, the sum, c, the normalisation and d's encoding,
-//! chained step after step. The max and the sum then need no reduction across lanes, c is
-//! aligned and d encoded four records at a time, and the chained c stays in its lane. A
-//! group of four records with a NaN or an infinity among its inputs (a, b, c, or a step's
-//! result), or with a nonzero c where r lies beyond f32's powers of F (c tiny, and every
-//! product zero), is computed again record by record by the dot entry, which handles every
-//! case.
+//! whose products' significands multiply exactly in f32 (formats of up to 10 mantissa
+//! bits) and whose one normalisation is into binary32 (toward zero to P bits, or to
+//! nearest even at 23), with c binary32 too. Each lane computes one record's whole
+//! dot-product-add: decoding, exact products, max exponent, alignment, the sum, c, the
+//! normalisation and d's encoding, chained step after step. The max and the sum then need
+//! no reduction across lanes, c is aligned and d encoded four records at a time, and the
+//! chained c stays in its lane. A group of four records with a NaN or an infinity among
+//! its inputs (a, b, c, or a step's result), or with a lane the arithmetic below does not
+//! cover, is computed again record by record by the dot entry, which handles every case.
 //!
-//! The products are formed from the codes' fields as exact f32 values
-//! ([`ValueProducts`]). The rest is [`super::simd::simd_node`]'s with r per lane, then the
-//! normalisation of [`super::round::integer_binary32`] (toward zero) or
-//! [`super::round::host_binary32`] (to nearest even), done by f64 and f32 arithmetic.
+//! Two forms, by the products' range:
+//! - Where every product is a normal f32 (`SimdPlan::value_lanes`: f16, FP8), the products
+//!   are formed from the codes' fields as exact f32 values ([`ValueProducts`]). The rest
+//!   is [`super::simd::simd_node`]'s with r per lane, then the normalisation of
+//!   [`super::round::integer_binary32`] (toward zero) or [`super::round::host_binary32`]
+//!   (to nearest even), done by f64 and f32 arithmetic.
+//! - Where they are not (bf16, tf32), each product's power of two is applied after the
+//!   max, with the alignment ([`deferred_tail`]), and the result is scaled in f64; a c that
+//!   is a NaN or an infinity (an earlier step's overflow) is handled in the lanes.
 
 use super::plan::{Plan, SimdShape, clog2};
 use super::round::{binary32_step, is_binary32};
 use super::simd::{
     ABSENT, high_half, power_from_fields, scaled_sum_i32, shuffle_mask, truncate_to_i32,
 };
+use super::sum::tree;
 use crate::format::{FloatFormat, Specials};
 use crate::ir::*;
 use crate::jit::emit::{Emitter, little_endian};
@@ -40,16 +45,22 @@ pub(crate) struct RecordPlan {
     /// r can exceed F + 126 (F = 0 and a c of 2^127 or more), where 2^(F - r) is not a
     /// normal f32.
     low_fields: bool,
+    /// The products' powers of two are applied after the max ([`deferred_tail`]): their
+    /// values can lie outside f32's range (bf16, tf32), and so can a step's result.
+    deferred_power: bool,
+    /// d's NaN code.
+    nan: i64,
 }
 
-/// The record-lane plan, where it applies: the SIMD T-FDPA node in i32 lanes with the
-/// products as f32 values, one normalisation into binary32 (toward zero to P bits up to
-/// 23, or to nearest even at 23), every c (the instruction's, then each step's d) a
-/// binary32 read without flushing, and sums that cannot overflow.
+/// The record-lane plan, where it applies: the SIMD T-FDPA node in i32 lanes, one
+/// normalisation into binary32 (toward zero to P bits up to 23, or to nearest even at
+/// 23), and every c (the instruction's, then each step's d) a binary32 read without
+/// flushing. With the products as f32 values (`SimdPlan::value_lanes`) the sums must not
+/// overflow and every term's power must be a normal f32; otherwise the products' powers
+/// are deferred, and the kept values plus c's must fit an i32.
 pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<RecordPlan> {
     let s = p.simd?;
-    let lanes = s.shape == SimdShape::All && s.int_lanes && s.value_lanes;
-    if !(lanes && ValueProducts::fit(&p.a, &p.b)) {
+    if !(s.shape == SimdShape::All && ValueProducts::fit(&p.a, &p.b)) {
         return None;
     }
     let (precision, toward_zero) = binary32_step(inst, f, false)?;
@@ -57,6 +68,22 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
     // (and every power of two below is a normal f64)
     if !is_binary32(c) || f.conditioning.flush_c || !p.narrow_exponents {
         return None;
+    }
+    let keep = s.keep;
+    if !s.value_lanes {
+        // t, the kept products (each below 2^(F + 2)) plus c's (below 2^(F + 1)), is
+        // below 2^31; and each term's power field, at most F + 127 - fr for a product
+        // (the significands' product has fr fraction bits) and F + 104 for c, is below 255
+        let kept = keep + 2 + clog2(f.chain as u64) as i64;
+        let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
+        return (keep >= 0 && kept <= 30 && keep - fr <= 127).then_some(RecordPlan {
+            keep,
+            precision,
+            toward_zero,
+            low_fields: false,
+            deferred_power: true,
+            nan: super::nan_bits(inst),
+        });
     }
     // The sum cannot overflow: its magnitude is at most |c| + the products' (truncation
     // only shrinks terms), and with the products below 2^103 in all that is below f32's
@@ -69,7 +96,6 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
     // go to the dot entry) wherever a term is not zero: every nonzero product's exponent
     // lies within 126 of F, and no zero exponent lies more than 127 above it (zero terms
     // only set r; c's exponent, at most 127, is the one that can).
-    let keep = s.keep;
     let (low, high) = (
         (p.a.min_exponent() + p.b.min_exponent()) as i64,
         (p.a.max_exponent() + p.b.max_exponent()) as i64 + 1,
@@ -87,6 +113,8 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
         precision,
         toward_zero,
         low_fields: keep < 1,
+        deferred_power: false,
+        nan: super::nan_bits(inst),
     })
 }
 
@@ -104,7 +132,7 @@ pub(crate) fn group(
     a: [Value; RECORDS],
     b: [Value; RECORDS],
 ) -> (Value, Value) {
-    let decoder = ValueProducts::new(em, f, p);
+    let decoder = ValueProducts::new(em, f, p, rp.deferred_power);
     let mut special = None;
     let mut c = c;
     for start in (0..inst.k()).step_by(f.chain as usize) {
@@ -116,8 +144,10 @@ pub(crate) fn group(
 
 /// One operand format of [`ValueProducts`].
 struct ValueOperand {
-    /// Mantissa bits m and the sign bit's position.
+    /// Mantissa bits m, the low bits the code sits above (tf32's 13) and the sign bit's
+    /// position in the stored code.
     m: i64,
+    ignored: i64,
     sign: i64,
     /// The mantissa field (i32x4 mask).
     mantissa: Value,
@@ -142,12 +172,13 @@ enum ZeroTerm {
 }
 
 /// Products of small float formats as exact f32 values, formed from the codes' fields
-/// kept in place: with the exponent field f at bit m, min(f, 2^m) is the implicit bit and
-/// max(f, 2^m) the exponent max(f, 1) in units of 2^m, so the significand is one
-/// addition. The significands' product (an integer below 2^24), converted to f32 and
-/// scaled by its power of two (built from the exponents' sum in f32's exponent field), is
-/// the exact product (the plan's `value_lanes`); the sign is the codes' sign bits' xor.
-/// No f32 intermediate is subnormal (x86 computes those on a slow path). NaNs and
+/// kept in place (above the low bits a format ignores): with the exponent field f at bit
+/// m, min(f, 2^m) is the implicit bit and max(f, 2^m) the exponent max(f, 1) in units of
+/// 2^m, so the significand is one addition. The significands' product (an integer below
+/// 2^24), converted to f32 and scaled by its power of two (built from the exponents' sum
+/// in f32's exponent field), is the exact product (the plan's `value_lanes`); with
+/// `deferred_power` the scaling is left to [`deferred_tail`]. The sign is the codes' sign
+/// bits' xor. No f32 intermediate is subnormal (x86 computes those on a slow path). NaNs and
 /// infinities are told once per step, from each operand's lane-wise max of its fields
 /// (IEEE) or magnitudes (FN), the all-ones value being the only special one.
 ///
@@ -160,15 +191,20 @@ struct ValueProducts {
     units: i64,
     /// The sum of a's and b's exponent biases.
     bias: i64,
+    /// The significands' product's fraction bits, m_a + m_b.
+    fr: i64,
     /// The f32 exponent field of the products' power of two, less the exponents' sum:
     /// 127 - bias - (m_a + m_b), in `units`.
     power_field: Value,
     zero: ZeroTerm,
+    /// The products are left as their significands' products, signed (the power is
+    /// applied after the max, [`deferred_tail`]).
+    deferred_power: bool,
 }
 
 impl ValueProducts {
     /// For a and b that [`ValueProducts::fit`].
-    fn new(em: &mut Emitter, f: &Fused, p: &Plan) -> ValueProducts {
+    fn new(em: &mut Emitter, f: &Fused, p: &Plan, deferred_power: bool) -> ValueProducts {
         let units = if p.a.mantissa_bits == p.b.mantissa_bits {
             1i64 << p.a.mantissa_bits
         } else {
@@ -176,9 +212,11 @@ impl ValueProducts {
         };
         let mut operand = |x: &FloatFormat| {
             let (m, e) = (x.mantissa_bits as i64, x.exponent_bits as i64);
+            let ignored = x.ignored_low_bits as i64;
             ValueOperand {
                 m,
-                sign: e + m,
+                ignored,
+                sign: ignored + e + m,
                 mantissa: em.splat32((1i64 << m) - 1),
                 field: em.splat32(((1i64 << e) - 1) << m),
                 unit: em.splat32(1i64 << m),
@@ -206,40 +244,47 @@ impl ValueProducts {
             operands,
             units,
             bias,
+            fr,
             power_field,
             zero,
+            deferred_power,
         }
     }
 
     /// Signed formats with subnormals of at most 32 bits and 10 mantissa bits (the
-    /// exponents' units stay small) whose NaN and infinity codes (if any) are the all-ones
-    /// field (IEEE) or magnitude (FN).
+    /// exponents' units stay small, and the significands' product is exact in f32) whose
+    /// NaN and infinity codes (if any) are the all-ones field (IEEE) or magnitude (FN).
     fn fit(a: &FloatFormat, b: &FloatFormat) -> bool {
         [a, b].iter().all(|x| {
             x.signed
                 && x.subnormals
-                && x.ignored_low_bits == 0
                 && x.storage_bits <= 32
                 && x.mantissa_bits <= 10
                 && matches!(x.specials, Specials::Ieee | Specials::Fn | Specials::None)
         })
     }
 
-    /// The signed products of the codes `ra` and `rb` (f32x4). Their exponents' lane-wise
-    /// unsigned max (biased, in `units`) is taken into `max`, and each operand's tested
-    /// field or magnitude into `seen`.
+    /// The signed products of the codes `ra` and `rb` (f32x4), or with `deferred_power`
+    /// their significands' products, and the exponents the max search sees (biased, in
+    /// `units`; by the zero rule for zero products). Their lane-wise unsigned max is taken
+    /// into `max`, and each operand's tested field or magnitude into `seen`.
     fn group(
         &self,
         em: &mut Emitter,
         [ra, rb]: [Value; 2],
         max: &mut Option<Value>,
         seen: &mut [Option<Value>; 2],
-    ) -> Value {
+    ) -> (Value, Value) {
         let le = little_endian();
         let mut parts = Vec::with_capacity(2);
         for ((x, raw), seen) in self.operands.iter().zip([ra, rb]).zip(seen) {
-            let mantissa = em.b.ins().band(raw, x.mantissa);
-            let field = em.b.ins().band(raw, x.field);
+            let code = if x.ignored > 0 {
+                em.b.ins().ushr_imm_s(raw, x.ignored)
+            } else {
+                raw
+            };
+            let mantissa = em.b.ins().band(code, x.mantissa);
+            let field = em.b.ins().band(code, x.field);
             let implicit = em.b.ins().smin(field, x.unit);
             let sig = em.b.ins().iadd(mantissa, implicit);
             let exp = em.b.ins().smax(field, x.unit);
@@ -250,7 +295,7 @@ impl ValueProducts {
             };
             // (for IEEE formats the same band as `field`, which Cranelift computes once)
             if let Some(ones) = x.special {
-                let tested = em.b.ins().band(raw, ones);
+                let tested = em.b.ins().band(code, ones);
                 max_lanes(em, seen, tested);
             }
             parts.push((sig, exp));
@@ -258,21 +303,32 @@ impl ValueProducts {
         // |product| = sig_a sig_b 2^(e - bias - fr), in f32 (exact: below 2^24, normal)
         let sig = em.b.ins().imul(parts[0].0, parts[1].0);
         let e = em.b.ins().iadd(parts[0].1, parts[1].1);
-        let field = em.b.ins().iadd(e, self.power_field);
-        let field =
-            em.b.ins()
-                .ishl_imm_s(field, 23 - self.units.trailing_zeros() as i64);
-        let power = em.b.ins().bitcast(types::F32X4, le, field);
         let product = em.b.ins().fcvt_from_sint(types::F32X4, sig);
-        let product = em.b.ins().fmul(product, power);
+        let product = if self.deferred_power {
+            product
+        } else {
+            let field = em.b.ins().iadd(e, self.power_field);
+            let field =
+                em.b.ins()
+                    .ishl_imm_s(field, 23 - self.units.trailing_zeros() as i64);
+            let power = em.b.ins().bitcast(types::F32X4, le, field);
+            em.b.ins().fmul(product, power)
+        };
         // the product's sign: the xor of the sign bits, at bit 31
         let [xa, xb] = &self.operands;
+        let to_top = |em: &mut Emitter, x: Value, sign: i64| {
+            if sign == 31 {
+                x
+            } else {
+                em.b.ins().ishl_imm_s(x, 31 - sign)
+            }
+        };
         let sign = if xa.sign == xb.sign {
             let x = em.b.ins().bxor(ra, rb);
-            em.b.ins().ishl_imm_s(x, 31 - xa.sign)
+            to_top(em, x, xa.sign)
         } else {
-            let sa = em.b.ins().ishl_imm_s(ra, 31 - xa.sign);
-            let sb = em.b.ins().ishl_imm_s(rb, 31 - xb.sign);
+            let sa = to_top(em, ra, xa.sign);
+            let sb = to_top(em, rb, xb.sign);
             em.b.ins().bxor(sa, sb)
         };
         let top = em.splat32(1 << 31);
@@ -294,7 +350,7 @@ impl ValueProducts {
         let bits = em.b.ins().bxor(bits, sign);
         let signed = em.b.ins().bitcast(types::F32X4, le, bits);
         max_lanes(em, max, e);
-        signed
+        (signed, e)
     }
 
     /// The products' unbiased reference from the lane-wise max of [`ValueProducts::group`],
@@ -372,12 +428,12 @@ fn step(
     let big_f = rp.keep;
     let mut max = None;
     let mut seen = [None, None];
-    let mut values = Vec::with_capacity(f.chain as usize);
+    let mut products = Vec::with_capacity(f.chain as usize);
     for k in (start..start + f.chain as usize).step_by(2) {
         let ra = elements(em, a, k);
         let rb = elements(em, b, k);
         for (ra, rb) in ra.into_iter().zip(rb) {
-            values.push(decoder.group(em, [ra, rb], &mut max, &mut seen));
+            products.push(decoder.group(em, [ra, rb], &mut max, &mut seen));
         }
     }
     // c: its exponent max(field, 1) - 127 by the zero rule, and NaN/Inf
@@ -385,7 +441,6 @@ fn step(
     let ef = em.b.ins().ushr_imm_s(c, 23);
     let ef = em.b.ins().band(ef, field_mask);
     let c_special = em.b.ins().icmp(IntCC::Equal, ef, field_mask);
-    or_lanes(em, special, c_special);
     let one = em.splat32(1);
     let ef = em.b.ins().smax(ef, one);
     let bias = em.splat32(127);
@@ -412,6 +467,16 @@ fn step(
         or_lanes(em, special, s);
     }
     let r = em.b.ins().smax(products_max, c_exp);
+    if rp.deferred_power {
+        let c = CTerm {
+            code: c,
+            field: ef,
+            special: c_special,
+        };
+        return deferred_tail(em, decoder, rp, &products, c, r, special);
+    }
+    or_lanes(em, special, c_special);
+    let values: Vec<Value> = products.iter().map(|&(v, _)| v).collect();
     let top = em.splat32(big_f + 127);
     let fields = em.b.ins().isub(top, r);
     let power = power_from_fields(em, fields);
@@ -473,6 +538,146 @@ fn step(
     let up = em.b.ins().bitcast(types::F32X4, le, up);
     let d = em.b.ins().fmul(t, up);
     em.b.ins().bitcast(types::I32X4, le, d)
+}
+
+/// A step's c, for [`deferred_tail`]: its code, its exponent field max(field, 1), and
+/// the lanes where it is a NaN or an infinity.
+struct CTerm {
+    code: Value,
+    field: Value,
+    special: Value,
+}
+
+/// The rest of a step whose products' powers are deferred ([`RecordPlan::deferred_power`]),
+/// from the signed significands' products with their exponents (`products`), c and each
+/// lane's reference r:
+/// - each product's kept value trunc(sig 2^(e - bias - fr + F - r)) is one f32 multiply
+///   by its own power of two, whose field is at most F - fr + 127 (e is at most r) and is
+///   clamped at f32's smallest normal (where a product, below 2^24, keeps nothing);
+/// - c's kept value trunc(c 2^(F - r)) is its significand times 2^(e_c - 23 + F - r),
+///   clamped the same way; each is exact and below 2^(F + 2), and t, their sum, is exact
+///   in i32 lanes (the plan);
+/// - t is rounded in f64 (toward zero by clearing the bits below P + 1 significant bits;
+///   to nearest even at P = 23 by the narrowing), scaled there by 2^(r - F), exactly, as
+///   f64's range holds every step's, and narrowed to f32, with infinity past f32's range
+///   as the step's overflow rule gives.
+///
+/// r is floored, for the powers only, at the lowest exponent a nonzero product (or c)
+/// has: where the floor moves it, every such term is zero, and the powers stay finite.
+/// A c that is a NaN or an infinity (with finite a and b) gives the result (d's NaN
+/// code, or c), in lanes: an earlier step's overflow makes such a c common. Lanes where r
+/// lies more than 126 below F with a nonzero t, whose result can be subnormal (rounded on
+/// another grid, or to a zero of either sign), go to the dot entry.
+fn deferred_tail(
+    em: &mut Emitter,
+    decoder: &ValueProducts,
+    rp: &RecordPlan,
+    products: &[(Value, Value)],
+    c: CTerm,
+    r: Value,
+    special: &mut Option<Value>,
+) -> Value {
+    let le = little_endian();
+    let big_f = rp.keep;
+    let units = decoder.units;
+    let shift = units.trailing_zeros() as i64;
+    // the products: power field e - x, with x = (r + bias - (F - fr + 127)) in units
+    let lowest = em.splat32(2 - decoder.bias);
+    let r_products = em.b.ins().smax(r, lowest);
+    let k = em.splat32(decoder.bias - (big_f - decoder.fr + 127));
+    let x = em.b.ins().iadd(r_products, k);
+    let x = if shift > 0 {
+        em.b.ins().ishl_imm_s(x, shift)
+    } else {
+        x
+    };
+    let smallest = em.splat32(units);
+    let terms: Vec<Value> = products
+        .iter()
+        .map(|&(v, e)| {
+            let field = em.b.ins().isub(e, x);
+            let field = em.b.ins().smax(field, smallest);
+            let field = em.b.ins().ishl_imm_s(field, 23 - shift);
+            let power = em.b.ins().bitcast(types::F32X4, le, field);
+            let v = em.b.ins().fmul(v, power);
+            truncate_to_i32(em, v)
+        })
+        .collect();
+    let sum = tree(em, terms, |em, x, y| em.b.ins().iadd(x, y));
+    // c: its signed significand (with the implicit bit where the field is not 0), and the
+    // power field max(field, 1) - r + F - 23
+    let mantissa_mask = em.splat32(0x7f_ffff);
+    let mantissa = em.b.ins().band(c.code, mantissa_mask);
+    let field_mask = em.splat32(0x7f80_0000);
+    let field_bits = em.b.ins().band(c.code, field_mask);
+    let unit = em.splat32(0x80_0000);
+    let implicit = em.b.ins().umin(field_bits, unit);
+    let sig = em.b.ins().iadd(mantissa, implicit);
+    let sig = em.b.ins().fcvt_from_sint(types::F32X4, sig);
+    let sig = em.b.ins().bitcast(types::I32X4, le, sig);
+    let sign_mask = em.splat32(1 << 31);
+    let sign = em.b.ins().band(c.code, sign_mask);
+    let sig = em.b.ins().bor(sig, sign);
+    let sig = em.b.ins().bitcast(types::F32X4, le, sig);
+    let c_lowest = em.splat32(-126);
+    let r_c = em.b.ins().smax(r, c_lowest);
+    let field = em.b.ins().isub(c.field, r_c);
+    let k = em.splat32(big_f - 23);
+    let field = em.b.ins().iadd(field, k);
+    let one = em.splat32(1);
+    let field = em.b.ins().smax(field, one);
+    let field = em.b.ins().ishl_imm_s(field, 23);
+    let power = em.b.ins().bitcast(types::F32X4, le, field);
+    let c_scaled = em.b.ins().fmul(sig, power);
+    let c_kept = truncate_to_i32(em, c_scaled);
+    let t = em.b.ins().iadd(sum, c_kept);
+    // lanes whose result can be subnormal
+    let floor = em.splat32(big_f - 126);
+    let low = em.b.ins().icmp(IntCC::SignedLessThan, r, floor);
+    let zero = em.splat32(0);
+    let t_zero = em.b.ins().icmp(IntCC::Equal, t, zero);
+    let low = em.b.ins().band_not(low, t_zero);
+    or_lanes(em, special, low);
+    // t in f64x2 lanes (two records each), rounded, scaled by 2^(r - F) and narrowed
+    // (a normal f64: r is at least -600, as the products' max is a product's exponent or
+    // their zero exponent, within 600 of 0 by `Plan::narrow_exponents`)
+    let up = em.splat32(1023 - big_f);
+    let up = em.b.ins().iadd(r, up);
+    let hi_mask = shuffle_mask(
+        em,
+        [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
+    );
+    let t_high = high_half(em, t, hi_mask);
+    let up_high = high_half(em, up, hi_mask);
+    let clear = rp
+        .toward_zero
+        .then(|| em.splat64(!((1i64 << (52 - rp.precision)) - 1)));
+    let mut narrow = Vec::with_capacity(2);
+    for (t, up) in [(t, up), (t_high, up_high)] {
+        let t = em.b.ins().swiden_low(t);
+        let t = em.b.ins().fcvt_from_sint(types::F64X2, t);
+        let t = match clear {
+            Some(mask) => {
+                let bits = em.b.ins().bitcast(types::I64X2, le, t);
+                let bits = em.b.ins().band(bits, mask);
+                em.b.ins().bitcast(types::F64X2, le, bits)
+            }
+            None => t,
+        };
+        let up = em.b.ins().swiden_low(up);
+        let up = em.b.ins().ishl_imm_s(up, 52);
+        let up = em.b.ins().bitcast(types::F64X2, le, up);
+        let y = em.b.ins().fmul(t, up);
+        let y = em.b.ins().fvdemote(y);
+        narrow.push(em.b.ins().bitcast(types::I32X4, le, y));
+    }
+    let d = em.pick32(narrow[0], narrow[1], [0, 1, 4, 5]);
+    // a NaN or infinite c is the result
+    let is_nan = em.b.ins().icmp(IntCC::NotEqual, mantissa, zero);
+    let is_nan = em.b.ins().band(is_nan, c.special);
+    let nan = em.splat32(rp.nan);
+    let special_d = em.b.ins().bitselect(is_nan, nan, c.code);
+    em.b.ins().bitselect(c.special, special_d, d)
 }
 
 /// `acc = umax(acc, x)` lane-wise, `acc` starting empty.
