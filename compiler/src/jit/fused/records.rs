@@ -565,9 +565,11 @@ struct CTerm {
 /// r is floored, for the powers only, at the lowest exponent a nonzero product (or c)
 /// has: where the floor moves it, every such term is zero, and the powers stay finite.
 /// A c that is a NaN or an infinity (with finite a and b) gives the result (d's NaN
-/// code, or c), in lanes: an earlier step's overflow makes such a c common. Lanes where r
-/// lies more than 126 below F with a nonzero t, whose result can be subnormal (rounded on
-/// another grid, or to a zero of either sign), go to the dot entry.
+/// code, or c), in lanes: an earlier step's overflow makes such a c common. A subnormal
+/// result is exact where t's last place 2^(r - F) lies on the subnormal grid 2^(-126 - P):
+/// it then has at most P significant bits, which the clearing keeps, and the narrowing is
+/// exact. Lanes where r lies lower with a nonzero t (a result that would be rounded on
+/// that grid, or to a zero of either sign) go to the dot entry.
 fn deferred_tail(
     em: &mut Emitter,
     decoder: &ValueProducts,
@@ -631,8 +633,9 @@ fn deferred_tail(
     let c_scaled = em.b.ins().fmul(sig, power);
     let c_kept = truncate_to_i32(em, c_scaled);
     let t = em.b.ins().iadd(sum, c_kept);
-    // lanes whose result can be subnormal
-    let floor = em.splat32(big_f - 126);
+    // lanes whose result can lie below f32's subnormal grid for P (below it t's last
+    // place, 2^(r - F), is finer than 2^(-126 - P))
+    let floor = em.splat32(big_f - 126 - rp.precision);
     let low = em.b.ins().icmp(IntCC::SignedLessThan, r, floor);
     let zero = em.splat32(0);
     let t_zero = em.b.ins().icmp(IntCC::Equal, t, zero);
