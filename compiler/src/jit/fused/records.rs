@@ -441,6 +441,9 @@ fn step(
     let ef = em.b.ins().ushr_imm_s(c, 23);
     let ef = em.b.ins().band(ef, field_mask);
     let c_special = em.b.ins().icmp(IntCC::Equal, ef, field_mask);
+    if !rp.deferred_power {
+        or_lanes(em, special, c_special);
+    }
     let one = em.splat32(1);
     let ef = em.b.ins().smax(ef, one);
     let bias = em.splat32(127);
@@ -475,7 +478,6 @@ fn step(
         };
         return deferred_tail(em, decoder, rp, &products, c, r, special);
     }
-    or_lanes(em, special, c_special);
     let values: Vec<Value> = products.iter().map(|&(v, _)| v).collect();
     let top = em.splat32(big_f + 127);
     let fields = em.b.ins().isub(top, r);
