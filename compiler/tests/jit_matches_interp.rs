@@ -654,7 +654,7 @@ instruction rz13.tf32 {
     let variants = mmac_compiler::compile("t_variants.mma", variants).expect("checks");
     for (v, name, lanes, in_records) in [
         (&hopper, "mma.m16n8k16.f32.f16.f16.f32", "i32x4", true),
-        (&hopper, "mma.m16n8k16.f32.bf16.bf16.f32", "i32x4", false),
+        (&hopper, "mma.m16n8k16.f32.bf16.bf16.f32", "i32x4", true),
         (&hopper, "mma.m16n8k8.f32.tf32.tf32.f32", "i32x4", true),
         (&ampere, "mma.m16n8k16.f32.f16.f16.f32", "i32x4", true),
         (&ampere, "mma.m16n8k8.f32.tf32.tf32.f32", "f64x2", true),
@@ -664,7 +664,7 @@ instruction rz13.tf32 {
         (&variants, "rne.tf32", "f64x2", true),
         (&variants, "rne.f16.f0", "i32x4", true),
         (&variants, "rne.f16.ez", "i32x4", true),
-        (&variants, "rz13.bf16", "i32x4", false),
+        (&variants, "rz13.bf16", "i32x4", true),
         (&variants, "rne.bf16", "i32x4", true),
         (&variants, "rne.tf32.ez253", "f64x2", true),
         (&variants, "rne.tf32.ez400", "f64x2", true),
@@ -733,6 +733,21 @@ instruction rz13.tf32 {
             if case % 7 == 6 {
                 a.iter_mut().for_each(|x| *x &= sign);
             }
+            // every product at one exponent, with the largest significands and one sign,
+            // and c at that exponent too, with that sign: the largest sums of kept values
+            // (above 2^31 for bf16 with F = 25 and L = 16)
+            let mut top_c = None;
+            if case % 7 == 3 && case % 3 == 0 {
+                let field = |r: u64| 1 + (emask - 1) / 4 + r % ((emask - 1) / 2).max(1);
+                let (ea, eb) = (field(next()), field(next()));
+                let neg = next() & 1 == 1;
+                let s = if neg { sign } else { 0 };
+                a.iter_mut().for_each(|x| *x = code(ea, (1 << m) - 1) | s);
+                b.iter_mut().for_each(|x| *x = code(eb, (1 << m) - 1));
+                let e = ea as i64 + eb as i64 - 2 * fa.bias as i64;
+                let c_field = (e + 127).clamp(1, 254) as u64;
+                top_c = Some((c_field << 23) | 0x7f_ffff | if neg { 1 << 31 } else { 0 });
+            }
             if case % 7 == 5 {
                 // a NaN (every format's all-ones code) or an infinity (IEEE formats) in
                 // one lane position
@@ -741,6 +756,7 @@ instruction rz13.tf32 {
                 a[i] = code(emask, man) | ((next() & 1) * sign);
             }
             let c = match case % 4 {
+                _ if top_c.is_some() => top_c.expect("set"),
                 // tiny: subnormal or near the smallest normal f32
                 // (with those products: zero or below 2^-140)
                 _ if case % 7 == 4 => (next() % 512) | (next() & 0x8000_0000),

@@ -48,6 +48,8 @@ pub(crate) struct RecordPlan {
     /// The products' powers of two are applied after the max ([`deferred_tail`]): their
     /// values can lie outside f32's range (bf16, tf32), and so can a step's result.
     deferred_power: bool,
+    /// With `deferred_power`, t can reach 2^31: the products are summed in two halves.
+    split_sum: bool,
     /// d's NaN code.
     nan: i64,
 }
@@ -72,16 +74,20 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
     let keep = s.keep;
     if !s.value_lanes {
         // t, the kept products (each below 2^(F + 2)) plus c's (below 2^(F + 1)), is
-        // below 2^31; and each term's power field, at most F + 127 - fr for a product
-        // (the significands' product has fr fraction bits) and F + 104 for c, is below 255
+        // below 2^(kept + 1): one i32 sum up to kept = 30, two halves (each below 2^30,
+        // and the second with c below 2^31) at 31; and each term's power field, at most
+        // F + 127 - fr for a product (the significands' product has fr fraction bits) and
+        // F + 104 for c, is below 255
         let kept = keep + 2 + clog2(f.chain as u64) as i64;
         let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
-        return (keep >= 0 && kept <= 30 && keep - fr <= 127).then_some(RecordPlan {
+        let fits = kept <= 30 || (kept == 31 && f.chain >= 2);
+        return (keep >= 0 && fits && keep - fr <= 127).then_some(RecordPlan {
             keep,
             precision,
             toward_zero,
             low_fields: false,
             deferred_power: true,
+            split_sum: kept == 31,
             nan: super::nan_bits(inst),
         });
     }
@@ -114,6 +120,7 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
         toward_zero,
         low_fields: keep < 1,
         deferred_power: false,
+        split_sum: false,
         nan: super::nan_bits(inst),
     })
 }
@@ -607,7 +614,6 @@ fn deferred_tail(
             truncate_to_i32(em, v)
         })
         .collect();
-    let sum = tree(em, terms, |em, x, y| em.b.ins().iadd(x, y));
     // c: its signed significand (with the implicit bit where the field is not 0), and the
     // power field max(field, 1) - r + F - 23
     let mantissa_mask = em.splat32(0x7f_ffff);
@@ -634,7 +640,23 @@ fn deferred_tail(
     let power = em.b.ins().bitcast(types::F32X4, le, field);
     let c_scaled = em.b.ins().fmul(sig, power);
     let c_kept = truncate_to_i32(em, c_scaled);
-    let t = em.b.ins().iadd(sum, c_kept);
+    // t: one i32 sum, or (`split_sum`) two, each below 2^31, whose f64 sum is t; their
+    // i32 sum wraps but still tells a zero t, as |t| is below 2^32
+    let add = |em: &mut Emitter, x: Value, y: Value| em.b.ins().iadd(x, y);
+    let parts = if rp.split_sum {
+        let (first, second) = terms.split_at(terms.len() / 2);
+        let first = tree(em, first.to_vec(), add);
+        let second = tree(em, second.to_vec(), add);
+        vec![first, em.b.ins().iadd(second, c_kept)]
+    } else {
+        let sum = tree(em, terms, add);
+        vec![em.b.ins().iadd(sum, c_kept)]
+    };
+    let t = match parts[..] {
+        [t] => t,
+        [first, second] => em.b.ins().iadd(first, second),
+        _ => unreachable!("one or two parts"),
+    };
     // lanes whose result can lie below f32's subnormal grid for P (below it t's last
     // place, 2^(r - F), is finer than 2^(-126 - P))
     let floor = em.splat32(big_f - 126 - rp.precision);
@@ -652,15 +674,27 @@ fn deferred_tail(
         em,
         [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
     );
-    let t_high = high_half(em, t, hi_mask);
     let up_high = high_half(em, up, hi_mask);
     let clear = rp
         .toward_zero
         .then(|| em.splat64(!((1i64 << (52 - rp.precision)) - 1)));
     let mut narrow = Vec::with_capacity(2);
-    for (t, up) in [(t, up), (t_high, up_high)] {
-        let t = em.b.ins().swiden_low(t);
-        let t = em.b.ins().fcvt_from_sint(types::F64X2, t);
+    for (high, up) in [(false, up), (true, up_high)] {
+        let mut t = None;
+        for &part in &parts {
+            let part = if high {
+                high_half(em, part, hi_mask)
+            } else {
+                part
+            };
+            let part = em.b.ins().swiden_low(part);
+            let part = em.b.ins().fcvt_from_sint(types::F64X2, part);
+            t = Some(match t {
+                None => part,
+                Some(x) => em.b.ins().fadd(x, part),
+            });
+        }
+        let t = t.expect("one or two parts");
         let t = match clear {
             Some(mask) => {
                 let bits = em.b.ins().bitcast(types::I64X2, le, t);
