@@ -565,7 +565,7 @@ struct CTerm {
 ///   clamped at f32's smallest normal (where a product, below 2^24, keeps nothing);
 /// - c's kept value trunc(c 2^(F - r)) is its significand times 2^(e_c - 23 + F - r),
 ///   clamped the same way; each is exact and below 2^(F + 2), and t, their sum, is exact
-///   in i32 lanes (the plan);
+///   in i32 lanes, or (`split_sum`, t up to 2^32) in two i32 sums added in f64 (the plan);
 /// - t is rounded in f64 (toward zero by clearing the bits below P + 1 significant bits;
 ///   to nearest even at P = 23 by the narrowing), scaled there by 2^(r - F), exactly, as
 ///   f64's range holds every step's, and narrowed to f32, with infinity past f32's range
