@@ -526,14 +526,7 @@ fn step(
         let ck = em.b.ins().swiden_low(ck);
         let ck = em.b.ins().fcvt_from_sint(types::F64X2, ck);
         let t = em.b.ins().fadd(s, ck);
-        let t = match clear {
-            Some(mask) => {
-                let bits = em.b.ins().bitcast(types::I64X2, le, t);
-                let bits = em.b.ins().band(bits, mask);
-                em.b.ins().bitcast(types::F64X2, le, bits)
-            }
-            None => t,
-        };
+        let t = clear_low_bits(em, t, clear);
         let y = em.b.ins().fvdemote(t);
         narrow.push(em.b.ins().bitcast(types::I32X4, le, y));
     }
@@ -695,14 +688,7 @@ fn deferred_tail(
             });
         }
         let t = t.expect("one or two parts");
-        let t = match clear {
-            Some(mask) => {
-                let bits = em.b.ins().bitcast(types::I64X2, le, t);
-                let bits = em.b.ins().band(bits, mask);
-                em.b.ins().bitcast(types::F64X2, le, bits)
-            }
-            None => t,
-        };
+        let t = clear_low_bits(em, t, clear);
         let up = em.b.ins().swiden_low(up);
         let up = em.b.ins().ishl_imm_s(up, 52);
         let up = em.b.ins().bitcast(types::F64X2, le, up);
@@ -717,6 +703,20 @@ fn deferred_tail(
     let nan = em.splat32(rp.nan);
     let special_d = em.b.ins().bitselect(is_nan, nan, c.code);
     em.b.ins().bitselect(c.special, special_d, d)
+}
+
+/// t (f64x2) with the bits of its code that `clear` (toward zero: the bits below P + 1
+/// significant bits) does not keep cleared, or t itself (to nearest even).
+fn clear_low_bits(em: &mut Emitter, t: Value, clear: Option<Value>) -> Value {
+    let le = little_endian();
+    match clear {
+        Some(mask) => {
+            let bits = em.b.ins().bitcast(types::I64X2, le, t);
+            let bits = em.b.ins().band(bits, mask);
+            em.b.ins().bitcast(types::F64X2, le, bits)
+        }
+        None => t,
+    }
 }
 
 /// `acc = umax(acc, x)` lane-wise, `acc` starting empty.
