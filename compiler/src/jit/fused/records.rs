@@ -514,19 +514,8 @@ fn step(
         em,
         [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
     );
-    let sum_high = high_half(em, sum, hi_mask);
-    let c_high = high_half(em, c_kept, hi_mask);
-    let clear = rp
-        .toward_zero
-        .then(|| em.splat64(!((1i64 << (52 - rp.precision)) - 1)));
     let mut narrow = Vec::with_capacity(2);
-    for (s, ck) in [(sum, c_kept), (sum_high, c_high)] {
-        let s = em.b.ins().swiden_low(s);
-        let s = em.b.ins().fcvt_from_sint(types::F64X2, s);
-        let ck = em.b.ins().swiden_low(ck);
-        let ck = em.b.ins().fcvt_from_sint(types::F64X2, ck);
-        let t = em.b.ins().fadd(s, ck);
-        let t = clear_low_bits(em, t, clear);
+    for t in t_in_f64(em, rp, &[sum, c_kept], hi_mask) {
         let y = em.b.ins().fvdemote(t);
         narrow.push(em.b.ins().bitcast(types::I32X4, le, y));
     }
@@ -668,27 +657,11 @@ fn deferred_tail(
         [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
     );
     let up_high = high_half(em, up, hi_mask);
-    let clear = rp
-        .toward_zero
-        .then(|| em.splat64(!((1i64 << (52 - rp.precision)) - 1)));
     let mut narrow = Vec::with_capacity(2);
-    for (high, up) in [(false, up), (true, up_high)] {
-        let mut t = None;
-        for &part in &parts {
-            let part = if high {
-                high_half(em, part, hi_mask)
-            } else {
-                part
-            };
-            let part = em.b.ins().swiden_low(part);
-            let part = em.b.ins().fcvt_from_sint(types::F64X2, part);
-            t = Some(match t {
-                None => part,
-                Some(x) => em.b.ins().fadd(x, part),
-            });
-        }
-        let t = t.expect("one or two parts");
-        let t = clear_low_bits(em, t, clear);
+    for (t, up) in t_in_f64(em, rp, &parts, hi_mask)
+        .into_iter()
+        .zip([up, up_high])
+    {
         let up = em.b.ins().swiden_low(up);
         let up = em.b.ins().ishl_imm_s(up, 52);
         let up = em.b.ins().bitcast(types::F64X2, le, up);
@@ -705,18 +678,45 @@ fn deferred_tail(
     em.b.ins().bitselect(c.special, special_d, d)
 }
 
-/// t (f64x2) with the bits of its code that `clear` (toward zero: the bits below P + 1
-/// significant bits) does not keep cleared, or t itself (to nearest even).
-fn clear_low_bits(em: &mut Emitter, t: Value, clear: Option<Value>) -> Value {
+/// t, the sum of `parts` (i32x4, each record's terms in its lane), as two f64x2: records
+/// 0 and 1, then 2 and 3. The sum is exact (at most two parts below 2^31 each); toward
+/// zero, the bits of its code below P + 1 significant bits are cleared, so that the
+/// narrowing to f32 is exact (to nearest even at P = 23 the narrowing is the rounding).
+fn t_in_f64(
+    em: &mut Emitter,
+    rp: &RecordPlan,
+    parts: &[Value],
+    hi_mask: cranelift_codegen::ir::Immediate,
+) -> [Value; 2] {
     let le = little_endian();
-    match clear {
-        Some(mask) => {
-            let bits = em.b.ins().bitcast(types::I64X2, le, t);
-            let bits = em.b.ins().band(bits, mask);
-            em.b.ins().bitcast(types::F64X2, le, bits)
+    let clear = rp
+        .toward_zero
+        .then(|| em.splat64(!((1i64 << (52 - rp.precision)) - 1)));
+    [false, true].map(|high| {
+        let mut t = None;
+        for &part in parts {
+            let part = if high {
+                high_half(em, part, hi_mask)
+            } else {
+                part
+            };
+            let part = em.b.ins().swiden_low(part);
+            let part = em.b.ins().fcvt_from_sint(types::F64X2, part);
+            t = Some(match t {
+                None => part,
+                Some(x) => em.b.ins().fadd(x, part),
+            });
         }
-        None => t,
-    }
+        let t = t.expect("at least one part");
+        match clear {
+            Some(mask) => {
+                let bits = em.b.ins().bitcast(types::I64X2, le, t);
+                let bits = em.b.ins().band(bits, mask);
+                em.b.ins().bitcast(types::F64X2, le, bits)
+            }
+            None => t,
+        }
+    })
 }
 
 /// `acc = umax(acc, x)` lane-wise, `acc` starting empty.
