@@ -926,6 +926,29 @@ pipeline gtr_natural_zero(F, F2, L) {
     zero result positive
     nan canonical
 }
+pipeline gtr_apart(L) {
+    chain every L
+    multiply exact
+    zero exponent never for products
+    align products.even to max exponent keep 20 bits round toward_zero as even
+    align products.odd to max exponent keep 20 bits round toward_zero as odd
+    align even, odd to max exponent keep 20 bits round down as dot
+    align dot keep 27 bits round down, c keep 23 bits round down drop below 9 to max exponent
+    normalize range f32 precision 25 round down
+    normalize to out round nearest_even
+    zero result exact_positive
+    nan canonical
+}
+instruction ocp.e4m3.e5m2 {
+    shape 16 x 8 x 32
+    types a = e4m3, b = e5m2, c = f32, d = f32
+    uses gtr_fdpa(F = 23, F2 = 30, L = 8)
+}
+instruction apart.fp8.bf8 {
+    shape 16 x 8 x 32
+    types a = fp8, b = bf8, c = f32, d = f32
+    uses gtr_apart(L = 16)
+}
 instruction fixed.e4m3.e5m2 {
     shape 16 x 8 x 32
     types a = e4m3, b = e5m2, c = f32, d = f32
@@ -960,19 +983,22 @@ instruction natural.bf8.fp8 {
     let cdna3 =
         load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/cdna3.mma")).expect("spec");
     let variants = mmac_compiler::compile("gtr_variants.mma", variants).expect("checks");
-    let cases: Vec<(&Validated, &str, &str)> = vec![
-        (&cdna3, "v_mfma_f32_16x16x32_fp8_fp8", "i32x4"),
-        (&cdna3, "v_mfma_f32_16x16x32_bf8_fp8", "i32x4"),
-        (&cdna3, "v_mfma_f32_32x32x16_fp8_bf8", "i32x4"),
-        (&cdna3, "v_mfma_f32_32x32x16_bf8_bf8", "i32x4"),
-        (&variants, "fixed.e4m3.e5m2", "f64x2"),
-        (&variants, "fixed.bf16", "i32x4"),
-        (&variants, "never.bf16", "i32x4"),
-        (&variants, "positive.bf16", "i32x4"),
-        (&variants, "natural.f16", "i32x4"),
-        (&variants, "natural.bf8.fp8", "i32x4"),
+    // (spec, instruction, lanes of the dot entry, whether the batch entry has record lanes)
+    let cases: Vec<(&Validated, &str, &str, bool)> = vec![
+        (&cdna3, "v_mfma_f32_16x16x32_fp8_fp8", "i32x4", true),
+        (&cdna3, "v_mfma_f32_16x16x32_bf8_fp8", "i32x4", true),
+        (&cdna3, "v_mfma_f32_32x32x16_fp8_bf8", "i32x4", true),
+        (&cdna3, "v_mfma_f32_32x32x16_bf8_bf8", "i32x4", true),
+        (&variants, "ocp.e4m3.e5m2", "i32x4", true),
+        (&variants, "apart.fp8.bf8", "i32x4", true),
+        (&variants, "fixed.e4m3.e5m2", "f64x2", false),
+        (&variants, "fixed.bf16", "i32x4", false),
+        (&variants, "never.bf16", "i32x4", false),
+        (&variants, "positive.bf16", "i32x4", false),
+        (&variants, "natural.f16", "i32x4", false),
+        (&variants, "natural.bf8.fp8", "i32x4", false),
     ];
-    for (v, name, lanes) in cases {
+    for (v, name, lanes, in_records) in cases {
         let options = jit::Options {
             emit_clif: true,
             ..jit::Options::default()
@@ -981,10 +1007,20 @@ instruction natural.bf8.fp8 {
         let (inst, info) = find(v, name);
         let kernel = compiled.kernel(name).expect("kernel");
         assert_eq!(alignment_lanes(&compiled, name), lanes, "{name}");
+        let batch = format!("{name} (batch");
+        let records = compiled.clif().iter().any(|(l, _)| l.starts_with(&batch));
+        assert_eq!(records, in_records, "{name}: record lanes");
         let ar = &inst.arithmetic;
         let (fa, fb) = (ar.a.as_float().unwrap(), ar.b.as_float().unwrap());
         let k = inst.k();
         let mut rng = Rng::new(0x5851_f42d_4c95_7f2du64);
+        // an element's exponent (None for a zero, or FNUZ's NaN)
+        let exponent = |f: &mmac_compiler::format::FloatFormat, x: u64| {
+            let (m, e) = (f.mantissa_bits, f.exponent_bits);
+            let magnitude = x & ((1u64 << (m + e)) - 1);
+            (magnitude != 0).then(|| (magnitude >> m).max(1) as i64 - f.bias as i64)
+        };
+        let (mut cases, mut wants) = (vec![], vec![]);
         for case in 0..4000u32 {
             let mut next = || rng.next_u64();
             let el = |f: &mmac_compiler::format::FloatFormat, r: u64, i: usize| {
@@ -1018,7 +1054,28 @@ instruction natural.bf8.fp8 {
                 sign | (field << m) | man
             };
             let mut a: Vec<u64> = (0..k).map(|i| el(fa, next(), i)).collect();
-            let b: Vec<u64> = (0..k).map(|i| el(fb, next(), i)).collect();
+            let mut b: Vec<u64> = (0..k).map(|i| el(fb, next(), i)).collect();
+            let sign_a = 1u64 << (fa.mantissa_bits + fa.exponent_bits);
+            if case % 7 == 3 && case % 3 == 0 {
+                // each odd product cancels the even one before it: both parities at one
+                // exponent, and a zero dot
+                for i in (0..k).step_by(2) {
+                    if exponent(fa, a[i]).is_some() {
+                        a[i + 1] = a[i] ^ sign_a;
+                        b[i + 1] = b[i];
+                    }
+                }
+            }
+            if case % 13 == 12 {
+                // large significands at one exponent with one sign: the largest kept sums
+                let big = |f: &mmac_compiler::format::FloatFormat| {
+                    let m = f.mantissa_bits;
+                    (((1u64 << f.exponent_bits) - 2) << m) | ((1 << m) - 1)
+                };
+                let neg = if next() % 2 == 0 { sign_a } else { 0 };
+                a.iter_mut().for_each(|x| *x = big(fa) | neg);
+                b.iter_mut().for_each(|x| *x = big(fb));
+            }
             if case % 7 == 6 {
                 // a NaN or an infinity (whatever special the format has) in one position
                 let i = (next() % k as u64) as usize;
@@ -1044,6 +1101,24 @@ instruction natural.bf8.fp8 {
                 2 => (((next() % 40) + 20) << 23) | (next() & 0x807f_ffff),
                 _ => next() & 0xffff_ffff,
             };
+            // c near the products' largest exponent e_p, from 28 below (where the drop
+            // rules act) to 12 above (where the dot is floored to a coarser grid)
+            let e_p = (0..k)
+                .filter_map(|i| Some(exponent(fa, a[i])? + exponent(fb, b[i])?))
+                .max();
+            let c = match e_p {
+                Some(e_p) if case % 5 == 4 => {
+                    let field = (e_p + (next() % 41) as i64 - 28 + 127).clamp(1, 254) as u64;
+                    (field << 23) | (next() & 0x807f_ffff)
+                }
+                _ => c,
+            };
+            if case % 11 == 10 {
+                // bits above the codes, which every engine ignores
+                let i = (next() % k as u64) as usize;
+                a[i] |= next() << fa.storage_bits;
+                b[i] |= next() << fb.storage_bits;
+            }
             let ops = Operands {
                 c,
                 a: &a,
@@ -1051,8 +1126,10 @@ instruction natural.bf8.fp8 {
                 sa: &[],
                 sb: &[],
             };
-            assert_agree(&kernel, inst, info, &ops, name);
+            wants.push(assert_agree(&kernel, inst, info, &ops, name));
+            cases.push((c, a, b));
         }
+        assert_batch_agrees(&kernel, inst, &cases, &wants, name);
         if name.ends_with(".bf16") {
             // (c = 0) 2^-150 + 2^-157: the window of F2 = 31 bits below f32's smallest
             // normal exponent keeps 2^-157, so the sum lies above the tie between 0 and

@@ -19,6 +19,8 @@
 //!   max, with the alignment ([`deferred_tail`]), and the result is scaled in f64; a c that
 //!   is a NaN or an infinity (an earlier step's overflow) is handled in the lanes.
 
+mod parity;
+
 use super::plan::{Plan, SimdShape, clog2};
 use super::round::{binary32_step, is_binary32};
 use super::simd::{
@@ -52,6 +54,8 @@ pub(crate) struct RecordPlan {
     split_sum: bool,
     /// d's NaN code.
     nan: i64,
+    /// GTR-FDPA: the even and the odd products aligned apart ([`parity::step`]).
+    parity: Option<parity::ParityPlan>,
 }
 
 /// The record-lane plan, where it applies: the SIMD T-FDPA node in i32 lanes, one
@@ -62,6 +66,18 @@ pub(crate) struct RecordPlan {
 /// are deferred, and the kept values plus c's must fit an i32.
 pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<RecordPlan> {
     let s = p.simd?;
+    if s.shape == SimdShape::EvenOdd {
+        return Some(RecordPlan {
+            keep: s.keep,
+            precision: 23,
+            toward_zero: false,
+            low_fields: false,
+            deferred_power: false,
+            split_sum: false,
+            nan: super::nan_bits(inst),
+            parity: Some(parity::parity_plan(inst, f, p)?),
+        });
+    }
     if !(s.shape == SimdShape::All && ValueProducts::fit(&p.a, &p.b)) {
         return None;
     }
@@ -89,6 +105,7 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
             deferred_power: true,
             split_sum: kept == 31,
             nan: super::nan_bits(inst),
+            parity: None,
         });
     }
     // The sum cannot overflow: its magnitude is at most |c| + the products' (truncation
@@ -122,6 +139,7 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
         deferred_power: false,
         split_sum: false,
         nan: super::nan_bits(inst),
+        parity: None,
     })
 }
 
@@ -143,7 +161,13 @@ pub(crate) fn group(
     let mut special = None;
     let mut c = c;
     for start in (0..inst.k()).step_by(f.chain as usize) {
-        c = step(em, f, &decoder, rp, c, (a, b), start, &mut special);
+        c = match &rp.parity {
+            Some(pp) => {
+                let chain = f.chain as usize;
+                parity::step(em, &decoder, pp, chain, c, (a, b), start, &mut special)
+            }
+            None => step(em, f, &decoder, rp, c, (a, b), start, &mut special),
+        };
     }
     let special = special.expect("c is a binary32, which has NaN and Inf codes");
     (c, em.b.ins().vany_true(special))
@@ -163,8 +187,13 @@ struct ValueOperand {
     /// The field of the smallest normal binade, in place: 2^m.
     unit: Value,
     /// The bits whose all-ones value (and only that) is a NaN or an infinity: the
-    /// exponent field (IEEE) or the code without its sign (FN); none for formats without.
+    /// exponent field (IEEE), the code without its sign (FN), or the code with its sign
+    /// once `special_offset` is added (FNUZ, whose NaN is the sign bit alone); none for
+    /// formats without.
     special: Option<Value>,
+    /// FNUZ: 2^s - 1, for the sign bit s, which turns the NaN code (and only that one)
+    /// into all ones below bit s + 1.
+    special_offset: Option<Value>,
 }
 
 /// How [`ValueProducts`] gives a zero product its exponent in the max search.
@@ -187,7 +216,8 @@ enum ZeroTerm {
 /// `deferred_power` the scaling is left to [`deferred_tail`]. The sign is the codes' sign
 /// bits' xor. No f32 intermediate is subnormal (x86 computes those on a slow path). NaNs and
 /// infinities are told once per step, from each operand's lane-wise max of its fields
-/// (IEEE) or magnitudes (FN), the all-ones value being the only special one.
+/// (IEEE), magnitudes (FN) or codes raised by one less than the sign bit (FNUZ), the
+/// all-ones value being the only special one.
 ///
 /// Each product's exponent in the max search is formed from its value (the zero test),
 /// so that Cranelift computes value and exponent together and the codes are not kept (or
@@ -230,8 +260,11 @@ impl ValueProducts {
                 special: match x.specials {
                     Specials::Ieee => Some(em.splat32(((1i64 << e) - 1) << m)),
                     Specials::Fn => Some(em.splat32((1i64 << (e + m)) - 1)),
-                    _ => None,
+                    Specials::Fnuz => Some(em.splat32((1i64 << (e + m + 1)) - 1)),
+                    Specials::None => None,
                 },
+                special_offset: (x.specials == Specials::Fnuz)
+                    .then(|| em.splat32((1i64 << (e + m)) - 1)),
             }
         };
         let operands = [operand(&p.a), operand(&p.b)];
@@ -260,14 +293,18 @@ impl ValueProducts {
 
     /// Signed formats with subnormals of at most 32 bits and 10 mantissa bits (the
     /// exponents' units stay small, and the significands' product is exact in f32) whose
-    /// NaN and infinity codes (if any) are the all-ones field (IEEE) or magnitude (FN).
+    /// NaN and infinity codes (if any) are the all-ones field (IEEE) or magnitude (FN),
+    /// or the sign bit alone (FNUZ).
     fn fit(a: &FloatFormat, b: &FloatFormat) -> bool {
         [a, b].iter().all(|x| {
             x.signed
                 && x.subnormals
                 && x.storage_bits <= 32
                 && x.mantissa_bits <= 10
-                && matches!(x.specials, Specials::Ieee | Specials::Fn | Specials::None)
+                && matches!(
+                    x.specials,
+                    Specials::Ieee | Specials::Fn | Specials::Fnuz | Specials::None
+                )
         })
     }
 
@@ -302,6 +339,10 @@ impl ValueProducts {
             };
             // (for IEEE formats the same band as `field`, which Cranelift computes once)
             if let Some(ones) = x.special {
+                let code = match x.special_offset {
+                    Some(offset) => em.b.ins().iadd(code, offset),
+                    None => code,
+                };
                 let tested = em.b.ins().band(code, ones);
                 max_lanes(em, seen, tested);
             }
