@@ -186,14 +186,21 @@ struct ValueOperand {
     field: Value,
     /// The field of the smallest normal binade, in place: 2^m.
     unit: Value,
-    /// The bits whose all-ones value (and only that) is a NaN or an infinity: the
-    /// exponent field (IEEE), the code without its sign (FN), or the code with its sign
-    /// once `special_offset` is added (FNUZ, whose NaN is the sign bit alone); none for
-    /// formats without.
-    special: Option<Value>,
-    /// FNUZ: 2^s - 1, for the sign bit s, which turns the NaN code (and only that one)
-    /// into all ones below bit s + 1.
-    special_offset: Option<Value>,
+    /// How a NaN or an infinity is told; none for formats without.
+    special: Option<SpecialTest>,
+}
+
+/// How [`ValueProducts`] tells an operand's NaNs and infinities, from a lane-wise
+/// reduction over its elements.
+#[derive(Clone, Copy)]
+enum SpecialTest {
+    /// The bits of this mask are all ones (and in no finite code): the exponent field
+    /// (IEEE) or the code without its sign (FN). Reduced by the unsigned max.
+    AllOnes(Value),
+    /// The code is the sign bit alone (FNUZ's NaN): shifted left by this much, the code
+    /// is i32::MIN, and no other code is (the bits above the code go out). Reduced by
+    /// the signed min.
+    SignAlone(i64),
 }
 
 /// How [`ValueProducts`] gives a zero product its exponent in the max search.
@@ -215,9 +222,9 @@ enum ZeroTerm {
 /// in f32's exponent field), is the exact product (the plan's `value_lanes`); with
 /// `deferred_power` the scaling is left to [`deferred_tail`]. The sign is the codes' sign
 /// bits' xor. No f32 intermediate is subnormal (x86 computes those on a slow path). NaNs and
-/// infinities are told once per step, from each operand's lane-wise max of its fields
-/// (IEEE), magnitudes (FN) or codes raised by one less than the sign bit (FNUZ), the
-/// all-ones value being the only special one.
+/// infinities are told once per step, from each operand's lane-wise reduction of its
+/// fields (IEEE) or magnitudes (FN), the all-ones value being the only special one, or of
+/// its codes shifted to the top (FNUZ, whose NaN is the sign bit alone).
 ///
 /// Each product's exponent in the max search is formed from its value (the zero test),
 /// so that Cranelift computes value and exponent together and the codes are not kept (or
@@ -258,13 +265,13 @@ impl ValueProducts {
                 field: em.splat32(((1i64 << e) - 1) << m),
                 unit: em.splat32(1i64 << m),
                 special: match x.specials {
-                    Specials::Ieee => Some(em.splat32(((1i64 << e) - 1) << m)),
-                    Specials::Fn => Some(em.splat32((1i64 << (e + m)) - 1)),
-                    Specials::Fnuz => Some(em.splat32((1i64 << (e + m + 1)) - 1)),
+                    Specials::Ieee => {
+                        Some(SpecialTest::AllOnes(em.splat32(((1i64 << e) - 1) << m)))
+                    }
+                    Specials::Fn => Some(SpecialTest::AllOnes(em.splat32((1i64 << (e + m)) - 1))),
+                    Specials::Fnuz => Some(SpecialTest::SignAlone(31 - (e + m))),
                     Specials::None => None,
                 },
-                special_offset: (x.specials == Specials::Fnuz)
-                    .then(|| em.splat32((1i64 << (e + m)) - 1)),
             }
         };
         let operands = [operand(&p.a), operand(&p.b)];
@@ -338,13 +345,19 @@ impl ValueProducts {
                 exp
             };
             // (for IEEE formats the same band as `field`, which Cranelift computes once)
-            if let Some(ones) = x.special {
-                let code = match x.special_offset {
-                    Some(offset) => em.b.ins().iadd(code, offset),
-                    None => code,
-                };
-                let tested = em.b.ins().band(code, ones);
-                max_lanes(em, seen, tested);
+            match x.special {
+                Some(SpecialTest::AllOnes(ones)) => {
+                    let tested = em.b.ins().band(code, ones);
+                    max_lanes(em, seen, tested);
+                }
+                Some(SpecialTest::SignAlone(shift)) => {
+                    let tested = em.b.ins().ishl_imm_s(code, shift);
+                    *seen = Some(match *seen {
+                        None => tested,
+                        Some(acc) => em.b.ins().smin(acc, tested),
+                    });
+                }
+                None => {}
             }
             parts.push((sig, exp));
         }
@@ -411,8 +424,13 @@ impl ValueProducts {
     ) -> (Value, Option<Value>) {
         let mut special = None;
         for (x, seen) in self.operands.iter().zip(seen) {
-            if let (Some(m), Some(ones)) = (seen, x.special) {
-                let s = em.b.ins().icmp(IntCC::Equal, m, ones);
+            let want = match x.special {
+                Some(SpecialTest::AllOnes(ones)) => ones,
+                Some(SpecialTest::SignAlone(_)) => em.splat32(i32::MIN as i64),
+                None => continue,
+            };
+            if let Some(m) = seen {
+                let s = em.b.ins().icmp(IntCC::Equal, m, want);
                 or_lanes(em, &mut special, s);
             }
         }
