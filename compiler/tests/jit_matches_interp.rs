@@ -128,22 +128,45 @@ fn assert_batch_agrees(
     want: &[u64],
     what: &str,
 ) {
+    let cases: Vec<ScaledCase> = cases
+        .iter()
+        .map(|(c, a, b)| (*c, a.clone(), b.clone(), vec![], vec![]))
+        .collect();
+    assert_scaled_batch_agrees(kernel, inst, &cases, want, what);
+}
+
+/// A case with scale factors: (c, a, b, sa, sb).
+type ScaledCase = (u64, Vec<u64>, Vec<u64>, Vec<u64>, Vec<u64>);
+
+/// [`assert_batch_agrees`] for cases with scale factors.
+fn assert_scaled_batch_agrees(
+    kernel: &jit::Kernel,
+    inst: &Instruction,
+    cases: &[ScaledCase],
+    want: &[u64],
+    what: &str,
+) {
     for first in 0..4.min(cases.len()) {
         let cases = &cases[first..];
         let c: Vec<u64> = cases.iter().map(|x| x.0).collect();
-        let a: Vec<u64> = cases.iter().flat_map(|x| x.1.iter().copied()).collect();
-        let b: Vec<u64> = cases.iter().flat_map(|x| x.2.iter().copied()).collect();
+        let cat = |part: fn(&ScaledCase) -> &Vec<u64>| -> Vec<u64> {
+            cases.iter().flat_map(|x| part(x).iter().copied()).collect()
+        };
+        let (a, b) = (cat(|x| &x.1), cat(|x| &x.2));
+        let (sa, sb) = (cat(|x| &x.3), cat(|x| &x.4));
         let mut d = vec![0u64; cases.len()];
-        kernel.batch(&c, &a, &b, &[], &[], &mut d).unwrap();
+        kernel.batch(&c, &a, &b, &sa, &sb, &mut d).unwrap();
         for (i, (case, got)) in cases.iter().zip(d).enumerate() {
             let want = want[first + i];
             assert!(
                 same(inst, want, got),
-                "{what}: batch record {i} (from case {first}): c={:x} a={:x?} b={:x?}: \
-                 interp {want:x}, batch {got:x}",
+                "{what}: batch record {i} (from case {first}): c={:x} a={:x?} b={:x?} \
+                 sa={:x?} sb={:x?}: interp {want:x}, batch {got:x}",
                 case.0,
                 case.1,
-                case.2
+                case.2,
+                case.3,
+                case.4
             );
         }
     }
@@ -1163,24 +1186,37 @@ instruction natural.bf8.fp8 {
 }
 
 /// GST groups of FP4 products summed sixteen per SIMD step (byte-table lookups and
-/// `pmaddwd`): codes with garbage above their 4 bits, groups whose products are all zeros
-/// of either sign (the group's zero-exponent rule), a single nonzero product per group,
-/// and random codes and scales.
+/// `pmaddwd`) in the dot entry, and four records at once in the batch entry's record
+/// lanes: codes with garbage above their 4 bits, groups whose products are all zeros of
+/// either sign (the group's zero-exponent rule), a single nonzero product per group,
+/// random codes and scales; scales over their whole range (zero, NaN, the extremes); c
+/// near the groups' exponents, c zero or tiny with every group zero (an exact zero, and
+/// results below f32's normal range), and c near f32's largest values (overflow).
 #[test]
 fn fp4_groups_in_simd_lanes() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/rtx_blackwell.mma");
     let v = load(&path).expect("spec");
-    let compiled = jit::compile(&v.spec, &v.info).expect("compiles");
+    let options = jit::Options {
+        emit_clif: true,
+        ..jit::Options::default()
+    };
+    let compiled = jit::compile_with(&v.spec, &v.info, options).expect("compiles");
     for name in [
         "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
-        "mma.block_scale.m16n8k64.kind::mxf4nvf4.block32.f32.e2m1.e2m1.f32.ue8m0",
+        "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue8m0",
+        // (the arithmetic of `mxf4nvf4.block32...ue8m0` too)
         "mma.block_scale.m16n8k64.kind::mxf4.block32.f32.e2m1.e2m1.f32.ue8m0",
     ] {
         let (inst, info) = find(&v, name);
         let kernel = compiled.kernel(name).expect("kernel");
+        // the batch entry's record lanes show as a kernel of their own
+        let batch = format!("{name} (batch");
+        let records = compiled.clif().iter().any(|(l, _)| l.starts_with(&batch));
+        assert!(records, "{name}: record lanes");
         let (k, blocks) = (inst.k(), inst.scale_count());
         let scale = &inst.arithmetic.scale.as_ref().unwrap().format;
         let mut rng = Rng::new(0x3c6e_f372_fe94_f82b);
+        let (mut cases, mut wants) = (vec![], vec![]);
         for case in 0..3000u32 {
             let mut next = || rng.next_u64();
             let (a, b): (Vec<u64>, Vec<u64>) = (0..k)
@@ -1201,22 +1237,52 @@ fn fp4_groups_in_simd_lanes() {
             let mut scales = || -> Vec<u64> {
                 (0..blocks)
                     .map(|_| {
-                        // finite scales near 1 (the scale format's NaN code excluded)
-                        let s = 0x38 + rng.next_u64() % 16;
+                        let r = rng.next_u64();
+                        let s = match case % 5 {
+                            // anything, NaN and garbage above the code included
+                            3 if case % 3 == 0 => r,
+                            // zero (ue4m3), the extremes, or near 1
+                            3 => [0, 1, 0x7e, 0xfe, 0x38][(r % 5) as usize],
+                            // finite scales near 1 (the scale format's NaN code excluded)
+                            _ => 0x38 + r % 16,
+                        };
                         s & scale.storage_mask()
                     })
                     .collect()
             };
             let (sa, sb) = (scales(), scales());
+            // the exponent of the first group's scales (ue4m3: bias 7; ue8m0: 127)
+            let scale_exp = |x: u64| match scale.as_float().map(|f| f.mantissa_bits) {
+                Some(3) => ((x >> 3) & 15).max(1) as i64 - 7,
+                _ => (x & 0xff) as i64 - 127,
+            };
+            let e_g = scale_exp(sa[0]) + scale_exp(sb[0]);
+            let r = rng.next_u64();
+            let sign = r & 0x8000_0000;
+            let c = match case % 7 {
+                // near the first group's exponent, from 40 below to 8 above
+                0 | 1 => {
+                    let field = (e_g + (r >> 40) as i64 % 49 - 40 + 127).clamp(1, 254) as u64;
+                    sign | (field << 23) | (r & 0x7f_ffff)
+                }
+                // zero or tiny (subnormal, or the smallest normals)
+                2 if case % 4 == 1 => sign,
+                2 => sign | ((r >> 40) % (3 << 23)),
+                // near f32's largest finite values
+                3 if case % 2 == 0 => sign | (254 << 23) | (r & 0x7f_ffff),
+                _ => r & 0xffff_ffff,
+            };
             let ops = Operands {
-                c: rng.next_u64() & 0xffff_ffff,
+                c,
                 a: &a,
                 b: &b,
                 sa: &sa,
                 sb: &sb,
             };
-            assert_agree(&kernel, inst, info, &ops, name);
+            wants.push(assert_agree(&kernel, inst, info, &ops, name));
+            cases.push((c, a, b, sa, sb));
         }
+        assert_scaled_batch_agrees(&kernel, inst, &cases, &wants, name);
     }
 }
 

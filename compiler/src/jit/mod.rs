@@ -488,6 +488,8 @@ fn record_groups<M: Module>(
     };
     let a: [_; RECORDS] = std::array::from_fn(|j| at(b, ops.a, j as i64));
     let bs: [_; RECORDS] = std::array::from_fn(|j| at(b, ops.b, j as i64));
+    let sa: [_; RECORDS] = std::array::from_fn(|j| at(b, ops.sa, j as i64));
+    let sb: [_; RECORDS] = std::array::from_fn(|j| at(b, ops.sb, j as i64));
     let c_at = b.ins().imul_imm_s(i, 8);
     let c_at = b.ins().iadd(ops.c, c_at);
     let c_lo = b
@@ -505,7 +507,7 @@ fn record_groups<M: Module>(
         let c_lo = em.b.ins().bitcast(types::I32X4, le, c_lo);
         let c_hi = em.b.ins().bitcast(types::I32X4, le, c_hi);
         let c = em.pick32(c_lo, c_hi, [0, 2, 4, 6]);
-        fused::records::group(&mut em, inst, f, p, rp, c, a, bs)
+        fused::records::group(&mut em, inst, f, p, rp, c, (a, bs), (sa, sb))
     };
     b.ins().brif(special, slow, &[], fast, &[]);
 

@@ -254,7 +254,7 @@ pub(super) fn groups(
 
 /// A value table of at most 16 entries, each fitting an i8, as the bytes of a SIMD
 /// lookup (`swizzle`) table.
-fn byte_table(t: &[u64]) -> Option<[u8; 16]> {
+pub(super) fn byte_table(t: &[u64]) -> Option<[u8; 16]> {
     if t.len() > 16 {
         return None;
     }

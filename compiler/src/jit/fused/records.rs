@@ -19,6 +19,7 @@
 //!   max, with the alignment ([`deferred_tail`]), and the result is scaled in f64; a c that
 //!   is a NaN or an infinity (an earlier step's overflow) is handled in the lanes.
 
+mod groups;
 mod parity;
 
 use super::plan::{Plan, SimdShape, clog2};
@@ -56,6 +57,8 @@ pub(crate) struct RecordPlan {
     nan: i64,
     /// GTR-FDPA: the even and the odd products aligned apart ([`parity::step`]).
     parity: Option<parity::ParityPlan>,
+    /// GST-FDPA: groups of FP4 products scaled as blocks ([`groups::step`]).
+    groups: Option<groups::GroupPlan>,
 }
 
 /// The record-lane plan, where it applies: the SIMD T-FDPA node in i32 lanes, one
@@ -65,6 +68,20 @@ pub(crate) struct RecordPlan {
 /// overflow and every term's power must be a normal f32; otherwise the products' powers
 /// are deferred, and the kept values plus c's must fit an i32.
 pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<RecordPlan> {
+    if f.grouping.is_some() {
+        let gp = groups::group_plan(inst, f, p)?;
+        return Some(RecordPlan {
+            keep: 0,
+            precision: 23,
+            toward_zero: true,
+            low_fields: false,
+            deferred_power: false,
+            split_sum: false,
+            nan: super::nan_bits(inst),
+            parity: None,
+            groups: Some(gp),
+        });
+    }
     let s = p.simd?;
     if s.shape == SimdShape::EvenOdd {
         return Some(RecordPlan {
@@ -76,6 +93,7 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
             split_sum: false,
             nan: super::nan_bits(inst),
             parity: Some(parity::parity_plan(inst, f, p)?),
+            groups: None,
         });
     }
     if !(s.shape == SimdShape::All && ValueProducts::fit(&p.a, &p.b)) {
@@ -106,6 +124,7 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
             split_sum: kept == 31,
             nan: super::nan_bits(inst),
             parity: None,
+            groups: None,
         });
     }
     // The sum cannot overflow: its magnitude is at most |c| + the products' (truncation
@@ -140,6 +159,7 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
         split_sum: false,
         nan: super::nan_bits(inst),
         parity: None,
+        groups: None,
     })
 }
 
@@ -154,20 +174,25 @@ pub(crate) fn group(
     p: &Plan,
     rp: &RecordPlan,
     c: Value,
-    a: [Value; RECORDS],
-    b: [Value; RECORDS],
+    (a, b): ([Value; RECORDS], [Value; RECORDS]),
+    scales: ([Value; RECORDS], [Value; RECORDS]),
 ) -> (Value, Value) {
-    let decoder = ValueProducts::new(em, f, p, rp.deferred_power);
     let mut special = None;
     let mut c = c;
-    for start in (0..inst.k()).step_by(f.chain as usize) {
-        c = match &rp.parity {
-            Some(pp) => {
-                let chain = f.chain as usize;
-                parity::step(em, &decoder, pp, chain, c, (a, b), start, &mut special)
-            }
-            None => step(em, f, &decoder, rp, c, (a, b), start, &mut special),
-        };
+    let chain = f.chain as usize;
+    if let Some(gp) = &rp.groups {
+        for start in (0..inst.k()).step_by(chain) {
+            let steps = (&p.a, &p.b, chain, start);
+            c = groups::step(em, gp, steps, c, (a, b), scales, &mut special);
+        }
+    } else {
+        let decoder = ValueProducts::new(em, f, p, rp.deferred_power);
+        for start in (0..inst.k()).step_by(chain) {
+            c = match &rp.parity {
+                Some(pp) => parity::step(em, &decoder, pp, chain, c, (a, b), start, &mut special),
+                None => step(em, f, &decoder, rp, c, (a, b), start, &mut special),
+            };
+        }
     }
     let special = special.expect("c is a binary32, which has NaN and Inf codes");
     (c, em.b.ins().vany_true(special))
