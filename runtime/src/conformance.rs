@@ -96,7 +96,9 @@ pub enum Engine {
     /// dominates). An instruction the JIT refuses runs on the interpreter, and the report
     /// says so.
     Jit,
-    /// As `Jit`, with the optimised kernels `bench` and `gemm` run.
+    /// As `Jit`, with the optimised kernels `bench` and `gemm` run, each file's cases
+    /// in one call of the batch entry (as `gemm` runs them: four records at once where
+    /// the kernel has record lanes, record by record otherwise).
     JitOptimized,
 }
 
@@ -212,9 +214,14 @@ pub fn run_with(
             }
             None => None,
         };
+        // the optimised engine runs the file's well-formed cases through the batch entry
+        let batched = match (&kernel, engine) {
+            (Some(k), Engine::JitOptimized) => Some(batch(k, inst, &file.cases)),
+            _ => None,
+        };
         let mut shown_here = 0;
         let mut failed_here = 0;
-        for case in &file.cases {
+        for (i, case) in file.cases.iter().enumerate() {
             let ops = Operands {
                 c: case.c,
                 a: &case.a,
@@ -222,12 +229,11 @@ pub fn run_with(
                 sa: &case.sa,
                 sb: &case.sb,
             };
-            let outcome = check_widths(inst, case).and_then(|_| {
-                match &kernel {
-                    Some(k) => k.dot(&ops),
-                    None => interp::run(inst, info, &ops),
-                }
-                .map_err(|e| e.to_string())
+            let outcome = check_widths(inst, case).and_then(|_| match (&batched, &kernel) {
+                (Some(Ok(d)), _) => Ok(d[i].expect("a well-formed case is in the batch")),
+                (Some(Err(e)), _) => Err(e.clone()),
+                (None, Some(k)) => k.dot(&ops).map_err(|e| e.to_string()),
+                (None, None) => interp::run(inst, info, &ops).map_err(|e| e.to_string()),
             });
             match outcome {
                 Ok(got) if matches(&inst.arithmetic.d, case.d, got, file.nan_any) => {
@@ -286,4 +292,34 @@ pub fn run_with(
         }
     }
     Ok(sum)
+}
+
+/// d for each case whose operands have the instruction's widths (`None` for the others),
+/// from one call of the kernel's batch entry.
+fn batch(
+    kernel: &jit::Kernel<'_>,
+    inst: &Instruction,
+    cases: &[vectors::Case],
+) -> Result<Vec<Option<u64>>, String> {
+    let well_formed: Vec<&vectors::Case> = cases
+        .iter()
+        .filter(|case| check_widths(inst, case).is_ok())
+        .collect();
+    let cat = |part: fn(&vectors::Case) -> &Vec<u64>| -> Vec<u64> {
+        well_formed
+            .iter()
+            .flat_map(|case| part(case).iter().copied())
+            .collect()
+    };
+    let c: Vec<u64> = well_formed.iter().map(|case| case.c).collect();
+    let (a, b, sa, sb) = (cat(|x| &x.a), cat(|x| &x.b), cat(|x| &x.sa), cat(|x| &x.sb));
+    let mut d = vec![0u64; c.len()];
+    kernel
+        .batch(&c, &a, &b, &sa, &sb, &mut d)
+        .map_err(|e| e.to_string())?;
+    let mut d = d.into_iter();
+    Ok(cases
+        .iter()
+        .map(|case| check_widths(inst, case).ok().and_then(|_| d.next()))
+        .collect())
 }

@@ -74,9 +74,11 @@ pub enum Command {
         vectors: PathBuf,
         #[arg(long, value_enum, default_value_t = Engine::Jit)]
         engine: Engine,
-        /// JIT-compile the kernels optimised, as `bench`, `mma` and `gemm` run them. By
-        /// default `test` compiles them quickly (no optimisation passes, a single-pass
-        /// register allocator): a few hundred cases per kernel do not repay optimising.
+        /// JIT-compile the kernels optimised, as `bench`, `mma` and `gemm` run them, and
+        /// run each file's cases in one call of the batch entry, as `gemm` does (four
+        /// records at once where a kernel has record lanes). By default `test` compiles
+        /// them quickly (no optimisation passes, a single-pass register allocator) and
+        /// runs case by case: a few hundred cases per kernel do not repay optimising.
         #[arg(long)]
         optimized: bool,
     },
