@@ -1282,6 +1282,41 @@ fn fp4_groups_in_simd_lanes() {
             wants.push(assert_agree(&kernel, inst, info, &ops, name));
             cases.push((c, a, b, sa, sb));
         }
+        if name.contains("block16") && name.ends_with("ue8m0") {
+            // e2m1 codes: 0.5, 1, 1.5; ue8m0 codes of 2^e; the f32 code of -2^-115
+            let (half, one, three_halves) = (1u64, 2u64, 3u64);
+            let pow2 = |e: i64| (e + 127) as u64;
+            let minus_2_115 = 0x8000_0000 | (12 << 23);
+            let mut first = |x: [(u64, u64); 4], scales: [(i64, i64); 4], c: u64| {
+                let (mut a, mut b) = (vec![0u64; k], vec![0u64; k]);
+                for (g, &(xa, xb)) in x.iter().enumerate() {
+                    (a[16 * g], b[16 * g]) = (xa, xb);
+                }
+                let sa: Vec<u64> = scales.iter().map(|s| pow2(s.0)).collect();
+                let sb: Vec<u64> = scales.iter().map(|s| pow2(s.1)).collect();
+                let ops = Operands {
+                    c,
+                    a: &a,
+                    b: &b,
+                    sa: &sa,
+                    sb: &sb,
+                };
+                wants.push(assert_agree(&kernel, inst, info, &ops, name));
+                cases.push((c, a, b, sa, sb));
+            };
+            // r = -115, one below the bound where t's last place, 2^(r - 35), reaches
+            // f32's subnormal grid: 2^-115 - 2^-115 + 1.5 2^-149 truncates to 2^-149
+            // (rounding to nearest would give 2^-148)
+            first(
+                [(one, one), (three_halves, half), (0, 0), (0, 0)],
+                [(-57, -58), (-74, -74), (0, 0), (0, 0)],
+                minus_2_115,
+            );
+            // c = -0 at the zero exponent -139 above four groups of -2^-181: every kept
+            // value is -0, and the result +0
+            let minus_one = one | 8;
+            first([(minus_one, half); 4], [(-90, -90); 4], 0x8000_0000);
+        }
         assert_scaled_batch_agrees(&kernel, inst, &cases, &wants, name);
     }
 }
