@@ -265,11 +265,69 @@ pub(super) fn byte_table(t: &[u64]) -> Option<[u8; 16]> {
     Some(out)
 }
 
+/// Sixteen codes of 4-bit formats, one per byte of `codes_a` and `codes_b` (i8x16),
+/// looked up in their value tables (`tables`, from [`byte_table_constants`]), widened to
+/// i16, multiplied, and added in pairs into i32 lanes (the pattern x86 lowers to
+/// `pmaddwd`): the pair sums of bytes 0-7 and of bytes 8-15 (i32x4 each), and a byte mask
+/// of the nonzero products.
+pub(super) fn byte_products(
+    em: &mut Emitter,
+    (tva, tvb): (Value, Value),
+    (codes_a, codes_b): (Value, Value),
+) -> ([Value; 2], Value) {
+    let va = em.b.ins().swizzle(tva, codes_a);
+    let vb = em.b.ins().swizzle(tvb, codes_b);
+    let (alo, ahi) = (em.b.ins().swiden_low(va), em.b.ins().swiden_high(va));
+    let (blo, bhi) = (em.b.ins().swiden_low(vb), em.b.ins().swiden_high(vb));
+    let dot = |em: &mut Emitter, x: Value, y: Value| {
+        let (xl, yl) = (em.b.ins().swiden_low(x), em.b.ins().swiden_low(y));
+        let (xh, yh) = (em.b.ins().swiden_high(x), em.b.ins().swiden_high(y));
+        let low = em.b.ins().imul(xl, yl);
+        let high = em.b.ins().imul(xh, yh);
+        em.b.ins().iadd_pairwise(low, high)
+    };
+    let p0 = dot(em, alo, blo);
+    let p1 = dot(em, ahi, bhi);
+    let zero8 = {
+        let z = em.b.ins().iconst(types::I8, 0);
+        em.b.ins().splat(types::I8X16, z)
+    };
+    let na = em.b.ins().icmp(IntCC::NotEqual, va, zero8);
+    let nb = em.b.ins().icmp(IntCC::NotEqual, vb, zero8);
+    ([p0, p1], em.b.ins().band(na, nb))
+}
+
+/// Two value tables of at most 16 i8 entries ([`byte_table`]) as i8x16 constants.
+pub(super) fn byte_table_constants(em: &mut Emitter, tables: [&[u8; 16]; 2]) -> (Value, Value) {
+    let [a, b] = tables.map(|t| {
+        let c =
+            em.b.func
+                .dfg
+                .constants
+                .insert(cranelift_codegen::ir::ConstantData::from(t.to_vec()));
+        em.b.ins().vconst(types::I8X16, c)
+    });
+    (a, b)
+}
+
+/// Sixteen codes (each in an i32 lane of `quads`, four per i32x4) masked to `bits` and
+/// packed into the bytes of an i8x16, in order.
+pub(super) fn pack_bytes(em: &mut Emitter, quads: [Value; 4], bits: u32) -> Value {
+    let mask = crate::format::low_mask(bits) as i64;
+    let quads = quads.map(|x| {
+        let m = em.splat32(mask);
+        em.b.ins().band(x, m)
+    });
+    let lo = em.b.ins().unarrow(quads[0], quads[1]);
+    let hi = em.b.ins().unarrow(quads[2], quads[3]);
+    em.b.ins().unarrow(lo, hi)
+}
+
 /// A group of `gs` (a multiple of 16) products of two 4-bit formats whose values fit an
-/// i8 ([`byte_table`]), sixteen products per SIMD step: the elements' codes packed into
-/// the bytes of an i8x16, their values looked up in one `swizzle` each, widened to i16
-/// and multiplied and added in pairs into i32 lanes (`pmaddwd`). Returns the exact sum
-/// (i64) on the lowest product grid and whether every product is zero (i8).
+/// i8 ([`byte_table`]), sixteen products per SIMD step ([`byte_products`]): the elements'
+/// codes packed into the bytes of an i8x16, their values looked up in one `swizzle`
+/// each, and multiplied and added in pairs into i32 lanes. Returns the exact sum (i64) on
+/// the lowest product grid and whether every product is zero (i8).
 fn byte_table_group(
     em: &mut Emitter,
     (ta, tb): (&[u8; 16], &[u8; 16]),
@@ -280,57 +338,21 @@ fn byte_table_group(
 ) -> (Value, Value) {
     // the 16 codes at ptr[k..k + 16], one per byte
     let codes = |em: &mut Emitter, ptr: Value, k: usize, bits: u32| {
-        let mask = crate::format::low_mask(bits) as i64;
-        let mut quads = vec![];
-        for q in 0..4 {
-            let x = em.load_low32x4(ptr, k + 4 * q);
-            let m = em.splat32(mask);
-            quads.push(em.b.ins().band(x, m));
-        }
-        let lo = em.b.ins().unarrow(quads[0], quads[1]);
-        let hi = em.b.ins().unarrow(quads[2], quads[3]);
-        em.b.ins().unarrow(lo, hi)
+        let quads: [Value; 4] = std::array::from_fn(|q| em.load_low32x4(ptr, k + 4 * q));
+        pack_bytes(em, quads, bits)
     };
-    let table = |em: &mut Emitter, t: &[u8; 16]| {
-        let c =
-            em.b.func
-                .dfg
-                .constants
-                .insert(cranelift_codegen::ir::ConstantData::from(t.to_vec()));
-        em.b.ins().vconst(types::I8X16, c)
-    };
-    let (tva, tvb) = (table(em, ta), table(em, tb));
-    let zero8 = {
-        let z = em.b.ins().iconst(types::I8, 0);
-        em.b.ins().splat(types::I8X16, z)
-    };
+    let tables = byte_table_constants(em, [ta, tb]);
     let mut sums: Option<Value> = None;
     let mut nonzero: Option<Value> = None;
     for k in (first..first + gs).step_by(16) {
         let ca = codes(em, ptrs.a, k, fa.storage_bits);
         let cb = codes(em, ptrs.b, k, fb.storage_bits);
-        let va = em.b.ins().swizzle(tva, ca);
-        let vb = em.b.ins().swizzle(tvb, cb);
-        let (alo, ahi) = (em.b.ins().swiden_low(va), em.b.ins().swiden_high(va));
-        let (blo, bhi) = (em.b.ins().swiden_low(vb), em.b.ins().swiden_high(vb));
-        // pairs of i16 products added into i32 lanes: the pattern x86 lowers to `pmaddwd`
-        let dot = |em: &mut Emitter, x: Value, y: Value| {
-            let (xl, yl) = (em.b.ins().swiden_low(x), em.b.ins().swiden_low(y));
-            let (xh, yh) = (em.b.ins().swiden_high(x), em.b.ins().swiden_high(y));
-            let low = em.b.ins().imul(xl, yl);
-            let high = em.b.ins().imul(xh, yh);
-            em.b.ins().iadd_pairwise(low, high)
-        };
-        let p0 = dot(em, alo, blo);
-        let p1 = dot(em, ahi, bhi);
+        let ([p0, p1], both) = byte_products(em, tables, (ca, cb));
         let s = em.b.ins().iadd(p0, p1);
         sums = Some(match sums {
             None => s,
             Some(t) => em.b.ins().iadd(t, s),
         });
-        let na = em.b.ins().icmp(IntCC::NotEqual, va, zero8);
-        let nb = em.b.ins().icmp(IntCC::NotEqual, vb, zero8);
-        let both = em.b.ins().band(na, nb);
         nonzero = Some(match nonzero {
             None => both,
             Some(t) => em.b.ins().bor(t, both),

@@ -528,21 +528,16 @@ fn step(
         }
     }
     // c: its exponent max(field, 1) - 127 by the zero rule, and NaN/Inf
-    let field_mask = em.splat32(0xff);
-    let ef = em.b.ins().ushr_imm_s(c, 23);
-    let ef = em.b.ins().band(ef, field_mask);
-    let c_special = em.b.ins().icmp(IntCC::Equal, ef, field_mask);
+    let CLanes {
+        field: ef,
+        exp: c_exp,
+        special: c_special,
+        zero: c_is0,
+    } = c_lanes(em, c);
     if !rp.deferred_power {
         or_lanes(em, special, c_special);
     }
     let one = em.splat32(1);
-    let ef = em.b.ins().smax(ef, one);
-    let bias = em.splat32(127);
-    let c_exp = em.b.ins().isub(ef, bias);
-    let magnitude = em.splat32(0x7fff_ffff);
-    let c_magnitude = em.b.ins().band(c, magnitude);
-    let zero = em.splat32(0);
-    let c_is0 = em.b.ins().icmp(IntCC::Equal, c_magnitude, zero);
     let c_exp = match f.zero_exponent.c {
         ZeroExponent::Natural => c_exp,
         rule => {
@@ -801,6 +796,37 @@ fn t_in_f64(
             None => t,
         }
     })
+}
+
+/// A step's c (binary32 codes, i32x4) in lanes: its exponent field max(field, 1) (1 for
+/// zeros and subnormals), its exponent, and the lanes where it is a NaN or an infinity,
+/// and where it is a zero.
+struct CLanes {
+    field: Value,
+    exp: Value,
+    special: Value,
+    zero: Value,
+}
+
+fn c_lanes(em: &mut Emitter, c: Value) -> CLanes {
+    let field_mask = em.splat32(0xff);
+    let ef = em.b.ins().ushr_imm_s(c, 23);
+    let ef = em.b.ins().band(ef, field_mask);
+    let special = em.b.ins().icmp(IntCC::Equal, ef, field_mask);
+    let one = em.splat32(1);
+    let field = em.b.ins().smax(ef, one);
+    let bias = em.splat32(127);
+    let exp = em.b.ins().isub(field, bias);
+    let magnitude = em.splat32(0x7fff_ffff);
+    let c_magnitude = em.b.ins().band(c, magnitude);
+    let zero = em.splat32(0);
+    let zero = em.b.ins().icmp(IntCC::Equal, c_magnitude, zero);
+    CLanes {
+        field,
+        exp,
+        special,
+        zero,
+    }
 }
 
 /// `acc = umax(acc, x)` lane-wise, `acc` starting empty.

@@ -7,12 +7,12 @@
 //! aligned with c to their largest exponent and truncated in f64 lanes, where the sum of
 //! the kept values is exact ([`GroupPlan`]), and rounded toward zero into binary32.
 
-use super::{RECORDS, elements, or_lanes};
+use super::{RECORDS, c_lanes, elements, or_lanes};
 use crate::format::{FloatFormat, Specials};
 use crate::ir::*;
 use crate::jit::emit::{Emitter, little_endian};
 use crate::jit::fused::plan::{Plan, clog2};
-use crate::jit::fused::products::byte_table;
+use crate::jit::fused::products::{byte_products, byte_table, byte_table_constants, pack_bytes};
 use crate::jit::fused::round::{binary32_step, is_binary32};
 use crate::jit::fused::simd::{high_half, shuffle_mask};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -157,32 +157,11 @@ pub(super) fn step(
     special: &mut Option<Value>,
 ) -> Value {
     let le = little_endian();
-    let table = |em: &mut Emitter, t: &[u8; 16]| {
-        let c =
-            em.b.func
-                .dfg
-                .constants
-                .insert(cranelift_codegen::ir::ConstantData::from(t.to_vec()));
-        em.b.ins().vconst(types::I8X16, c)
-    };
-    let (ta, tb) = (table(em, &gp.tables.0), table(em, &gp.tables.1));
-    let zero8 = {
-        let z = em.b.ins().iconst(types::I8, 0);
-        em.b.ins().splat(types::I8X16, z)
-    };
+    let tables = byte_table_constants(em, [&gp.tables.0, &gp.tables.1]);
     // four elements k..k + 4 of each record, one record per i32 lane, a byte each
     let codes = |em: &mut Emitter, records: [Value; RECORDS], k: usize, f: &FloatFormat| {
-        let mask = em.splat32(crate::format::low_mask(f.storage_bits) as i64);
-        let quads: Vec<Value> = records
-            .iter()
-            .map(|&ptr| {
-                let x = em.load_low32x4(ptr, k);
-                em.b.ins().band(x, mask)
-            })
-            .collect();
-        let low = em.b.ins().unarrow(quads[0], quads[1]);
-        let high = em.b.ins().unarrow(quads[2], quads[3]);
-        em.b.ins().unarrow(low, high)
+        let quads = records.map(|ptr| em.load_low32x4(ptr, k));
+        pack_bytes(em, quads, f.storage_bits)
     };
     // the scale factors' codes, in pairs
     let mut scale_codes: Vec<Option<[Value; 2]>> = vec![None; (start + chain) / gp.block + 1];
@@ -231,34 +210,13 @@ pub(super) fn step(
         let mut sums: Option<(Value, Value)> = None;
         let mut nonzero: Option<Value> = None;
         for k in (first..first + gp.size).step_by(4) {
-            let va = {
-                let x = codes(em, a, k, fa);
-                em.b.ins().swizzle(ta, x)
-            };
-            let vb = {
-                let x = codes(em, b, k, fb);
-                em.b.ins().swizzle(tb, x)
-            };
-            // pairs of i16 products added into i32 lanes (`pmaddwd`): records 0 and 1
-            // (two lanes each), then records 2 and 3
-            let dot = |em: &mut Emitter, x: Value, y: Value| {
-                let (xl, yl) = (em.b.ins().swiden_low(x), em.b.ins().swiden_low(y));
-                let (xh, yh) = (em.b.ins().swiden_high(x), em.b.ins().swiden_high(y));
-                let low = em.b.ins().imul(xl, yl);
-                let high = em.b.ins().imul(xh, yh);
-                em.b.ins().iadd_pairwise(low, high)
-            };
-            let (alo, ahi) = (em.b.ins().swiden_low(va), em.b.ins().swiden_high(va));
-            let (blo, bhi) = (em.b.ins().swiden_low(vb), em.b.ins().swiden_high(vb));
-            let low = dot(em, alo, blo);
-            let high = dot(em, ahi, bhi);
+            let (ca, cb) = (codes(em, a, k, fa), codes(em, b, k, fb));
+            // records 0 and 1 (two lanes each), then records 2 and 3
+            let ([low, high], both) = byte_products(em, tables, (ca, cb));
             sums = Some(match sums {
                 None => (low, high),
                 Some((x, y)) => (em.b.ins().iadd(x, low), em.b.ins().iadd(y, high)),
             });
-            let na = em.b.ins().icmp(IntCC::NotEqual, va, zero8);
-            let nb = em.b.ins().icmp(IntCC::NotEqual, vb, zero8);
-            let both = em.b.ins().band(na, nb);
             nonzero = Some(match nonzero {
                 None => both,
                 Some(x) => em.b.ins().bor(x, both),
@@ -288,19 +246,11 @@ pub(super) fn step(
         values.push((em.b.ins().imul(sum, sig), e));
     }
     // c: its exponent by the zero rule, and NaN/Inf
-    let field_mask = em.splat32(0xff);
-    let field = em.b.ins().ushr_imm_s(c, 23);
-    let field = em.b.ins().band(field, field_mask);
-    let c_special = em.b.ins().icmp(IntCC::Equal, field, field_mask);
-    or_lanes(em, special, c_special);
-    let one = em.splat32(1);
-    let field = em.b.ins().smax(field, one);
-    let bias = em.splat32(127);
-    let c_exp = em.b.ins().isub(field, bias);
-    let magnitude = em.splat32(0x7fff_ffff);
-    let c_magnitude = em.b.ins().band(c, magnitude);
-    let c_zero = em.b.ins().icmp(IntCC::Equal, c_magnitude, zero);
-    let c_exp = em.b.ins().bitselect(c_zero, zero_group, c_exp);
+    let c_fields = c_lanes(em, c);
+    or_lanes(em, special, c_fields.special);
+    let c_exp =
+        em.b.ins()
+            .bitselect(c_fields.zero, zero_group, c_fields.exp);
     let r = em.b.ins().smax(max.expect("at least one group"), c_exp);
     // the powers' f64 exponent fields
     let groups_field = em.splat32(gp.keep - 2 * m + gp.grid + 1023);
@@ -369,6 +319,7 @@ pub(super) fn step(
     let low = em.b.ins().band(low, nonzero_t);
     or_lanes(em, special, low);
     // a zero result is +0
+    let magnitude = em.splat32(0x7fff_ffff);
     let d_magnitude = em.b.ins().band(d, magnitude);
     let d_zero = em.b.ins().icmp(IntCC::Equal, d_magnitude, zero);
     em.b.ins().band_not(d, d_zero)

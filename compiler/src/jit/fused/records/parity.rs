@@ -6,7 +6,7 @@
 //! the first normalisation and the rounding into binary32) is done in f32 and f64 lanes,
 //! where every value it forms is exact ([`ParityPlan`]).
 
-use super::{ValueProducts, elements, or_lanes};
+use super::{ValueProducts, c_lanes, elements, or_lanes};
 use crate::ir::*;
 use crate::jit::emit::{Emitter, little_endian};
 use crate::jit::fused::plan::{Plan, SimdShape, clog2};
@@ -162,13 +162,8 @@ pub(super) fn step(
         or_lanes(em, special, s);
     }
     // c: its exponent max(field, 1) - 127 (a zero's is -126), and NaN/Inf
-    let field_mask = em.splat32(0xff);
-    let field = em.b.ins().ushr_imm_s(c, 23);
-    let field = em.b.ins().band(field, field_mask);
-    let c_special = em.b.ins().icmp(IntCC::Equal, field, field_mask);
-    or_lanes(em, special, c_special);
-    let one = em.splat32(1);
-    let field = em.b.ins().smax(field, one);
+    let c_fields = c_lanes(em, c);
+    or_lanes(em, special, c_fields.special);
     // each parity's kept values, summed in i32 lanes
     let top = em.splat32(pp.keep + 127);
     let sums = [(r_even, &values[0]), (r_odd, &values[1])].map(|(r, values)| {
@@ -177,10 +172,7 @@ pub(super) fn step(
         scaled_sum_i32(em, values, power)
     });
     let e_p = em.b.ins().smax(r_even, r_odd);
-    let c_exp = {
-        let bias = em.splat32(127);
-        em.b.ins().isub(field, bias)
-    };
+    let c_exp = c_fields.exp;
     let e = em.b.ins().smax(e_p, c_exp);
     // the powers of two, as f32 lanes from their exponents (clamped to f32's normal
     // range where the lane's value does not depend on them)
@@ -283,10 +275,6 @@ pub(super) fn step(
     // every product zero: d is c, a zero c +0
     let absent = em.splat32(ABSENT);
     let none = em.b.ins().icmp(IntCC::Equal, e_p, absent);
-    let magnitude = em.splat32(0x7fff_ffff);
-    let c_magnitude = em.b.ins().band(c, magnitude);
-    let zero = em.splat32(0);
-    let c_zero = em.b.ins().icmp(IntCC::Equal, c_magnitude, zero);
-    let c_result = em.b.ins().band_not(c, c_zero);
+    let c_result = em.b.ins().band_not(c, c_fields.zero);
     em.b.ins().bitselect(none, c_result, d)
 }
