@@ -649,6 +649,11 @@ instruction rne.e4m3 {
     types a = e4m3, b = e4m3, c = f32, d = f32
     uses t_rne(F = 13, L = 16, e_zero = -300)
 }
+instruction rz.fp8.bf8 {
+    shape 16 x 8 x 32
+    types a = fp8, b = bf8, c = f32, d = f32
+    uses t_pos(F = 24, L = 16, e_zero = -133)
+}
 instruction rne.f16 {
     shape 16 x 8 x 16
     types a = f16, b = f16, c = f32, d = f32
@@ -725,6 +730,8 @@ instruction rz13.tf32 {
         (&variants, "rz13.f16", "i32x4", true),
         (&variants, "rne.f16.ez10", "i32x4", true),
         (&variants, "rne.e4m3", "i32x4", true),
+        // FNUZ formats (NaN: the sign bit alone; the zeros family makes NaNs of -0)
+        (&variants, "rz.fp8.bf8", "i32x4", true),
     ] {
         let options = jit::Options {
             emit_clif: true,
@@ -1221,19 +1228,58 @@ instruction natural.bf8.fp8 {
 #[test]
 fn fp4_groups_in_simd_lanes() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/rtx_blackwell.mma");
-    let v = load(&path).expect("spec");
+    let rtx = load(&path).expect("spec");
+    // a zero c at its own zero exponent, above the groups' (a tiny group is then
+    // truncated against it)
+    let variants = r#"
+arch gst_variants "GST-FDPA with c's zero exponent apart from the groups'"
+import std
+pipeline gst_c_apart(G, F, L) {
+    chain every L
+    multiply exact
+    group G products exact, scaled as blocks
+    zero exponent -139 for groups
+    zero exponent -100 for c
+    align blocks, c to max exponent keep F bits round toward_zero
+    normalize to out round toward_zero
+    zero result positive
+    nan canonical
+}
+instruction c_apart.ue8m0 {
+    shape 16 x 8 x 64
+    types a = e2m1, b = e2m1, c = f32, d = f32
+    scale ue8m0 block 16
+    uses gst_c_apart(G = 16, F = 35, L = 64)
+}
+"#;
+    let variants = mmac_compiler::compile("gst_variants.mma", variants).expect("checks");
     let options = jit::Options {
         emit_clif: true,
         ..jit::Options::default()
     };
-    let compiled = jit::compile_with(&v.spec, &v.info, options).expect("compiles");
-    for name in [
-        "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
-        "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue8m0",
+    let compiled_rtx = jit::compile_with(&rtx.spec, &rtx.info, options).expect("compiles");
+    let compiled_variants =
+        jit::compile_with(&variants.spec, &variants.info, options).expect("compiles");
+    for (v, compiled, name) in [
+        (
+            &rtx,
+            &compiled_rtx,
+            "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
+        ),
+        (
+            &rtx,
+            &compiled_rtx,
+            "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue8m0",
+        ),
         // (the arithmetic of `mxf4nvf4.block32...ue8m0` too)
-        "mma.block_scale.m16n8k64.kind::mxf4.block32.f32.e2m1.e2m1.f32.ue8m0",
+        (
+            &rtx,
+            &compiled_rtx,
+            "mma.block_scale.m16n8k64.kind::mxf4.block32.f32.e2m1.e2m1.f32.ue8m0",
+        ),
+        (&variants, &compiled_variants, "c_apart.ue8m0"),
     ] {
-        let (inst, info) = find(&v, name);
+        let (inst, info) = find(v, name);
         let kernel = compiled.kernel(name).expect("kernel");
         // the batch entry's record lanes show as a kernel of their own
         let batch = format!("{name} (batch");

@@ -18,6 +18,10 @@
 //! - Where they are not (bf16, tf32), each product's power of two is applied after the
 //!   max, with the alignment ([`deferred_tail`]), and the result is scaled in f64; a c that
 //!   is a NaN or an infinity (an earlier step's overflow) is handled in the lanes.
+//!
+//! Two other pipelines have steps of their own: GTR-FDPA, with its even and odd
+//! alignments and two normalisations ([`parity`], products from [`ValueProducts`]), and
+//! GST-FDPA over FP4 groups scaled as blocks ([`groups`]).
 
 mod groups;
 mod parity;
@@ -67,6 +71,9 @@ pub(crate) struct RecordPlan {
 /// flushing. With the products as f32 values (`SimdPlan::value_lanes`) the sums must not
 /// overflow and every term's power must be a normal f32; otherwise the products' powers
 /// are deferred, and the kept values plus c's must fit an i32.
+///
+/// Grouped pipelines take [`groups::group_plan`] and GTR-FDPA [`parity::parity_plan`]
+/// instead; their steps read only that plan.
 pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<RecordPlan> {
     if f.grouping.is_some() {
         let gp = groups::group_plan(inst, f, p)?;

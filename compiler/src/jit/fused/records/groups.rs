@@ -34,19 +34,21 @@ pub(crate) struct GroupPlan {
     grid: i64,
     /// The scale factors' format.
     scale: FloatFormat,
-    /// The exponent of a zero group (every product zero, or a zero scale product).
+    /// The exponent of a zero group (every product zero, or a zero scale product), and of
+    /// a zero c.
     zero_group: i64,
+    zero_c: i64,
 }
 
 /// The plan, where the pipeline is GST-FDPA over 4-bit formats whose values fit an i8:
 /// groups of G products (G a multiple of 4) scaled as blocks by an unsigned scale format
 /// of at most 3 mantissa bits (ue4m3, ue8m0) whose only special is its all-ones code,
-/// a zero group at a fixed exponent, one alignment of the groups and c to their largest
-/// exponent truncated to F bits, and one normalisation into binary32 toward zero; c
-/// binary32. Bounds that make every step exact:
-/// - a group's sum times its scales' significands fits an i32;
-/// - each kept value is below 2^(F + 2 + bits of that product - 2m + grid), and with
-///   c's their sum is exact in f64;
+/// a zero group and a zero c at fixed exponents, one alignment of the groups and c to
+/// their largest exponent truncated to F bits, and one normalisation into binary32
+/// toward zero; c binary32. Bounds that make every step exact:
+/// - a group's sum times its scales' significands fits an i32 (b bits);
+/// - each group's kept value is below 2^(F + b - 2m + grid) (its exponent is at most r),
+///   c's below 2^(F + 1), and their sum is exact in f64;
 /// - the scale factors of a chained step are loaded in pairs: their count is even.
 pub(crate) fn group_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<GroupPlan> {
     let g = f.grouping?;
@@ -60,9 +62,10 @@ pub(crate) fn group_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Grou
     let (precision, true) = binary32_step(inst, f, false)? else {
         return None;
     };
-    let zero_group = match f.zero_exponent.groups {
-        ZeroExponent::Fixed(e) => e as i64,
-        _ => return None,
+    let (ZeroExponent::Fixed(zero_group), ZeroExponent::Fixed(zero_c)) =
+        (f.zero_exponent.groups, f.zero_exponent.c)
+    else {
+        return None;
     };
     let keep = match f.nodes.as_slice() {
         [n] if n.reference == Reference::MaxExponent => match n.terms.as_slice() {
@@ -124,7 +127,8 @@ pub(crate) fn group_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Grou
         tables,
         grid: p.product_min_grid,
         scale: s,
-        zero_group,
+        zero_group: zero_group as i64,
+        zero_c: zero_c as i64,
     })
 }
 
@@ -248,9 +252,8 @@ pub(super) fn step(
     // c: its exponent by the zero rule, and NaN/Inf
     let c_fields = c_lanes(em, c);
     or_lanes(em, special, c_fields.special);
-    let c_exp =
-        em.b.ins()
-            .bitselect(c_fields.zero, zero_group, c_fields.exp);
+    let zero_c = em.splat32(gp.zero_c);
+    let c_exp = em.b.ins().bitselect(c_fields.zero, zero_c, c_fields.exp);
     let r = em.b.ins().smax(max.expect("at least one group"), c_exp);
     // the powers' f64 exponent fields
     let groups_field = em.splat32(gp.keep - 2 * m + gp.grid + 1023);
