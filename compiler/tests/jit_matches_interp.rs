@@ -1338,7 +1338,7 @@ instruction c_apart.ue8m0 {
                     sign | (field << 23) | (r & 0x7f_ffff)
                 }
                 // zero or tiny (subnormal, or the smallest normals)
-                2 if case % 4 == 1 => sign,
+                2 if case % 2 == 1 => sign,
                 2 => sign | ((r >> 40) % (3 << 23)),
                 // near f32's largest finite values
                 3 if case % 2 == 0 => sign | (254 << 23) | (r & 0x7f_ffff),
