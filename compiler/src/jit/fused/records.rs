@@ -28,9 +28,7 @@ mod parity;
 
 use super::plan::{Plan, SimdShape, clog2};
 use super::round::{binary32_step, is_binary32};
-use super::simd::{
-    ABSENT, high_half, power_from_fields, scaled_sum_i32, shuffle_mask, truncate_to_i32,
-};
+use super::simd::{ABSENT, high_half, power_from_fields, scaled_sum_i32, truncate_to_i32};
 use super::sum::tree;
 use crate::format::{FloatFormat, Specials};
 use crate::ir::*;
@@ -41,8 +39,18 @@ use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 /// Records computed at once, one per i32 lane.
 pub(crate) const RECORDS: usize = 4;
 
-/// What the record-lane body needs beyond the fused plan.
-pub(crate) struct RecordPlan {
+/// What the record-lane body needs beyond the fused plan: the step of its pipeline.
+pub(crate) enum RecordPlan {
+    /// T-FDPA's one alignment ([`step`]).
+    TFdpa(TFdpaPlan),
+    /// GTR-FDPA: the even and the odd products aligned apart ([`parity::step`]).
+    Parity(parity::ParityPlan),
+    /// GST-FDPA: groups of FP4 products scaled as blocks ([`groups::step`]).
+    Groups(groups::GroupPlan),
+}
+
+/// The T-FDPA step's parameters.
+pub(crate) struct TFdpaPlan {
     /// F, the fraction bits every term keeps below the reference.
     keep: i64,
     /// The normalisation's precision P (23, or fewer toward zero).
@@ -59,10 +67,6 @@ pub(crate) struct RecordPlan {
     split_sum: bool,
     /// d's NaN code.
     nan: i64,
-    /// GTR-FDPA: the even and the odd products aligned apart ([`parity::step`]).
-    parity: Option<parity::ParityPlan>,
-    /// GST-FDPA: groups of FP4 products scaled as blocks ([`groups::step`]).
-    groups: Option<groups::GroupPlan>,
 }
 
 /// The record-lane plan, where it applies: the SIMD T-FDPA node in i32 lanes, one
@@ -73,35 +77,14 @@ pub(crate) struct RecordPlan {
 /// are deferred, and the kept values plus c's must fit an i32.
 ///
 /// Grouped pipelines take [`groups::group_plan`] and GTR-FDPA [`parity::parity_plan`]
-/// instead; their steps read only that plan.
+/// instead.
 pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<RecordPlan> {
     if f.grouping.is_some() {
-        let gp = groups::group_plan(inst, f, p)?;
-        return Some(RecordPlan {
-            keep: 0,
-            precision: 23,
-            toward_zero: true,
-            low_fields: false,
-            deferred_power: false,
-            split_sum: false,
-            nan: super::nan_bits(inst),
-            parity: None,
-            groups: Some(gp),
-        });
+        return groups::group_plan(inst, f, p).map(RecordPlan::Groups);
     }
     let s = p.simd?;
     if s.shape == SimdShape::EvenOdd {
-        return Some(RecordPlan {
-            keep: s.keep,
-            precision: 23,
-            toward_zero: false,
-            low_fields: false,
-            deferred_power: false,
-            split_sum: false,
-            nan: super::nan_bits(inst),
-            parity: Some(parity::parity_plan(inst, f, p)?),
-            groups: None,
-        });
+        return parity::parity_plan(inst, f, p).map(RecordPlan::Parity);
     }
     if !(s.shape == SimdShape::All && ValueProducts::fit(&p.a, &p.b)) {
         return None;
@@ -122,7 +105,7 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
         let kept = keep + 2 + clog2(f.chain as u64) as i64;
         let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
         let fits = kept <= 30 || (kept == 31 && f.chain >= 2);
-        return (keep >= 0 && fits && keep - fr <= 127).then_some(RecordPlan {
+        return (keep >= 0 && fits && keep - fr <= 127).then_some(RecordPlan::TFdpa(TFdpaPlan {
             keep,
             precision,
             toward_zero,
@@ -130,9 +113,7 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
             deferred_power: true,
             split_sum: kept == 31,
             nan: super::nan_bits(inst),
-            parity: None,
-            groups: None,
-        });
+        }));
     }
     // The sum cannot overflow: its magnitude is at most |c| + the products' (truncation
     // only shrinks terms), and with the products below 2^103 in all that is below f32's
@@ -157,7 +138,7 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
     if low < keep - 126 || high > keep + 126 || zero > keep + 127 {
         return None;
     }
-    Some(RecordPlan {
+    Some(RecordPlan::TFdpa(TFdpaPlan {
         keep,
         precision,
         toward_zero,
@@ -165,9 +146,7 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
         deferred_power: false,
         split_sum: false,
         nan: super::nan_bits(inst),
-        parity: None,
-        groups: None,
-    })
+    }))
 }
 
 /// Four records' dot-product-adds: `c` holds their c codes (i32x4), `a` and `b` point at
@@ -187,17 +166,21 @@ pub(crate) fn group(
     let mut special = None;
     let mut c = c;
     let chain = f.chain as usize;
-    if let Some(gp) = &rp.groups {
+    if let RecordPlan::Groups(gp) = rp {
         for start in (0..inst.k()).step_by(chain) {
             let steps = (&p.a, &p.b, chain, start);
             c = groups::step(em, gp, steps, c, (a, b), scales, &mut special);
         }
     } else {
-        let decoder = ValueProducts::new(em, f, p, rp.deferred_power);
+        let deferred_power = matches!(rp, RecordPlan::TFdpa(tp) if tp.deferred_power);
+        let decoder = ValueProducts::new(em, f, p, deferred_power);
         for start in (0..inst.k()).step_by(chain) {
-            c = match &rp.parity {
-                Some(pp) => parity::step(em, &decoder, pp, chain, c, (a, b), start, &mut special),
-                None => step(em, f, &decoder, rp, c, (a, b), start, &mut special),
+            c = match rp {
+                RecordPlan::Parity(pp) => {
+                    parity::step(em, &decoder, pp, chain, c, (a, b), start, &mut special)
+                }
+                RecordPlan::TFdpa(tp) => step(em, f, &decoder, tp, c, (a, b), start, &mut special),
+                RecordPlan::Groups(_) => unreachable!("grouped steps above"),
             };
         }
     }
@@ -516,7 +499,7 @@ fn step(
     em: &mut Emitter,
     f: &Fused,
     decoder: &ValueProducts,
-    rp: &RecordPlan,
+    rp: &TFdpaPlan,
     c: Value,
     (a, b): ([Value; RECORDS], [Value; RECORDS]),
     start: usize,
@@ -596,16 +579,8 @@ fn step(
     // below those are cleared first; the rounding to nearest even at P = 23), scaled by
     // 2^(r - F), exactly: t's grid is a normal f32 in the lanes kept. The sign is t's;
     // an exact zero t is +0.0, which every zero rule keeps. No nonzero t rounds to zero.
-    let hi_mask = shuffle_mask(
-        em,
-        [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
-    );
-    let mut narrow = Vec::with_capacity(2);
-    for t in t_in_f64(em, rp, &[sum, c_kept], hi_mask) {
-        let y = em.b.ins().fvdemote(t);
-        narrow.push(em.b.ins().bitcast(types::I32X4, le, y));
-    }
-    let t = em.pick32(narrow[0], narrow[1], [0, 1, 4, 5]);
+    let t = t_in_f64(em, rp, &[sum, c_kept]);
+    let t = narrowed(em, t);
     let t = em.b.ins().bitcast(types::F32X4, le, t);
     // 2^(r - F), whose field is at least 1 wherever t is not zero
     let bottom = em.splat32(127 - big_f);
@@ -625,7 +600,7 @@ struct CTerm {
     special: Value,
 }
 
-/// The rest of a step whose products' powers are deferred ([`RecordPlan::deferred_power`]),
+/// The rest of a step whose products' powers are deferred ([`TFdpaPlan::deferred_power`]),
 /// from the signed significands' products with their exponents (`products`), c and each
 /// lane's reference r:
 /// - each product's kept value trunc(sig 2^(e - bias - fr + F - r)) is one f32 multiply
@@ -650,7 +625,7 @@ struct CTerm {
 fn deferred_tail(
     em: &mut Emitter,
     decoder: &ValueProducts,
-    rp: &RecordPlan,
+    rp: &TFdpaPlan,
     products: &[(Value, Value)],
     c: CTerm,
     r: Value,
@@ -738,24 +713,15 @@ fn deferred_tail(
     // their zero exponent, within 600 of 0 by `Plan::narrow_exponents`)
     let up = em.splat32(1023 - big_f);
     let up = em.b.ins().iadd(r, up);
-    let hi_mask = shuffle_mask(
-        em,
-        [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
-    );
-    let up_high = high_half(em, up, hi_mask);
-    let mut narrow = Vec::with_capacity(2);
-    for (t, up) in t_in_f64(em, rp, &parts, hi_mask)
-        .into_iter()
-        .zip([up, up_high])
-    {
+    let up_high = high_half(em, up);
+    let [t_low, t_high] = t_in_f64(em, rp, &parts);
+    let scaled = [(t_low, up), (t_high, up_high)].map(|(t, up)| {
         let up = em.b.ins().swiden_low(up);
         let up = em.b.ins().ishl_imm_s(up, 52);
         let up = em.b.ins().bitcast(types::F64X2, le, up);
-        let y = em.b.ins().fmul(t, up);
-        let y = em.b.ins().fvdemote(y);
-        narrow.push(em.b.ins().bitcast(types::I32X4, le, y));
-    }
-    let d = em.pick32(narrow[0], narrow[1], [0, 1, 4, 5]);
+        em.b.ins().fmul(t, up)
+    });
+    let d = narrowed(em, scaled);
     // a NaN or infinite c is the result
     let is_nan = em.b.ins().icmp(IntCC::NotEqual, mantissa, zero);
     let is_nan = em.b.ins().band(is_nan, c.special);
@@ -768,12 +734,7 @@ fn deferred_tail(
 /// 0 and 1, then 2 and 3. The sum is exact (at most two parts below 2^31 each); toward
 /// zero, the bits of its code below P + 1 significant bits are cleared, so that the
 /// narrowing to f32 is exact (to nearest even at P = 23 the narrowing is the rounding).
-fn t_in_f64(
-    em: &mut Emitter,
-    rp: &RecordPlan,
-    parts: &[Value],
-    hi_mask: cranelift_codegen::ir::Immediate,
-) -> [Value; 2] {
+fn t_in_f64(em: &mut Emitter, rp: &TFdpaPlan, parts: &[Value]) -> [Value; 2] {
     let le = little_endian();
     let clear = rp
         .toward_zero
@@ -781,11 +742,7 @@ fn t_in_f64(
     [false, true].map(|high| {
         let mut t = None;
         for &part in parts {
-            let part = if high {
-                high_half(em, part, hi_mask)
-            } else {
-                part
-            };
+            let part = if high { high_half(em, part) } else { part };
             let part = em.b.ins().swiden_low(part);
             let part = em.b.ins().fcvt_from_sint(types::F64X2, part);
             t = Some(match t {
@@ -803,6 +760,17 @@ fn t_in_f64(
             None => t,
         }
     })
+}
+
+/// Two f64x2 (records 0 and 1, then 2 and 3) narrowed to f32 (to nearest even, infinity
+/// past f32's range), as the i32x4 of their codes.
+fn narrowed(em: &mut Emitter, halves: [Value; 2]) -> Value {
+    let le = little_endian();
+    let [low, high] = halves.map(|x| {
+        let y = em.b.ins().fvdemote(x);
+        em.b.ins().bitcast(types::I32X4, le, y)
+    });
+    em.pick32(low, high, [0, 1, 4, 5])
 }
 
 /// A step's c (binary32 codes, i32x4) in lanes: its exponent field max(field, 1) (1 for

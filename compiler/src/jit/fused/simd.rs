@@ -15,19 +15,22 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 
 /// A 16-byte shuffle immediate.
+/// (One entry per distinct mask, so that equal shuffles of one value are computed once.)
 pub(super) fn shuffle_mask(em: &mut Emitter, bytes: [u8; 16]) -> cranelift_codegen::ir::Immediate {
-    em.b.func
-        .dfg
-        .immediates
-        .push(cranelift_codegen::ir::ConstantData::from(bytes.to_vec()))
+    let data = cranelift_codegen::ir::ConstantData::from(bytes.to_vec());
+    let immediates = &mut em.b.func.dfg.immediates;
+    match immediates.iter().find(|(_, d)| **d == data) {
+        Some((imm, _)) => imm,
+        None => immediates.push(data),
+    }
 }
 
 /// Lanes 2 and 3 of an i32x4 moved to lanes 0 and 1.
-pub(super) fn high_half(
-    em: &mut Emitter,
-    x: Value,
-    mask: cranelift_codegen::ir::Immediate,
-) -> Value {
+pub(super) fn high_half(em: &mut Emitter, x: Value) -> Value {
+    let mask = shuffle_mask(
+        em,
+        [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
+    );
     let le = little_endian();
     let x8 = em.b.ins().bitcast(types::I8X16, le, x);
     let s = em.b.ins().shuffle(x8, x8, mask);
@@ -184,15 +187,11 @@ fn product_lanes(
 /// i32 lanes 0 and 2, lane 1 lanes 1 and 3.
 fn truncated_sum(em: &mut Emitter, groups: &[(Value, Value)], power: Value) -> Value {
     let le = little_endian();
-    let hi_mask = shuffle_mask(
-        em,
-        [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
-    );
     let mut terms = Vec::with_capacity(groups.len() * 2);
     for &(signed, e) in groups {
         let pw = em.b.ins().iadd(e, power);
-        let pw_hi = high_half(em, pw, hi_mask);
-        let s_hi = high_half(em, signed, hi_mask);
+        let pw_hi = high_half(em, pw);
+        let s_hi = high_half(em, signed);
         for (pw, s) in [(pw, signed), (pw_hi, s_hi)] {
             let w = em.b.ins().swiden_low(pw);
             let w = em.b.ins().ishl_imm_s(w, 52);

@@ -7,14 +7,14 @@
 //! aligned with c to their largest exponent and truncated in f64 lanes, where the sum of
 //! the kept values is exact ([`GroupPlan`]), and rounded toward zero into binary32.
 
-use super::{RECORDS, c_lanes, elements, or_lanes};
+use super::{RECORDS, c_lanes, elements, narrowed, or_lanes};
 use crate::format::{FloatFormat, Specials};
 use crate::ir::*;
 use crate::jit::emit::{Emitter, little_endian};
 use crate::jit::fused::plan::{Plan, clog2};
 use crate::jit::fused::products::{byte_products, byte_table, byte_table_constants, pack_bytes};
 use crate::jit::fused::round::{binary32_step, is_binary32};
-use crate::jit::fused::simd::{high_half, shuffle_mask};
+use crate::jit::fused::simd::high_half;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 
@@ -262,20 +262,14 @@ pub(super) fn step(
     let c_field = em.b.ins().isub(c_field, r);
     let up_field = em.splat32(1023 - gp.keep);
     let up_field = em.b.ins().iadd(r, up_field);
-    let hi_mask = shuffle_mask(
-        em,
-        [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
-    );
     let clear = em.splat64(!((1i64 << (52 - gp.precision)) - 1));
     let zero64 = {
         let z = em.b.ins().f64const(0.0);
         em.b.ins().splat(types::F64X2, z)
     };
-    let mut narrow = Vec::with_capacity(2);
-    let mut nonzero_t = Vec::with_capacity(2);
-    for high in [false, true] {
+    let halves = [false, true].map(|high| {
         let half = |em: &mut Emitter, x: Value| {
-            if high { high_half(em, x, hi_mask) } else { x }
+            if high { high_half(em, x) } else { x }
         };
         let power = |em: &mut Emitter, field: Value| {
             let x = half(em, field);
@@ -305,16 +299,15 @@ pub(super) fn step(
         let x = em.b.ins().trunc(x);
         let t = em.b.ins().fadd(t.expect("at least one group"), x);
         let nz = em.b.ins().fcmp(FloatCC::NotEqual, t, zero64);
-        nonzero_t.push(em.b.ins().bitcast(types::I32X4, le, nz));
+        let nonzero_t = em.b.ins().bitcast(types::I32X4, le, nz);
         let bits = em.b.ins().bitcast(types::I64X2, le, t);
         let bits = em.b.ins().band(bits, clear);
         let t = em.b.ins().bitcast(types::F64X2, le, bits);
         let p = power(em, up_field);
-        let y = em.b.ins().fmul(t, p);
-        let y = em.b.ins().fvdemote(y);
-        narrow.push(em.b.ins().bitcast(types::I32X4, le, y));
-    }
-    let d = em.pick32(narrow[0], narrow[1], [0, 1, 4, 5]);
+        (em.b.ins().fmul(t, p), nonzero_t)
+    });
+    let d = narrowed(em, halves.map(|(y, _)| y));
+    let nonzero_t = halves.map(|(_, nz)| nz);
     // lanes whose result can lie below f32's subnormal grid for P
     let floor = em.splat32(gp.keep - 126 - gp.precision);
     let low = em.b.ins().icmp(IntCC::SignedLessThan, r, floor);

@@ -6,12 +6,12 @@
 //! the first normalisation and the rounding into binary32) is done in f32 and f64 lanes,
 //! where every value it forms is exact ([`ParityPlan`]).
 
-use super::{ValueProducts, c_lanes, elements, or_lanes};
+use super::{ValueProducts, c_lanes, elements, narrowed, or_lanes};
 use crate::ir::*;
 use crate::jit::emit::{Emitter, little_endian};
 use crate::jit::fused::plan::{Plan, SimdShape, clog2};
 use crate::jit::fused::round::{binary32_step, is_binary32};
-use crate::jit::fused::simd::{ABSENT, high_half, power_from_fields, scaled_sum_i32, shuffle_mask};
+use crate::jit::fused::simd::{ABSENT, high_half, power_from_fields, scaled_sum_i32};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 
@@ -216,20 +216,15 @@ pub(super) fn step(
     let c_kept = em.b.ins().bitcast(types::I32X4, le, c_kept);
     let c_kept = em.b.ins().band_not(c_kept, dropped);
     // in f64 lanes, two records each
-    let hi_mask = shuffle_mask(
-        em,
-        [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15],
-    );
     let ulp = (1i64 << (52 - pp.window)) - 1;
     let below = em.splat64(ulp);
     let kept = em.splat64(!ulp);
     let zero = em.b.ins().f64const(0.0);
     let zero = em.b.ins().splat(types::F64X2, zero);
-    let mut narrow = Vec::with_capacity(2);
-    for high in [false, true] {
+    let scaled = [false, true].map(|high| {
         let half = |em: &mut Emitter, x: Value| {
             let x = em.b.ins().bitcast(types::I32X4, le, x);
-            if high { high_half(em, x, hi_mask) } else { x }
+            if high { high_half(em, x) } else { x }
         };
         let wide_int = |em: &mut Emitter, x: Value| {
             let x = half(em, x);
@@ -267,11 +262,9 @@ pub(super) fn step(
         let bits = em.b.ins().band(bits, kept);
         let t = em.b.ins().bitcast(types::F64X2, le, bits);
         let p = wide_float(em, to_result);
-        let y = em.b.ins().fmul(t, p);
-        let y = em.b.ins().fvdemote(y);
-        narrow.push(em.b.ins().bitcast(types::I32X4, le, y));
-    }
-    let d = em.pick32(narrow[0], narrow[1], [0, 1, 4, 5]);
+        em.b.ins().fmul(t, p)
+    });
+    let d = narrowed(em, scaled);
     // every product zero: d is c, a zero c +0
     let absent = em.splat32(ABSENT);
     let none = em.b.ins().icmp(IntCC::Equal, e_p, absent);
