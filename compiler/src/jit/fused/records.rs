@@ -173,7 +173,8 @@ pub(crate) fn group(
         }
     } else {
         let deferred_power = matches!(rp, RecordPlan::TFdpa(tp) if tp.deferred_power);
-        let decoder = ValueProducts::new(em, f, p, deferred_power);
+        let pairs = matches!(rp, RecordPlan::TFdpa(_));
+        let decoder = ValueProducts::new(em, f, p, deferred_power, pairs);
         for start in (0..inst.k()).step_by(chain) {
             c = match rp {
                 RecordPlan::Parity(pp) => {
@@ -203,6 +204,24 @@ struct ValueOperand {
     unit: Value,
     /// How a NaN or an infinity is told; none for formats without.
     special: Option<SpecialTest>,
+    /// The same masks in i16x8 lanes, for [`ValueProducts::pairs`].
+    narrow: Option<NarrowMasks>,
+}
+
+/// An operand's masks in i16x8 lanes: the mantissa field, the exponent field in place,
+/// 2^m, and the special test's mask (for [`SpecialTest::AllOnes`]).
+struct NarrowMasks {
+    mantissa: Value,
+    field: Value,
+    unit: Value,
+    ones: Option<Value>,
+}
+
+/// The i16x8 constants of [`ValueProducts::pairs`]: the products' power field less the
+/// exponents' sum, and (for [`ZeroTerm::Select`]) the zero products' exponent.
+struct NarrowConstants {
+    power_field: Value,
+    zero: Option<Value>,
 }
 
 /// How [`ValueProducts`] tells an operand's NaNs and infinities, from a lane-wise
@@ -259,16 +278,27 @@ struct ValueProducts {
     /// The products are left as their significands' products, signed (the power is
     /// applied after the max, [`deferred_tail`]).
     deferred_power: bool,
+    /// The codes are decoded eight at a time, in i16x8 lanes ([`ValueProducts::pairs`]):
+    /// formats of at most 8 bits, whose significands' products are below 2^8.
+    narrow: Option<NarrowConstants>,
 }
 
 impl ValueProducts {
-    /// For a and b that [`ValueProducts::fit`].
-    fn new(em: &mut Emitter, f: &Fused, p: &Plan, deferred_power: bool) -> ValueProducts {
+    /// For a and b that [`ValueProducts::fit`]; in i16x8 lanes where `pairs` is asked for
+    /// and a and b [`ValueProducts::fit_narrow`].
+    fn new(
+        em: &mut Emitter,
+        f: &Fused,
+        p: &Plan,
+        deferred_power: bool,
+        pairs: bool,
+    ) -> ValueProducts {
         let units = if p.a.mantissa_bits == p.b.mantissa_bits {
             1i64 << p.a.mantissa_bits
         } else {
             1
         };
+        let narrow = pairs && !deferred_power && ValueProducts::fit_narrow(&p.a, &p.b);
         let mut operand = |x: &FloatFormat| {
             let (m, e) = (x.mantissa_bits as i64, x.exponent_bits as i64);
             let ignored = x.ignored_low_bits as i64;
@@ -287,6 +317,16 @@ impl ValueProducts {
                     Specials::Fnuz => Some(SpecialTest::SignAlone(31 - (e + m))),
                     Specials::None => None,
                 },
+                narrow: narrow.then(|| NarrowMasks {
+                    mantissa: splat16(em, (1i64 << m) - 1),
+                    field: splat16(em, ((1i64 << e) - 1) << m),
+                    unit: splat16(em, 1i64 << m),
+                    ones: match x.specials {
+                        Specials::Ieee => Some(splat16(em, ((1i64 << e) - 1) << m)),
+                        Specials::Fn => Some(splat16(em, (1i64 << (e + m)) - 1)),
+                        _ => None,
+                    },
+                }),
             }
         };
         let operands = [operand(&p.a), operand(&p.b)];
@@ -302,6 +342,25 @@ impl ValueProducts {
             ZeroExponent::Fixed(e) => ZeroTerm::Clear(e as i64),
             ZeroExponent::Never => ZeroTerm::Clear(ABSENT),
         };
+        let narrow = narrow
+            .then(|| {
+                let zero = match f.zero_exponent.products {
+                    // (in i16 lanes, and compared unsigned with the products' exponents)
+                    ZeroExponent::Fixed(e) if e as i64 + bias >= 0 => {
+                        let z = (e as i64 + bias) * units;
+                        if z >= 1 << 15 {
+                            return None;
+                        }
+                        Some(splat16(em, z))
+                    }
+                    _ => None,
+                };
+                Some(NarrowConstants {
+                    power_field: splat16(em, (127 - bias - fr) * units),
+                    zero,
+                })
+            })
+            .flatten();
         ValueProducts {
             operands,
             units,
@@ -310,7 +369,19 @@ impl ValueProducts {
             power_field,
             zero,
             deferred_power,
+            narrow,
         }
+    }
+
+    /// Formats [`ValueProducts::pairs`] decodes in i16 lanes: codes of at most 8 bits
+    /// (with no ignored low bits), whose significands' product is below 2^8 and whose
+    /// exponents' sum, in units of 2^m, is too. The f32 exponent field of a product's
+    /// power then sits in the top half of an i32, shifted left by at most 7.
+    fn fit_narrow(a: &FloatFormat, b: &FloatFormat) -> bool {
+        let narrow = |x: &FloatFormat| {
+            x.storage_bits <= 8 && x.ignored_low_bits == 0 && x.mantissa_bits <= 7
+        };
+        narrow(a) && narrow(b) && a.mantissa_bits + b.mantissa_bits + 2 <= 8
     }
 
     /// Signed formats with subnormals of at most 32 bits and 10 mantissa bits (the
@@ -429,6 +500,114 @@ impl ValueProducts {
         (signed, e)
     }
 
+    /// [`ValueProducts::group`] for elements k and k + 1 of four records at once, their
+    /// codes in i16x8 lanes ([`pair_elements`]): the significands' products and the
+    /// high halves of the f32 codes of their signed powers of two (i16x8 each), which
+    /// [`ValueProducts::pair_values`] makes the products. The exponents the max search
+    /// sees are taken into `max` and the tested fields into `seen`, lane-wise in i16
+    /// lanes ([`ValueProducts::reference`] reduces each record's two).
+    fn pairs(
+        &self,
+        em: &mut Emitter,
+        [ra, rb]: [Value; 2],
+        max: &mut Option<Value>,
+        seen: &mut [Option<Value>; 2],
+    ) -> (Value, Value) {
+        let n = self.narrow.as_ref().expect("planned in i16 lanes");
+        let mut parts = Vec::with_capacity(2);
+        for ((x, code), seen) in self.operands.iter().zip([ra, rb]).zip(seen) {
+            let masks = x.narrow.as_ref().expect("planned in i16 lanes");
+            let mantissa = em.b.ins().band(code, masks.mantissa);
+            let field = em.b.ins().band(code, masks.field);
+            let implicit = em.b.ins().smin(field, masks.unit);
+            let sig = em.b.ins().iadd(mantissa, implicit);
+            let exp = em.b.ins().smax(field, masks.unit);
+            let exp = if self.units == 1 {
+                em.b.ins().ushr_imm_s(exp, x.m)
+            } else {
+                exp
+            };
+            match (x.special, masks.ones) {
+                (Some(SpecialTest::AllOnes(_)), Some(ones)) => {
+                    let tested = em.b.ins().band(code, ones);
+                    max_lanes(em, seen, tested);
+                }
+                // the code's sign bit at bit 15 (the bits above the code go out)
+                (Some(SpecialTest::SignAlone(_)), _) => {
+                    let tested = em.b.ins().ishl_imm_s(code, 15 - x.sign);
+                    *seen = Some(match *seen {
+                        None => tested,
+                        Some(acc) => em.b.ins().smin(acc, tested),
+                    });
+                }
+                _ => {}
+            }
+            parts.push((sig, exp));
+        }
+        // the significands' product (below 2^8) and the exponents' sum (in units)
+        let sig = em.b.ins().imul(parts[0].0, parts[1].0);
+        let e = em.b.ins().iadd(parts[0].1, parts[1].1);
+        // the sign, at bit 15
+        let [xa, xb] = &self.operands;
+        let sign = if xa.sign == xb.sign {
+            let x = em.b.ins().bxor(ra, rb);
+            em.b.ins().ishl_imm_s(x, 15 - xa.sign)
+        } else {
+            let sa = em.b.ins().ishl_imm_s(ra, 15 - xa.sign);
+            let sb = em.b.ins().ishl_imm_s(rb, 15 - xb.sign);
+            em.b.ins().bxor(sa, sb)
+        };
+        let top = splat16(em, 0x8000);
+        let sign = em.b.ins().band(sign, top);
+        // the power's f32 code's high half: the sign, and the field at bit 7
+        let field = em.b.ins().iadd(e, n.power_field);
+        let field =
+            em.b.ins()
+                .ishl_imm_s(field, 7 - self.units.trailing_zeros() as i64);
+        let power = em.b.ins().bor(field, sign);
+        let e = match (&self.zero, n.zero) {
+            (ZeroTerm::Natural, _) => e,
+            (ZeroTerm::Select(_), Some(z)) => {
+                let zero = splat16(em, 0);
+                let is0 = em.b.ins().icmp(IntCC::Equal, sig, zero);
+                em.b.ins().bitselect(is0, z, e)
+            }
+            // a nonzero product's significand times 2^8 is above every exponents' sum
+            // (below 2^8) and below 2^16, and a zero's is 0: their unsigned min
+            (ZeroTerm::Clear(_), _) => {
+                let scaled = em.b.ins().ishl_imm_s(sig, 8);
+                em.b.ins().umin(e, scaled)
+            }
+            (ZeroTerm::Select(_), None) => unreachable!("planned: a zero exponent in i16"),
+        };
+        max_lanes(em, max, e);
+        (sig, power)
+    }
+
+    /// The signed products (f32x4) of elements k and k + 1 of four records, from
+    /// [`ValueProducts::pairs`]: each record's two i16 lanes are one i32 lane, element
+    /// k's the low half.
+    fn pair_values(&self, em: &mut Emitter, (sig, power): (Value, Value)) -> [Value; 2] {
+        let le = little_endian();
+        let sig = em.b.ins().bitcast(types::I32X4, le, sig);
+        let power = em.b.ins().bitcast(types::I32X4, le, power);
+        let low = em.splat32(0xffff);
+        let high = em.splat32(0xffff_0000);
+        let sigs = [
+            em.b.ins().band(sig, low),
+            em.b.ins().ushr_imm_s(sig, 16),
+        ];
+        let powers = [
+            em.b.ins().ishl_imm_s(power, 16),
+            em.b.ins().band(power, high),
+        ];
+        [0, 1].map(|i| {
+            let sig = em.b.ins().fcvt_from_sint(types::F32X4, sigs[i]);
+            let power = em.b.ins().bitcast(types::F32X4, le, powers[i]);
+            em.b.ins().fmul(sig, power)
+        })
+    }
+
     /// The products' unbiased reference from the lane-wise max of [`ValueProducts::group`],
     /// and the lanes with a NaN or an infinity among the operands (from `seen`).
     fn reference(
@@ -437,6 +616,18 @@ impl ValueProducts {
         max: Value,
         seen: [Option<Value>; 2],
     ) -> (Value, Option<Value>) {
+        let (max, seen) = if self.narrow.is_some() {
+            let seen = self.operands.iter().zip(seen).map(|(x, seen)| {
+                seen.map(|s| match x.special {
+                    Some(SpecialTest::SignAlone(_)) => records_min(em, s),
+                    _ => records_max(em, s),
+                })
+            });
+            let seen: Vec<Option<Value>> = seen.collect();
+            (records_max(em, max), [seen[0], seen[1]])
+        } else {
+            (max, seen)
+        };
         let mut special = None;
         for (x, seen) in self.operands.iter().zip(seen) {
             let want = match x.special {
@@ -468,6 +659,56 @@ impl ValueProducts {
         };
         (r, special)
     }
+}
+
+/// An i16x8 with every lane `v`.
+fn splat16(em: &mut Emitter, v: i64) -> Value {
+    let x = em.b.ins().iconst(types::I16, v & 0xffff);
+    em.b.ins().splat(types::I16X8, x)
+}
+
+/// Each record's two i16 lanes of `x` (i16x8), as unsigned values, reduced to one i32
+/// lane by the unsigned max.
+fn records_max(em: &mut Emitter, x: Value) -> Value {
+    let x = em.b.ins().bitcast(types::I32X4, little_endian(), x);
+    let mask = em.splat32(0xffff);
+    let low = em.b.ins().band(x, mask);
+    let high = em.b.ins().ushr_imm_s(x, 16);
+    em.b.ins().umax(low, high)
+}
+
+/// Each record's two i16 lanes of `x` (i16x8), as signed values, reduced to one i32
+/// lane by the signed min, in the lane's top half (i32::MIN where the min is i16::MIN).
+fn records_min(em: &mut Emitter, x: Value) -> Value {
+    let x = em.b.ins().bitcast(types::I32X4, little_endian(), x);
+    let mask = em.splat32(0xffff_0000);
+    let low = em.b.ins().ishl_imm_s(x, 16);
+    let high = em.b.ins().band(x, mask);
+    em.b.ins().smin(low, high)
+}
+
+/// Elements k and k + 1 of four records, the low 16 bits of their codes in i16x8 lanes:
+/// record 0's k, k + 1, record 1's k, k + 1, and so on.
+fn pair_elements(em: &mut Emitter, records: [Value; RECORDS], k: usize) -> Value {
+    let flags = MemFlagsData::new()
+        .with_notrap()
+        .with_readonly()
+        .with_can_move();
+    let le = little_endian();
+    let pairs: Vec<Value> = records
+        .iter()
+        .map(|&ptr| {
+            let x = em.b.ins().load(types::I64X2, flags, ptr, (k * 8) as i32);
+            em.b.ins().bitcast(types::I32X4, le, x)
+        })
+        .collect();
+    // the codes' low 32 bits, cut to 16 (a saturating narrowing of values in range)
+    let mask = em.splat32(0xffff);
+    let low = em.pick32(pairs[0], pairs[1], [0, 2, 4, 6]);
+    let high = em.pick32(pairs[2], pairs[3], [0, 2, 4, 6]);
+    let low = em.b.ins().band(low, mask);
+    let high = em.b.ins().band(high, mask);
+    em.b.ins().unarrow(low, high)
 }
 
 /// Elements k and k + 1 of four records: two i32x4 of the codes' low 32 bits.
@@ -510,7 +751,14 @@ fn step(
     let mut max = None;
     let mut seen = [None, None];
     let mut products = Vec::with_capacity(f.chain as usize);
+    let mut pairs = Vec::with_capacity(f.chain as usize / 2);
     for k in (start..start + f.chain as usize).step_by(2) {
+        if decoder.narrow.is_some() {
+            let ra = pair_elements(em, a, k);
+            let rb = pair_elements(em, b, k);
+            pairs.push(decoder.pairs(em, [ra, rb], &mut max, &mut seen));
+            continue;
+        }
         let ra = elements(em, a, k);
         let rb = elements(em, b, k);
         for (ra, rb) in ra.into_iter().zip(rb) {
@@ -554,7 +802,14 @@ fn step(
         };
         return deferred_tail(em, decoder, rp, &products, c, r, special);
     }
-    let values: Vec<Value> = products.iter().map(|&(v, _)| v).collect();
+    let values: Vec<Value> = if decoder.narrow.is_some() {
+        pairs
+            .into_iter()
+            .flat_map(|pair| decoder.pair_values(em, pair))
+            .collect()
+    } else {
+        products.iter().map(|&(v, _)| v).collect()
+    };
     let top = em.splat32(big_f + 127);
     let fields = em.b.ins().isub(top, r);
     let power = power_from_fields(em, fields);
