@@ -654,6 +654,16 @@ instruction rz.fp8.bf8 {
     types a = fp8, b = bf8, c = f32, d = f32
     uses t_pos(F = 24, L = 16, e_zero = -133)
 }
+instruction rne.e4m3.ez10 {
+    shape 16 x 8 x 32
+    types a = e4m3, b = e4m3, c = f32, d = f32
+    uses t_rne(F = 13, L = 16, e_zero = -10)
+}
+instruction rz13.e5m2.ez10 {
+    shape 16 x 8 x 32
+    types a = e5m2, b = e5m2, c = f32, d = f32
+    uses t_rz13(F = 13, L = 16, e_zero = -10)
+}
 instruction rne.f16 {
     shape 16 x 8 x 16
     types a = f16, b = f16, c = f32, d = f32
@@ -732,6 +742,9 @@ instruction rz13.tf32 {
         (&variants, "rne.e4m3", "i32x4", true),
         // FNUZ formats (NaN: the sign bit alone; the zeros family makes NaNs of -0)
         (&variants, "rz.fp8.bf8", "i32x4", true),
+        // FP8 with a zero exponent the products' max selects (above every zero's own)
+        (&variants, "rne.e4m3.ez10", "i32x4", true),
+        (&variants, "rz13.e5m2.ez10", "i32x4", true),
     ] {
         let options = jit::Options {
             emit_clif: true,
@@ -810,6 +823,13 @@ instruction rz13.tf32 {
                 let i = (next() % k as u64) as usize;
                 let man = if next() % 2 == 0 { (1 << m) - 1 } else { 0 };
                 a[i] = code(emask, man) | ((next() & 1) * sign);
+            }
+            if case % 11 == 10 {
+                // bits above the codes, which every engine ignores
+                let fb = inst.arithmetic.b.as_float().expect("float");
+                let i = (next() % k as u64) as usize;
+                a[i] |= next() << fa.storage_bits;
+                b[i] |= next() << fb.storage_bits;
             }
             let c = match case % 4 {
                 _ if top_c.is_some() => top_c.expect("set"),

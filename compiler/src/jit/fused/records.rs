@@ -11,7 +11,9 @@
 //!
 //! Two forms, by the products' range:
 //! - Where every product is a normal f32 (`SimdPlan::value_lanes`: f16, FP8), the products
-//!   are formed from the codes' fields as exact f32 values ([`ValueProducts`]). The rest
+//!   are formed from the codes' fields as exact f32 values ([`ValueProducts`]); codes of
+//!   at most 8 bits are decoded eight at a time, in i16 lanes, and their products formed
+//!   in f32 lanes only after the max ([`ValueProducts::pairs`]). The rest
 //!   is [`super::simd::simd_node`]'s with r per lane, then the normalisation of
 //!   [`super::round::integer_binary32`] (toward zero) or [`super::round::host_binary32`]
 //!   (to nearest even), done by f64 and f32 arithmetic.
@@ -593,10 +595,7 @@ impl ValueProducts {
         let power = em.b.ins().bitcast(types::I32X4, le, power);
         let low = em.splat32(0xffff);
         let high = em.splat32(0xffff_0000);
-        let sigs = [
-            em.b.ins().band(sig, low),
-            em.b.ins().ushr_imm_s(sig, 16),
-        ];
+        let sigs = [em.b.ins().band(sig, low), em.b.ins().ushr_imm_s(sig, 16)];
         let powers = [
             em.b.ins().ishl_imm_s(power, 16),
             em.b.ins().band(power, high),
