@@ -659,6 +659,11 @@ instruction rne.e4m3.ez10 {
     types a = e4m3, b = e4m3, c = f32, d = f32
     uses t_rne(F = 13, L = 16, e_zero = -10)
 }
+instruction rne.e4m3.e3m2 {
+    shape 16 x 8 x 32
+    types a = e4m3, b = e3m2, c = f32, d = f32
+    uses t_rne(F = 13, L = 16, e_zero = -132)
+}
 instruction rz13.e5m2.ez10 {
     shape 16 x 8 x 32
     types a = e5m2, b = e5m2, c = f32, d = f32
@@ -745,6 +750,8 @@ instruction rz13.tf32 {
         // FP8 with a zero exponent the products' max selects (above every zero's own)
         (&variants, "rne.e4m3.ez10", "i32x4", true),
         (&variants, "rz13.e5m2.ez10", "i32x4", true),
+        // FP8 times FP6: the sign bits at different positions
+        (&variants, "rne.e4m3.e3m2", "i32x4", true),
     ] {
         let options = jit::Options {
             emit_clif: true,
