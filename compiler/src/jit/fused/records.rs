@@ -220,10 +220,22 @@ struct NarrowMasks {
 }
 
 /// The i16x8 constants of [`ValueProducts::pairs`]: the products' power field less the
-/// exponents' sum, and (for [`ZeroTerm::Select`]) the zero products' exponent.
+/// exponents' sum (at bit 7), and (for [`ZeroTerm::Select`]) the zero products' exponent;
+/// and whether the significands' products need i32 lanes.
 struct NarrowConstants {
     power_field: Value,
     zero: Option<Value>,
+    wide: bool,
+}
+
+/// The products of [`ValueProducts::pairs`] before their f32 values are formed, with the
+/// high halves of the f32 codes of their signed powers of two (i16x8).
+enum PairProducts {
+    /// The significands' products in i16 lanes (below 2^8), as the codes.
+    Narrow { sig: Value, power: Value },
+    /// The significands' products in i32 lanes: of i16 lanes 0-3 (records 0 and 1), then
+    /// of 4-7 (records 2 and 3).
+    Wide { sig: [Value; 2], power: Value },
 }
 
 /// How [`ValueProducts`] tells an operand's NaNs and infinities, from a lane-wise
@@ -281,7 +293,7 @@ struct ValueProducts {
     /// applied after the max, [`deferred_tail`]).
     deferred_power: bool,
     /// The codes are decoded eight at a time, in i16x8 lanes ([`ValueProducts::pairs`]):
-    /// formats of at most 8 bits, whose significands' products are below 2^8.
+    /// formats of at most 16 bits.
     narrow: Option<NarrowConstants>,
 }
 
@@ -358,8 +370,11 @@ impl ValueProducts {
                     _ => None,
                 };
                 Some(NarrowConstants {
-                    power_field: splat16(em, (127 - bias - fr) * units),
+                    power_field: splat16(em, (127 - bias - fr) << 7),
                     zero,
+                    wide: !(p.a.storage_bits <= 8
+                        && p.b.storage_bits <= 8
+                        && p.a.mantissa_bits + p.b.mantissa_bits + 2 <= 8),
                 })
             })
             .flatten();
@@ -375,15 +390,14 @@ impl ValueProducts {
         }
     }
 
-    /// Formats [`ValueProducts::pairs`] decodes in i16 lanes: codes of at most 8 bits
-    /// (with no ignored low bits), whose significands' product is below 2^8 and whose
-    /// exponents' sum, in units of 2^m, is too. The f32 exponent field of a product's
-    /// power then sits in the top half of an i32, shifted left by at most 7.
+    /// Formats [`ValueProducts::pairs`] decodes in i16 lanes: codes of at most 16 bits
+    /// (with no ignored low bits; fitting [`ValueProducts::fit`]). Their exponents' sum,
+    /// in units of 2^m, is below 2^16 (each field in place is below 2^15), and below 2^8
+    /// for codes of at most 8 bits; for those, where m_a + m_b is at most 6, so is the
+    /// significands' product (else it takes i32 lanes).
     fn fit_narrow(a: &FloatFormat, b: &FloatFormat) -> bool {
-        let narrow = |x: &FloatFormat| {
-            x.storage_bits <= 8 && x.ignored_low_bits == 0 && x.mantissa_bits <= 7
-        };
-        narrow(a) && narrow(b) && a.mantissa_bits + b.mantissa_bits + 2 <= 8
+        let narrow = |x: &FloatFormat| x.storage_bits <= 16 && x.ignored_low_bits == 0;
+        narrow(a) && narrow(b)
     }
 
     /// Signed formats with subnormals of at most 32 bits and 10 mantissa bits (the
@@ -514,7 +528,7 @@ impl ValueProducts {
         [ra, rb]: [Value; 2],
         max: &mut Option<Value>,
         seen: &mut [Option<Value>; 2],
-    ) -> (Value, Value) {
+    ) -> PairProducts {
         let n = self.narrow.as_ref().expect("planned in i16 lanes");
         let mut parts = Vec::with_capacity(2);
         for ((x, code), seen) in self.operands.iter().zip([ra, rb]).zip(seen) {
@@ -546,60 +560,109 @@ impl ValueProducts {
             }
             parts.push((sig, exp));
         }
-        // the significands' product (below 2^8) and the exponents' sum (in units)
-        let sig = em.b.ins().imul(parts[0].0, parts[1].0);
-        let e = em.b.ins().iadd(parts[0].1, parts[1].1);
+        // the exponents' sum (in units), and the significands' product: below 2^8 in i16
+        // lanes, or (`wide`) in i32 lanes, four at a time
+        let ((sig_a, exp_a), (sig_b, exp_b)) = (parts[0], parts[1]);
+        let e = em.b.ins().iadd(exp_a, exp_b);
+        let products = if n.wide {
+            let low = [sig_a, sig_b].map(|x| em.b.ins().uwiden_low(x));
+            let high = [sig_a, sig_b].map(|x| em.b.ins().uwiden_high(x));
+            PairProducts::Wide {
+                sig: [low, high].map(|[x, y]| em.b.ins().imul(x, y)),
+                power: e,
+            }
+        } else {
+            PairProducts::Narrow {
+                sig: em.b.ins().imul(sig_a, sig_b),
+                power: e,
+            }
+        };
         // the sign, at bit 15
         let [xa, xb] = &self.operands;
+        let to_top = |em: &mut Emitter, x: Value, sign: i64| {
+            if sign == 15 {
+                x
+            } else {
+                em.b.ins().ishl_imm_s(x, 15 - sign)
+            }
+        };
         let sign = if xa.sign == xb.sign {
             let x = em.b.ins().bxor(ra, rb);
-            em.b.ins().ishl_imm_s(x, 15 - xa.sign)
+            to_top(em, x, xa.sign)
         } else {
-            let sa = em.b.ins().ishl_imm_s(ra, 15 - xa.sign);
-            let sb = em.b.ins().ishl_imm_s(rb, 15 - xb.sign);
+            let sa = to_top(em, ra, xa.sign);
+            let sb = to_top(em, rb, xb.sign);
             em.b.ins().bxor(sa, sb)
         };
         let top = splat16(em, 0x8000);
         let sign = em.b.ins().band(sign, top);
-        // the power's f32 code's high half: the sign, and the field at bit 7
-        let field = em.b.ins().iadd(e, n.power_field);
-        let field =
-            em.b.ins()
-                .ishl_imm_s(field, 7 - self.units.trailing_zeros() as i64);
+        // the power's f32 code's high half: the sign, and the field at bit 7 (the sum in
+        // units of 2^m moved there exactly: its low m bits are zero)
+        let shift = 7 - self.units.trailing_zeros() as i64;
+        let field = match shift {
+            0 => e,
+            s if s > 0 => em.b.ins().ishl_imm_s(e, s),
+            s => em.b.ins().ushr_imm_s(e, -s),
+        };
+        let field = em.b.ins().iadd(field, n.power_field);
         let power = em.b.ins().bor(field, sign);
-        let e = match (&self.zero, n.zero) {
-            (ZeroTerm::Natural, _) => e,
-            (ZeroTerm::Select(_), Some(z)) => {
-                let zero = splat16(em, 0);
-                let is0 = em.b.ins().icmp(IntCC::Equal, sig, zero);
+        // a zero product: one of the significands is zero
+        let is_zero = |em: &mut Emitter| {
+            let zero = splat16(em, 0);
+            let least = em.b.ins().umin(sig_a, sig_b);
+            em.b.ins().icmp(IntCC::Equal, least, zero)
+        };
+        let e = match (&self.zero, n.zero, &products) {
+            (ZeroTerm::Natural, _, _) => e,
+            (ZeroTerm::Select(_), Some(z), _) => {
+                let is0 = is_zero(em);
                 em.b.ins().bitselect(is0, z, e)
             }
             // a nonzero product's significand times 2^8 is above every exponents' sum
             // (below 2^8) and below 2^16, and a zero's is 0: their unsigned min
-            (ZeroTerm::Clear(_), _) => {
-                let scaled = em.b.ins().ishl_imm_s(sig, 8);
+            (ZeroTerm::Clear(_), _, PairProducts::Narrow { sig, .. }) => {
+                let scaled = em.b.ins().ishl_imm_s(*sig, 8);
                 em.b.ins().umin(e, scaled)
             }
-            (ZeroTerm::Select(_), None) => unreachable!("planned: a zero exponent in i16"),
+            // (every nonzero product's exponents' sum is at least 2)
+            (ZeroTerm::Clear(_), _, PairProducts::Wide { .. }) => {
+                let is0 = is_zero(em);
+                em.b.ins().band_not(e, is0)
+            }
+            (ZeroTerm::Select(_), None, _) => unreachable!("planned: a zero exponent in i16"),
         };
         max_lanes(em, max, e);
-        (sig, power)
+        match products {
+            PairProducts::Narrow { sig, .. } => PairProducts::Narrow { sig, power },
+            PairProducts::Wide { sig, .. } => PairProducts::Wide { sig, power },
+        }
     }
 
     /// The signed products (f32x4) of elements k and k + 1 of four records, from
-    /// [`ValueProducts::pairs`]: each record's two i16 lanes are one i32 lane, element
-    /// k's the low half.
-    fn pair_values(&self, em: &mut Emitter, (sig, power): (Value, Value)) -> [Value; 2] {
+    /// [`ValueProducts::pairs`]. Narrow: element k's of records 0-3, then element k + 1's
+    /// (each record's two i16 lanes are one i32 lane, element k's the low half). Wide:
+    /// records 0 and 1's (k, k + 1, k, k + 1), then records 2 and 3's.
+    fn pair_values(&self, em: &mut Emitter, products: PairProducts) -> [Value; 2] {
         let le = little_endian();
-        let sig = em.b.ins().bitcast(types::I32X4, le, sig);
-        let power = em.b.ins().bitcast(types::I32X4, le, power);
-        let low = em.splat32(0xffff);
-        let high = em.splat32(0xffff_0000);
-        let sigs = [em.b.ins().band(sig, low), em.b.ins().ushr_imm_s(sig, 16)];
-        let powers = [
-            em.b.ins().ishl_imm_s(power, 16),
-            em.b.ins().band(power, high),
-        ];
+        let (sigs, powers) = match products {
+            PairProducts::Narrow { sig, power } => {
+                let sig = em.b.ins().bitcast(types::I32X4, le, sig);
+                let power = em.b.ins().bitcast(types::I32X4, le, power);
+                let low = em.splat32(0xffff);
+                let high = em.splat32(0xffff_0000);
+                let sigs = [em.b.ins().band(sig, low), em.b.ins().ushr_imm_s(sig, 16)];
+                let powers = [
+                    em.b.ins().ishl_imm_s(power, 16),
+                    em.b.ins().band(power, high),
+                ];
+                (sigs, powers)
+            }
+            PairProducts::Wide { sig, power } => {
+                let powers = [em.b.ins().uwiden_low(power), em.b.ins().uwiden_high(power)]
+                    .map(|x| em.b.ins().ishl_imm_s(x, 16));
+                (sig, powers)
+            }
+        };
         [0, 1].map(|i| {
             let sig = em.b.ins().fcvt_from_sint(types::F32X4, sigs[i]);
             let power = em.b.ins().bitcast(types::F32X4, le, powers[i]);
@@ -801,6 +864,7 @@ fn step(
         };
         return deferred_tail(em, decoder, rp, &products, c, r, special);
     }
+    let wide = decoder.narrow.as_ref().is_some_and(|n| n.wide);
     let values: Vec<Value> = if decoder.narrow.is_some() {
         pairs
             .into_iter()
@@ -812,7 +876,24 @@ fn step(
     let top = em.splat32(big_f + 127);
     let fields = em.b.ins().isub(top, r);
     let power = power_from_fields(em, fields);
-    let sum = scaled_sum_i32(em, &values, power);
+    let sum = if wide {
+        // lanes of records (0, 0, 1, 1), then (2, 2, 3, 3): two sums, added in pairs
+        let halves = [[0, 0, 1, 1], [2, 2, 3, 3]].map(|lanes| {
+            let power = em.pick32(power, power, lanes);
+            let values: Vec<Value> = values
+                .iter()
+                .skip(lanes[0] as usize / 2)
+                .step_by(2)
+                .copied()
+                .collect();
+            scaled_sum_i32(em, &values, power)
+        });
+        let even = em.pick32(halves[0], halves[1], [0, 2, 4, 6]);
+        let odd = em.pick32(halves[0], halves[1], [1, 3, 5, 7]);
+        em.b.ins().iadd(even, odd)
+    } else {
+        scaled_sum_i32(em, &values, power)
+    };
     // c's kept value trunc(c 2^(F - r)), below 2^(F + 1) as c's exponent is at most r:
     // exact in f32 where 2^(F - r) is a normal f32 whose multiples by 2^(r - F) are too
     // (fields in 1..=253). Elsewhere a lane with a nonzero c goes to the dot entry; with
