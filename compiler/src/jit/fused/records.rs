@@ -220,7 +220,7 @@ struct NarrowMasks {
 }
 
 /// The i16x8 constants of [`ValueProducts::pairs`]: the products' power field less the
-/// exponents' sum (at bit 7), and (for [`ZeroTerm::Select`]) the zero products' exponent;
+/// exponents' sum (in units of 2^m, or at bit 7 where those are finer than 2^7), and (for [`ZeroTerm::Select`]) the zero products' exponent;
 /// and whether the significands' products need i32 lanes.
 struct NarrowConstants {
     power_field: Value,
@@ -369,8 +369,14 @@ impl ValueProducts {
                     }
                     _ => None,
                 };
+                // (added before the shift to bit 7, or after a shift down)
+                let power_field = if units.trailing_zeros() <= 7 {
+                    (127 - bias - fr) * units
+                } else {
+                    (127 - bias - fr) << 7
+                };
                 Some(NarrowConstants {
-                    power_field: splat16(em, (127 - bias - fr) << 7),
+                    power_field: splat16(em, power_field),
                     zero,
                     wide: !(p.a.storage_bits <= 8
                         && p.b.storage_bits <= 8
@@ -599,12 +605,13 @@ impl ValueProducts {
         // the power's f32 code's high half: the sign, and the field at bit 7 (the sum in
         // units of 2^m moved there exactly: its low m bits are zero)
         let shift = 7 - self.units.trailing_zeros() as i64;
-        let field = match shift {
-            0 => e,
-            s if s > 0 => em.b.ins().ishl_imm_s(e, s),
-            s => em.b.ins().ushr_imm_s(e, -s),
+        let field = if shift >= 0 {
+            let field = em.b.ins().iadd(e, n.power_field);
+            em.b.ins().ishl_imm_s(field, shift)
+        } else {
+            let field = em.b.ins().ushr_imm_s(e, -shift);
+            em.b.ins().iadd(field, n.power_field)
         };
-        let field = em.b.ins().iadd(field, n.power_field);
         let power = em.b.ins().bor(field, sign);
         // a zero product: one of the significands is zero
         let is_zero = |em: &mut Emitter| {
