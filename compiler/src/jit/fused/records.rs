@@ -12,7 +12,7 @@
 //! Two forms, by the products' range:
 //! - Where every product is a normal f32 (`SimdPlan::value_lanes`: f16, FP8), the products
 //!   are formed from the codes' fields as exact f32 values ([`ValueProducts`]); codes of
-//!   at most 8 bits are decoded eight at a time, in i16 lanes, and their products formed
+//!   at most 16 bits are decoded eight at a time, in i16 lanes, and their products formed
 //!   in f32 lanes only after the max ([`ValueProducts::pairs`]). The rest
 //!   is [`super::simd::simd_node`]'s with r per lane, then the normalisation of
 //!   [`super::round::integer_binary32`] (toward zero) or [`super::round::host_binary32`]
