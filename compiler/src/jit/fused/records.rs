@@ -484,22 +484,7 @@ impl ValueProducts {
             em.b.ins().fmul(product, power)
         };
         // the product's sign: the xor of the sign bits, at bit 31
-        let [xa, xb] = &self.operands;
-        let to_top = |em: &mut Emitter, x: Value, sign: i64| {
-            if sign == 31 {
-                x
-            } else {
-                em.b.ins().ishl_imm_s(x, 31 - sign)
-            }
-        };
-        let sign = if xa.sign == xb.sign {
-            let x = em.b.ins().bxor(ra, rb);
-            to_top(em, x, xa.sign)
-        } else {
-            let sa = to_top(em, ra, xa.sign);
-            let sb = to_top(em, rb, xb.sign);
-            em.b.ins().bxor(sa, sb)
-        };
+        let sign = self.signs_at(em, [ra, rb], 31);
         let top = em.splat32(1 << 31);
         let sign = em.b.ins().band(sign, top);
         let bits = em.b.ins().bitcast(types::I32X4, le, product);
@@ -570,36 +555,15 @@ impl ValueProducts {
         // lanes, or (`wide`) in i32 lanes, four at a time
         let ((sig_a, exp_a), (sig_b, exp_b)) = (parts[0], parts[1]);
         let e = em.b.ins().iadd(exp_a, exp_b);
-        let products = if n.wide {
+        let (narrow_sig, wide_sig) = if n.wide {
             let low = [sig_a, sig_b].map(|x| em.b.ins().uwiden_low(x));
             let high = [sig_a, sig_b].map(|x| em.b.ins().uwiden_high(x));
-            PairProducts::Wide {
-                sig: [low, high].map(|[x, y]| em.b.ins().imul(x, y)),
-                power: e,
-            }
+            (None, Some([low, high].map(|[x, y]| em.b.ins().imul(x, y))))
         } else {
-            PairProducts::Narrow {
-                sig: em.b.ins().imul(sig_a, sig_b),
-                power: e,
-            }
+            (Some(em.b.ins().imul(sig_a, sig_b)), None)
         };
         // the sign, at bit 15
-        let [xa, xb] = &self.operands;
-        let to_top = |em: &mut Emitter, x: Value, sign: i64| {
-            if sign == 15 {
-                x
-            } else {
-                em.b.ins().ishl_imm_s(x, 15 - sign)
-            }
-        };
-        let sign = if xa.sign == xb.sign {
-            let x = em.b.ins().bxor(ra, rb);
-            to_top(em, x, xa.sign)
-        } else {
-            let sa = to_top(em, ra, xa.sign);
-            let sb = to_top(em, rb, xb.sign);
-            em.b.ins().bxor(sa, sb)
-        };
+        let sign = self.signs_at(em, [ra, rb], 15);
         let top = splat16(em, 0x8000);
         let sign = em.b.ins().band(sign, top);
         // the power's f32 code's high half: the sign, and the field at bit 7 (the sum in
@@ -619,7 +583,7 @@ impl ValueProducts {
             let least = em.b.ins().umin(sig_a, sig_b);
             em.b.ins().icmp(IntCC::Equal, least, zero)
         };
-        let e = match (&self.zero, n.zero, &products) {
+        let e = match (&self.zero, n.zero, narrow_sig) {
             (ZeroTerm::Natural, _, _) => e,
             (ZeroTerm::Select(_), Some(z), _) => {
                 let is0 = is_zero(em);
@@ -627,21 +591,22 @@ impl ValueProducts {
             }
             // a nonzero product's significand times 2^8 is above every exponents' sum
             // (below 2^8) and below 2^16, and a zero's is 0: their unsigned min
-            (ZeroTerm::Clear(_), _, PairProducts::Narrow { sig, .. }) => {
-                let scaled = em.b.ins().ishl_imm_s(*sig, 8);
+            (ZeroTerm::Clear(_), _, Some(sig)) => {
+                let scaled = em.b.ins().ishl_imm_s(sig, 8);
                 em.b.ins().umin(e, scaled)
             }
             // (every nonzero product's exponents' sum is at least 2)
-            (ZeroTerm::Clear(_), _, PairProducts::Wide { .. }) => {
+            (ZeroTerm::Clear(_), _, None) => {
                 let is0 = is_zero(em);
                 em.b.ins().band_not(e, is0)
             }
             (ZeroTerm::Select(_), None, _) => unreachable!("planned: a zero exponent in i16"),
         };
         max_lanes(em, max, e);
-        match products {
-            PairProducts::Narrow { sig, .. } => PairProducts::Narrow { sig, power },
-            PairProducts::Wide { sig, .. } => PairProducts::Wide { sig, power },
+        match (narrow_sig, wide_sig) {
+            (Some(sig), _) => PairProducts::Narrow { sig, power },
+            (None, Some(sig)) => PairProducts::Wide { sig, power },
+            (None, None) => unreachable!("one of the two"),
         }
     }
 
@@ -675,6 +640,28 @@ impl ValueProducts {
             let power = em.b.ins().bitcast(types::F32X4, le, powers[i]);
             em.b.ins().fmul(sig, power)
         })
+    }
+
+    /// The xor of the codes' sign bits at bit `top` of each lane (`ra` and `rb`'s lanes:
+    /// 31 for i32, 15 for i16); the bits below it are left for the caller to mask, and
+    /// those above the codes go out.
+    fn signs_at(&self, em: &mut Emitter, [ra, rb]: [Value; 2], top: i64) -> Value {
+        let [xa, xb] = &self.operands;
+        let to_top = |em: &mut Emitter, x: Value, sign: i64| {
+            if sign == top {
+                x
+            } else {
+                em.b.ins().ishl_imm_s(x, top - sign)
+            }
+        };
+        if xa.sign == xb.sign {
+            let x = em.b.ins().bxor(ra, rb);
+            to_top(em, x, xa.sign)
+        } else {
+            let sa = to_top(em, ra, xa.sign);
+            let sb = to_top(em, rb, xb.sign);
+            em.b.ins().bxor(sa, sb)
+        }
     }
 
     /// The products' unbiased reference from the lane-wise max of [`ValueProducts::group`],
