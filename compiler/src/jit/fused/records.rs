@@ -228,14 +228,21 @@ struct NarrowConstants {
     wide: bool,
 }
 
-/// The products of [`ValueProducts::pairs`] before their f32 values are formed, with the
-/// high halves of the f32 codes of their signed powers of two (i16x8).
-enum PairProducts {
-    /// The significands' products in i16 lanes (below 2^8), as the codes.
-    Narrow { sig: Value, power: Value },
-    /// The significands' products in i32 lanes: of i16 lanes 0-3 (records 0 and 1), then
-    /// of 4-7 (records 2 and 3).
-    Wide { sig: [Value; 2], power: Value },
+/// The products of [`ValueProducts::pairs`] before their f32 values are formed: the
+/// significands' products, and the high halves of the f32 codes of their signed powers of
+/// two (i16x8, as the codes).
+struct PairProducts {
+    sig: PairSignificands,
+    power: Value,
+}
+
+/// The significands' products of [`PairProducts`].
+#[derive(Clone, Copy)]
+enum PairSignificands {
+    /// In i16 lanes (below 2^8), as the codes.
+    Narrow(Value),
+    /// In i32 lanes: of i16 lanes 0-3 (records 0 and 1), then of 4-7 (records 2 and 3).
+    Wide([Value; 2]),
 }
 
 /// How [`ValueProducts`] tells an operand's NaNs and infinities, from a lane-wise
@@ -555,12 +562,12 @@ impl ValueProducts {
         // lanes, or (`wide`) in i32 lanes, four at a time
         let ((sig_a, exp_a), (sig_b, exp_b)) = (parts[0], parts[1]);
         let e = em.b.ins().iadd(exp_a, exp_b);
-        let (narrow_sig, wide_sig) = if n.wide {
+        let sig = if n.wide {
             let low = [sig_a, sig_b].map(|x| em.b.ins().uwiden_low(x));
             let high = [sig_a, sig_b].map(|x| em.b.ins().uwiden_high(x));
-            (None, Some([low, high].map(|[x, y]| em.b.ins().imul(x, y))))
+            PairSignificands::Wide([low, high].map(|[x, y]| em.b.ins().imul(x, y)))
         } else {
-            (Some(em.b.ins().imul(sig_a, sig_b)), None)
+            PairSignificands::Narrow(em.b.ins().imul(sig_a, sig_b))
         };
         // the sign, at bit 15
         let sign = self.signs_at(em, [ra, rb], 15);
@@ -583,7 +590,7 @@ impl ValueProducts {
             let least = em.b.ins().umin(sig_a, sig_b);
             em.b.ins().icmp(IntCC::Equal, least, zero)
         };
-        let e = match (&self.zero, n.zero, narrow_sig) {
+        let e = match (&self.zero, n.zero, sig) {
             (ZeroTerm::Natural, _, _) => e,
             (ZeroTerm::Select(_), Some(z), _) => {
                 let is0 = is_zero(em);
@@ -591,23 +598,19 @@ impl ValueProducts {
             }
             // a nonzero product's significand times 2^8 is above every exponents' sum
             // (below 2^8) and below 2^16, and a zero's is 0: their unsigned min
-            (ZeroTerm::Clear(_), _, Some(sig)) => {
+            (ZeroTerm::Clear(_), _, PairSignificands::Narrow(sig)) => {
                 let scaled = em.b.ins().ishl_imm_s(sig, 8);
                 em.b.ins().umin(e, scaled)
             }
             // (every nonzero product's exponents' sum is at least 2)
-            (ZeroTerm::Clear(_), _, None) => {
+            (ZeroTerm::Clear(_), _, PairSignificands::Wide(_)) => {
                 let is0 = is_zero(em);
                 em.b.ins().band_not(e, is0)
             }
             (ZeroTerm::Select(_), None, _) => unreachable!("planned: a zero exponent in i16"),
         };
         max_lanes(em, max, e);
-        match (narrow_sig, wide_sig) {
-            (Some(sig), _) => PairProducts::Narrow { sig, power },
-            (None, Some(sig)) => PairProducts::Wide { sig, power },
-            (None, None) => unreachable!("one of the two"),
-        }
+        PairProducts { sig, power }
     }
 
     /// The signed products (f32x4) of elements k and k + 1 of four records, from
@@ -616,8 +619,9 @@ impl ValueProducts {
     /// records 0 and 1's (k, k + 1, k, k + 1), then records 2 and 3's.
     fn pair_values(&self, em: &mut Emitter, products: PairProducts) -> [Value; 2] {
         let le = little_endian();
-        let (sigs, powers) = match products {
-            PairProducts::Narrow { sig, power } => {
+        let power = products.power;
+        let (sigs, powers) = match products.sig {
+            PairSignificands::Narrow(sig) => {
                 let sig = em.b.ins().bitcast(types::I32X4, le, sig);
                 let power = em.b.ins().bitcast(types::I32X4, le, power);
                 let low = em.splat32(0xffff);
@@ -629,7 +633,7 @@ impl ValueProducts {
                 ];
                 (sigs, powers)
             }
-            PairProducts::Wide { sig, power } => {
+            PairSignificands::Wide(sig) => {
                 let powers = [em.b.ins().uwiden_low(power), em.b.ins().uwiden_high(power)]
                     .map(|x| em.b.ins().ishl_imm_s(x, 16));
                 (sig, powers)
@@ -673,14 +677,13 @@ impl ValueProducts {
         seen: [Option<Value>; 2],
     ) -> (Value, Option<Value>) {
         let (max, seen) = if self.narrow.is_some() {
-            let seen = self.operands.iter().zip(seen).map(|(x, seen)| {
-                seen.map(|s| match x.special {
+            let seen = [0, 1].map(|i| {
+                seen[i].map(|s| match self.operands[i].special {
                     Some(SpecialTest::SignAlone(_)) => records_min(em, s),
                     _ => records_max(em, s),
                 })
             });
-            let seen: Vec<Option<Value>> = seen.collect();
-            (records_max(em, max), [seen[0], seen[1]])
+            (records_max(em, max), seen)
         } else {
             (max, seen)
         };
@@ -743,9 +746,9 @@ fn records_min(em: &mut Emitter, x: Value) -> Value {
     em.b.ins().smin(low, high)
 }
 
-/// Elements k and k + 1 of four records, the low 16 bits of their codes in i16x8 lanes:
-/// record 0's k, k + 1, record 1's k, k + 1, and so on.
-fn pair_elements(em: &mut Emitter, records: [Value; RECORDS], k: usize) -> Value {
+/// Elements k and k + 1 of four records, the low 32 bits of their codes in two i32x4:
+/// record 0's k, k + 1, record 1's k, k + 1, then records 2 and 3's.
+fn record_pairs(em: &mut Emitter, records: [Value; RECORDS], k: usize) -> [Value; 2] {
     let flags = MemFlagsData::new()
         .with_notrap()
         .with_readonly()
@@ -758,10 +761,18 @@ fn pair_elements(em: &mut Emitter, records: [Value; RECORDS], k: usize) -> Value
             em.b.ins().bitcast(types::I32X4, le, x)
         })
         .collect();
+    [
+        em.pick32(pairs[0], pairs[1], [0, 2, 4, 6]),
+        em.pick32(pairs[2], pairs[3], [0, 2, 4, 6]),
+    ]
+}
+
+/// Elements k and k + 1 of four records, the low 16 bits of their codes in i16x8 lanes:
+/// record 0's k, k + 1, record 1's k, k + 1, and so on.
+fn pair_elements(em: &mut Emitter, records: [Value; RECORDS], k: usize) -> Value {
     // the codes' low 32 bits, cut to 16 (a saturating narrowing of values in range)
+    let [low, high] = record_pairs(em, records, k);
     let mask = em.splat32(0xffff);
-    let low = em.pick32(pairs[0], pairs[1], [0, 2, 4, 6]);
-    let high = em.pick32(pairs[2], pairs[3], [0, 2, 4, 6]);
     let low = em.b.ins().band(low, mask);
     let high = em.b.ins().band(high, mask);
     em.b.ins().unarrow(low, high)
@@ -769,21 +780,7 @@ fn pair_elements(em: &mut Emitter, records: [Value; RECORDS], k: usize) -> Value
 
 /// Elements k and k + 1 of four records: two i32x4 of the codes' low 32 bits.
 fn elements(em: &mut Emitter, records: [Value; RECORDS], k: usize) -> [Value; 2] {
-    let flags = MemFlagsData::new()
-        .with_notrap()
-        .with_readonly()
-        .with_can_move();
-    let le = little_endian();
-    let pairs: Vec<Value> = records
-        .iter()
-        .map(|&ptr| {
-            let x = em.b.ins().load(types::I64X2, flags, ptr, (k * 8) as i32);
-            em.b.ins().bitcast(types::I32X4, le, x)
-        })
-        .collect();
-    // (record 0's k, k + 1, record 1's k, k + 1), then records 2 and 3
-    let low = em.pick32(pairs[0], pairs[1], [0, 2, 4, 6]);
-    let high = em.pick32(pairs[2], pairs[3], [0, 2, 4, 6]);
+    let [low, high] = record_pairs(em, records, k);
     [
         em.pick32(low, high, [0, 2, 4, 6]),
         em.pick32(low, high, [1, 3, 5, 7]),
