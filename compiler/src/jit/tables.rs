@@ -2,7 +2,8 @@
 //! built once per process from [`crate::format::Format::decode`] itself, so a kernel
 //! decodes an element with one load. An entry holds the significand in bits 0..32, the
 //! sign in bit 32, the exponent plus [`EXP_OFFSET`] from bit 40, and [`SPECIAL`] for a
-//! NaN or an infinity. With `flush`, subnormals and -0 read as +0, as the interpreter's
+//! NaN or an infinity (whose exponent field reads as 0, so that a sum of two entries'
+//! exponent fields stays in range whatever they hold). With `flush`, subnormals and -0 read as +0, as the interpreter's
 //! input conditioning does.
 
 use crate::format::{Decoded, FloatFormat, Format, FormatKind};
@@ -50,7 +51,7 @@ pub(crate) fn decode_table(f: &FloatFormat, flush: bool) -> Option<&'static [u64
                 };
                 sig | ((neg as u64) << 32) | (((x.exponent as i64 + EXP_OFFSET) as u64) << EXP_AT)
             }
-            _ => SPECIAL as u64,
+            _ => SPECIAL as u64 | ((EXP_OFFSET as u64) << EXP_AT),
         })
         .collect();
     let leaked: &'static [u64] = Box::leak(table.into_boxed_slice());

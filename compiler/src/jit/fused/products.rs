@@ -59,10 +59,13 @@ pub(super) fn products(
                 let n = em.b.ins().ushr_imm_s(x, 32);
                 let n = em.b.ins().band_imm_s(n, 1);
                 let neg = em.b.ins().ireduce(types::I8, n);
-                // a special entry's exponent is garbage; the special path discards it
-                let ea = em.b.ins().ushr_imm_s(ta, tables::EXP_AT);
-                let eb = em.b.ins().ushr_imm_s(tb, tables::EXP_AT);
-                let e = em.b.ins().iadd(ea, eb);
+                // The two exponent fields summed in place, the SPECIAL bits shifted out:
+                // a special entry's exponent reads as 0, so the sum stays in the range of
+                // finite ones, as the packed alignment's special bit needs (the special
+                // path discards the value).
+                let t = em.b.ins().iadd(ta, tb);
+                let t = em.b.ins().ishl_imm_s(t, 2);
+                let e = em.b.ins().ushr_imm_s(t, tables::EXP_AT + 2);
                 let exp = em.b.ins().iadd_imm_s(e, -2 * tables::EXP_OFFSET);
                 let o = em.b.ins().bor(ta, tb);
                 let sp = em.icmp_imm(IntCC::UnsignedGreaterThanOrEqual, o, tables::SPECIAL);
