@@ -722,13 +722,13 @@ fn fused_info(a: &Arithmetic, f: &Fused) -> Result<FusedInfo, i64> {
         let fmax = keeps.iter().flatten().copied().max();
         let all_kept = keeps.iter().all(|k| k.is_some());
         let (grid, width) = match (n.reference, fmax) {
-            // relative to a max-exponent reference every kept term lies within
-            // sig_bits + F bits of the reference
+            // relative to a max-exponent reference every kept term lies within sig_bits
+            // bits above the reference, on the grid of the finest kept term (fm bits below
+            // it): a term that keeps fewer bits is as large in units of that grid
             (Reference::MaxExponent, Some(fm)) if all_kept => {
                 let rel = inputs
                     .iter()
-                    .zip(&keeps)
-                    .map(|(b, k)| (b.max_exp - ref_max).max(0) + b.sig_bits + k.unwrap_or(0) as i64)
+                    .map(|b| (b.max_exp - ref_max).max(0) + b.sig_bits + fm as i64)
                     .max()
                     .unwrap_or(0);
                 (Grid::BelowReference(fm), rel + clog2(items.max(1)) + 1)
