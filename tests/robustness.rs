@@ -392,3 +392,165 @@ fn malformed_npy_files_never_panic() {
         }
     }
 }
+
+/// Compile and render on a thread with a small stack (a C program's or a Python thread's
+/// might be no larger): deep inputs must be refused, never overflow it.
+fn compile_on_small_stack(name: &str, text: String) -> Result<usize, (Vec<String>, String)> {
+    let name = name.to_string();
+    std::thread::Builder::new()
+        .stack_size(512 * 1024)
+        .spawn(move || match mmac_compiler::compile(&name, &text) {
+            Ok(v) => Ok(v.spec.instructions.len()),
+            Err(d) => Err((
+                d.codes().iter().map(|c| c.as_str().to_string()).collect(),
+                d.render_plain(100) + &d.short(),
+            )),
+        })
+        .unwrap()
+        .join()
+        .expect("no panic, no stack overflow")
+}
+
+fn with_f(expr: &str) -> String {
+    format!(
+        "arch t\nimport std\ninstruction x {{\n    shape 1 x 1 x 16\n    types a = f16, b = f16, c = f32, d = f32\n    uses t_fdpa(F = {expr}, L = 16, e_zero = -133)\n}}\n"
+    )
+}
+
+/// Parentheses, `match`, flat sums and nested `for` loops at every depth up to 100,000:
+/// each compiles on a 512 KB stack or is refused as `too-deep` with its location.
+#[test]
+fn deep_nesting_is_refused_on_a_small_stack() {
+    for depth in [5, 31, 33, 700, 10_000, 100_000] {
+        let parens = with_f(&format!("{}25{}", "(".repeat(depth), ")".repeat(depth)));
+        let mut m = "25".to_string();
+        for _ in 0..depth.min(20_000) {
+            m = format!("match f16 {{ f16 => {m}, _ => 1 }}");
+        }
+        let matches = with_f(&m);
+        let ones = vec!["1"; depth].join(" + ");
+        let sum = with_f(&format!("24 + {ones} - {depth}"));
+        let fors = format!(
+            "arch t\nimport std\npipeline p() {{\n{}let x = 0\n{}result x\n}}\n",
+            "for i in 0..1 {\n".repeat(depth),
+            "}\n".repeat(depth)
+        );
+        for (what, text) in [
+            ("parens", parens),
+            ("match", matches),
+            ("sum", sum),
+            ("for", fors),
+        ] {
+            match compile_on_small_stack(what, text) {
+                Ok(_) => assert!(depth <= 200, "{what} {depth} compiled"),
+                Err((codes, rendered)) => {
+                    if depth > 32 || what == "sum" && depth > 200 {
+                        assert!(
+                            codes.contains(&"too-deep".to_string()),
+                            "{what} {depth}: {rendered}"
+                        );
+                        assert!(
+                            rendered.contains(&format!("{what}:")),
+                            "{what} {depth}: no location: {rendered}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // a flat sum of 200 terms is an ordinary expression
+    assert_eq!(
+        compile_on_small_stack(
+            "sum",
+            with_f(&format!("{} - 175", vec!["1"; 200].join(" + ")))
+        ),
+        Ok(1)
+    );
+}
+
+/// Composed instructions that run composed instructions, twelve deep: the checker says
+/// so at the run (`too-deep`), not the validator as its own bug (`invalid-ir`).
+#[test]
+fn deeply_composed_instructions_are_a_located_error() {
+    let mut s = String::from(
+        "arch t\nimport std\ninstruction i0 {\n shape 1 x 1 x 4\n types a = f16, b = f16, c = f32, d = f32\n uses t_fdpa(F = 25, L = 4, e_zero = -133)\n}\npipeline wrap(inner) {\n let d = run inner over all k with c = c\n result d\n}\n",
+    );
+    for i in 1..=12 {
+        s += &format!(
+            "instruction i{i} {{\n shape 1 x 1 x 4\n types a = f16, b = f16, c = f32, d = f32\n uses wrap(inner = \"i{}\")\n}}\n",
+            i - 1
+        );
+    }
+    let (codes, rendered) = compile_on_small_stack("nest.mma", s).unwrap_err();
+    assert!(codes.contains(&"too-deep".to_string()), "{rendered}");
+    assert!(!codes.contains(&"invalid-ir".to_string()), "{rendered}");
+    assert!(
+        rendered.contains("this run would nest more than 8"),
+        "{rendered}"
+    );
+}
+
+/// A diagnostic far along a long line (past column 65,535, where miette's padding
+/// panics) is rendered with its location in the message and no snippet.
+#[test]
+fn diagnostics_on_very_long_lines_render() {
+    let text = with_f(&format!("{}unknown_name", " ".repeat(70_000)));
+    let (codes, rendered) = compile_on_small_stack("long.mma", text).unwrap_err();
+    assert_eq!(codes, ["unknown-name"]);
+    assert!(
+        rendered.contains("(at long.mma:6:"),
+        "{}",
+        &rendered[..rendered.len().min(500)]
+    );
+    assert!(rendered.len() < 2000, "the long line is not shown");
+}
+
+/// Thousands of errors render the first fifty and a count, not megabytes.
+#[test]
+fn many_errors_render_a_bounded_report() {
+    let args: Vec<String> = (0..5000).map(|_| "F = 25".to_string()).collect();
+    let text = format!(
+        "arch t\nimport std\ninstruction x {{\n    shape 1 x 1 x 16\n    types a = f16, b = f16, c = f32, d = f32\n    uses t_fdpa({}, L = 16, e_zero = -133)\n}}\n",
+        args.join(", ")
+    );
+    let (codes, rendered) = compile_on_small_stack("dup.mma", text).unwrap_err();
+    assert!(codes.len() > 1000, "{}", codes.len());
+    assert!(rendered.contains("more errors, not shown"), "no count");
+    assert!(rendered.len() < 200_000, "{} bytes", rendered.len());
+}
+
+/// Did-you-mean skips names far longer than any identifier (its distance is quadratic in
+/// the name's length); ordinary misspellings are still suggested.
+#[test]
+fn did_you_mean_skips_names_too_long_to_be_misspellings() {
+    use mmac_compiler::diagnostic::{MAX_SUGGESTED_NAME, closest};
+    let long = "x".repeat(MAX_SUGGESTED_NAME + 100);
+    let near = format!("{long}y");
+    assert_eq!(closest(&near, [long.as_str()]), None);
+    assert_eq!(
+        closest("t_fdpb", ["t_fdpa", "tr_fdpa"]),
+        Some("t_fdpa".into())
+    );
+    // a name of 36,000 characters among many candidates
+    let huge = "z".repeat(36_000);
+    let names: Vec<String> = (0..1000).map(|i| format!("name{i}")).collect();
+    assert_eq!(closest(&huge, names.iter().map(|s| s.as_str())), None);
+}
+
+/// Old Mac line ends (CR only): a `//` comment ends at the CR, so the file checks as the
+/// same spec as with LF, and diagnostics count CR-ended lines.
+#[test]
+fn carriage_return_line_ends_end_comments() {
+    let lf = "arch t\nimport std\n// a comment\ninstruction x {\n    shape 1 x 1 x 16\n    types a = f16, b = f16, c = f32, d = f32\n    uses t_fdpa(F = 25, L = 16, e_zero = -133)\n}\n";
+    let cr = lf.replace('\n', "\r");
+    let a = mmac_compiler::compile("lf.mma", lf).unwrap();
+    let b = mmac_compiler::compile("cr.mma", &cr).unwrap();
+    assert_eq!(b.spec.instructions.len(), 1);
+    assert_eq!(
+        a.spec.instructions[0].arithmetic,
+        b.spec.instructions[0].arithmetic
+    );
+    let broken = cr.replace("F = 25", "F = nope");
+    let d = mmac_compiler::compile("cr.mma", &broken).unwrap_err();
+    assert!(d.short().starts_with("cr.mma:7:"), "{}", d.short());
+}

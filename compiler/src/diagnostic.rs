@@ -99,6 +99,8 @@ pub enum Code {
     UnbalancedTerms,
     /// An accumulator wider than the engines compute exactly.
     TooWide,
+    /// Brackets or an expression nested deeper than the parser takes.
+    TooDeep,
     /// IR that breaks an invariant the engines rely on (the validator's last line of
     /// defence; the checker should have reported the mistake).
     InvalidIr,
@@ -107,7 +109,7 @@ pub enum Code {
 }
 
 impl Code {
-    pub const ALL: [Code; 37] = [
+    pub const ALL: [Code; 38] = [
         Code::Syntax,
         Code::UnknownName,
         Code::UnknownImport,
@@ -143,6 +145,7 @@ impl Code {
         Code::ScaleUnused,
         Code::UnbalancedTerms,
         Code::TooWide,
+        Code::TooDeep,
         Code::InvalidIr,
         Code::Internal,
     ];
@@ -185,6 +188,7 @@ impl Code {
             Code::ScaleUnused => "scale-unused",
             Code::UnbalancedTerms => "unbalanced-terms",
             Code::TooWide => "too-wide",
+            Code::TooDeep => "too-deep",
             Code::InvalidIr => "invalid-ir",
             Code::Internal => "internal",
         }
@@ -249,7 +253,7 @@ struct Located {
 impl Located {
     fn new(diag: &Diag, sources: &Sources) -> Located {
         let file = diag.span.file;
-        let mut labels = vec![(
+        let mut labels: Vec<(Span, Option<String>, bool)> = vec![(
             diag.span,
             (!diag.label.is_empty()).then(|| diag.label.clone()),
             true,
@@ -271,15 +275,73 @@ impl Located {
                 });
             }
         }
+        let source = sources.get(file);
+        let mut message = diag.message.clone();
+        // a snippet of a line too long to show (miette pads to the column, and panics
+        // past column 65,535): the location in the message instead
+        let text = source.inner();
+        if labels
+            .iter()
+            .any(|(s, _, _)| line_length_at(text, s.start) > MAX_SNIPPET_LINE)
+        {
+            let (line, col) = line_col(text, diag.span.start);
+            message = format!("{message} (at {}:{line}:{col})", source.name());
+            if !diag.label.is_empty() {
+                message = format!("{message}: {}", diag.label);
+            }
+            labels.clear();
+        }
         Located {
-            message: diag.message.clone(),
+            message,
             code: Some(format!("mmac::{}", diag.code)),
             help: diag.help.clone(),
             labels,
-            source: sources.get(file),
+            source,
             related,
         }
     }
+}
+
+/// The longest line whose snippet a diagnostic shows, in characters.
+pub const MAX_SNIPPET_LINE: usize = 1000;
+
+/// Diagnostics rendered in full, at most; the rest are counted.
+pub const MAX_RENDERED: usize = 50;
+
+/// The length in characters of the line holding byte `offset`.
+fn line_length_at(text: &str, offset: usize) -> usize {
+    let offset = floor_char_boundary(text, offset.min(text.len()));
+    let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
+    // a very long line is long whatever its characters: count bytes past a bound
+    if end - start > 4 * MAX_SNIPPET_LINE {
+        return end - start;
+    }
+    text[start..end].chars().count()
+}
+
+fn floor_char_boundary(text: &str, mut i: usize) -> usize {
+    while i > 0 && !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// The text with every lone carriage return (old Mac line ends) made a line feed: the
+/// grammar ends comments at either, and lines and columns count them as line ends. The
+/// length and every byte offset stay the same.
+fn lone_cr_as_lf(text: &str) -> String {
+    if !text.contains('\r') {
+        return text.to_string();
+    }
+    let bytes = text.as_bytes();
+    let mut out = bytes.to_vec();
+    for i in 0..bytes.len() {
+        if bytes[i] == b'\r' && bytes.get(i + 1) != Some(&b'\n') {
+            out[i] = b'\n';
+        }
+    }
+    String::from_utf8(out).expect("an ASCII byte replaced by another")
 }
 
 impl fmt::Display for Located {
@@ -345,7 +407,7 @@ pub struct Sources {
 impl Sources {
     pub fn new(file: &str, text: &str) -> Sources {
         Sources {
-            main: Arc::new(NamedSource::new(file, text.to_string())),
+            main: Arc::new(NamedSource::new(file, lone_cr_as_lf(text))),
             std: Arc::new(NamedSource::new(
                 crate::STD_PRELUDE_NAME,
                 crate::STD_PRELUDE.to_string(),
@@ -416,9 +478,15 @@ impl Diagnostics {
 
     fn render_with(&self, handler: &GraphicalReportHandler) -> String {
         let mut out = String::new();
-        for d in &self.diags {
+        for d in self.diags.iter().take(MAX_RENDERED) {
             let located = Located::new(d, &self.sources);
             let _ = handler.render_report(&mut out, &located);
+        }
+        if self.diags.len() > MAX_RENDERED {
+            out.push_str(&format!(
+                "... and {} more errors, not shown\n",
+                self.diags.len() - MAX_RENDERED
+            ));
         }
         if self.diags.len() > 1 {
             out.push_str(&format!(
@@ -432,8 +500,10 @@ impl Diagnostics {
 
     /// `file:line:col: message` lines, one per diagnostic (for tools and quick greps).
     pub fn short(&self) -> String {
-        self.diags
+        let mut out: String = self
+            .diags
             .iter()
+            .take(MAX_RENDERED)
             .map(|d| {
                 let (line, col) = line_col(self.sources.text(d.span.file), d.span.start);
                 format!(
@@ -444,16 +514,38 @@ impl Diagnostics {
                     d.message
                 )
             })
-            .collect()
+            .collect();
+        if self.diags.len() > MAX_RENDERED {
+            out.push_str(&format!(
+                "{}: ... and {} more errors\n",
+                self.file,
+                self.diags.len() - MAX_RENDERED
+            ));
+        }
+        out
     }
 }
+
+/// Names longer than this get no did-you-mean suggestion.
+pub const MAX_SUGGESTED_NAME: usize = 200;
 
 /// The candidate nearest to `name` by edit distance (optimal string alignment), if it is
 /// near enough to be a likely misspelling: at most 2 edits, or a third of the name's
 /// length for long names, and fewer edits than either word has characters.
 pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let n = name.chars().count();
+    // the distance is at least the difference in length: candidates too short or too
+    // long are skipped before the quadratic distance, and a name longer than any
+    // identifier anyone misspells gets no suggestion at all
+    let most = 2.max(n / 3);
+    if n > MAX_SUGGESTED_NAME {
+        return None;
+    }
     candidates
         .into_iter()
+        .filter(|c| {
+            c.len().abs_diff(name.len()) <= 4 * most && c.chars().count().abs_diff(n) <= most
+        })
         .map(|c| (strsim::osa_distance(name, c), c))
         .filter(|(d, c)| {
             *d <= 2.max(name.chars().count() / 3)

@@ -102,7 +102,29 @@ pub struct Arithmetic {
     pub pipeline: Pipeline,
 }
 
+/// How deeply composed pipelines may nest (a composed instruction running one that runs
+/// another, ...): the checker refuses deeper ones, the validator relies on it.
+pub const MAX_COMPOSED_NESTING: usize = 8;
+
 impl Arithmetic {
+    /// How many composed pipelines nest in this arithmetic: 0 for a native one, 1 for a
+    /// composed one that runs native ones, and so on.
+    pub fn composed_depth(&self) -> usize {
+        match &self.pipeline {
+            Pipeline::Composed(c) => {
+                1 + c
+                    .steps
+                    .iter()
+                    .map(|s| match s {
+                        Step::Run { arithmetic, .. } => arithmetic.composed_depth(),
+                        _ => 0,
+                    })
+                    .max()
+                    .unwrap_or(0)
+            }
+            _ => 0,
+        }
+    }
     /// Scale factors per row of A (and per column of B) for one dot product.
     pub fn scale_count(&self) -> usize {
         self.scale

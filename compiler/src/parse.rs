@@ -9,16 +9,21 @@ use crate::diagnostic::{Code, Diag, Span, closest};
 use pest::Parser;
 use pest::iterators::Pair;
 
+mod limits;
+pub use limits::{MAX_EXPRESSION_DEPTH, MAX_NESTING};
+
 #[derive(pest_derive::Parser)]
 #[grammar = "../../grammar/mma.pest"]
 struct MmaParser;
 
 /// Parse a whole file.
 pub fn parse(text: &str) -> Result<File, Diag> {
+    limits::check_nesting(text)?;
     let mut pairs = MmaParser::parse(Rule::file, text).map_err(|e| syntax_error(text, e))?;
     let file = pairs
         .next()
         .expect("the file rule always produces one pair");
+    limits::check_expression_depth(&file)?;
     let mut items = vec![];
     for pair in file.into_inner() {
         match pair.as_rule() {

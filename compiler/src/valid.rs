@@ -250,8 +250,8 @@ enum Broken {
     TooWide(i64),
 }
 
-/// How deeply composed pipelines may nest.
-const MAX_NESTING: usize = 8;
+/// How deeply composed pipelines may nest (the checker refuses deeper ones).
+const MAX_NESTING: usize = MAX_COMPOSED_NESTING;
 
 /// Validate an arithmetic (at composition depth `depth`) and compute its info.
 fn arithmetic_info(a: &Arithmetic, depth: usize) -> Result<ArithmeticInfo, Broken> {

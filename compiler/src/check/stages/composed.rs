@@ -21,6 +21,8 @@ use std::collections::HashMap;
 
 /// The most steps a composed pipeline may have once its loops are unrolled.
 const MAX_STEPS: usize = 4096;
+/// Stages visited while unrolling, at most.
+const MAX_VISITED: usize = 4 * MAX_STEPS;
 
 /// What the walk over the body has built so far.
 struct State<'c> {
@@ -35,6 +37,9 @@ struct State<'c> {
     coverage_any: bool,
     result: Option<(StepValue, Span)>,
     diags: Vec<Diag>,
+    /// Stages visited so far, loops unrolled (a step or not: nested loops of `let`
+    /// aliases unroll as long as loops of runs).
+    visited: usize,
 }
 
 impl State<'_> {
@@ -115,6 +120,7 @@ pub(super) fn build_composed(
         values: HashMap::new(),
         used: vec![0; ctx.k as usize],
         coverage_any: false,
+        visited: 0,
         result: None,
         diags: vec![],
     };
@@ -191,12 +197,15 @@ pub(super) fn build_composed(
 /// Walk a list of stages (the body, or a loop's body) in order.
 fn walk(stages: &[ast::Stage], scope: &Scope, env: &Env, state: &mut State) {
     for s in stages {
-        if state.steps.len() > MAX_STEPS {
+        state.visited += 1;
+        if state.steps.len() > MAX_STEPS || state.visited > MAX_VISITED {
             state.diags.push(
                 Diag::new(
                     Code::OutOfRange,
                     s.span,
-                    format!("more than {MAX_STEPS} steps once the loops are unrolled"),
+                    format!(
+                        "more than {MAX_STEPS} steps (or {MAX_VISITED} stages) once the loops are unrolled"
+                    ),
                 )
                 .label("too many steps")
                 .help("composed pipelines unroll their `for` loops; use fewer iterations"),
@@ -647,6 +656,18 @@ fn run(
             (arithmetic, shown, provenance)
         }
     };
+    if arithmetic.composed_depth() >= MAX_COMPOSED_NESTING {
+        return Err(one(Diag::new(
+            Code::TooDeep,
+            span,
+            format!(
+                "`{name}` runs composed pipelines {} deep; this run would nest more than {MAX_COMPOSED_NESTING}",
+                arithmetic.composed_depth()
+            ),
+        )
+        .label("nests too deep")
+        .help("run the instruction one or two levels down directly")));
+    }
     if arithmetic.scale.is_some() {
         return Err(one(Diag::new(
             Code::Type,
