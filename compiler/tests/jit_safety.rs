@@ -526,3 +526,54 @@ fn specials_of_table_decoded_products_survive_every_alignment_rounding() {
     }
     assert!(checked > 1000, "{checked}");
 }
+
+/// With hundreds of threads alive (their stacks, and malloc arenas whose 64 MiB alignment
+/// leaves holes high in the address space), the functions of one module were mapped one
+/// by one into holes more than 2 GiB apart, and cranelift-jit panicked linking a 32-bit
+/// PC-relative call (`gemm --threads 800`). Every module now lives in one reservation:
+/// compiling while 800 threads exist links and runs.
+#[test]
+fn many_threads_keep_a_module_in_reach() {
+    let v = load("specs/hopper.mma");
+    let (inst, info) = find(&v, "mma.m16n8k16.f32.f16.f16.f32");
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let mut threads = vec![];
+    for _ in 0..800 {
+        let rx = rx.clone();
+        let ready = ready_tx.clone();
+        let t = std::thread::Builder::new().stack_size(2 << 20).spawn(move || {
+            // small heap allocations of its own give the thread a malloc arena (glibc
+            // reserves arenas aligned to 64 MiB, leaving holes in the address space)
+            let v: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 100]).collect();
+            ready.send(()).unwrap();
+            let _ = rx.lock().map(|r| r.recv());
+            v.len()
+        });
+        match t {
+            Ok(t) => threads.push(t),
+            Err(_) => break, // a machine that allows fewer threads: as many as it allows
+        }
+    }
+    for _ in 0..threads.len() {
+        ready_rx.recv().unwrap();
+    }
+    for _ in 0..6 {
+        let compiled = jit::compile_instruction(inst, info).unwrap();
+        let k = compiled.kernel(&inst.name).unwrap();
+        let (a, b) = (vec![0x3c00u64; 16], vec![0x3c00u64; 16]);
+        let ops = Operands {
+            c: 0,
+            a: &a,
+            b: &b,
+            sa: &[],
+            sb: &[],
+        };
+        assert_eq!(k.dot(&ops).unwrap(), 0x4180_0000);
+    }
+    drop(tx);
+    for t in threads {
+        let _ = t.join();
+    }
+}

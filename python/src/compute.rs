@@ -154,11 +154,8 @@ fn pool(threads: Option<usize>) -> PyResult<Option<Arc<ThreadPool>>> {
     let Some(n) = threads else {
         return Ok(None);
     };
-    if n == 0 {
-        return Err(PyValueError::new_err(
-            "threads must be at least 1 (None: one per core)",
-        ));
-    }
+    let n = mmac_runtime::gemm::worker_threads(Some(n))
+        .map_err(|e| PyValueError::new_err(e.replace("leave it out", "None")))?;
     let pools = POOLS.get_or_init(Default::default);
     let mut pools = pools.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(p) = pools.get(&n) {

@@ -3,6 +3,7 @@ each a Python exception with the CLI's message."""
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import ml_dtypes
@@ -160,6 +161,10 @@ def test_threads_and_engines(f16):
     np.testing.assert_array_equal(f16.gemm(A, B, C, engine="interp").view(np.uint32), d.view(np.uint32))
     with pytest.raises(ValueError, match="threads must be at least 1"):
         f16.gemm(A, B, threads=0)
+    # more than four per core is refused at once, not started (2**40 hung)
+    for threads in (4 * os.cpu_count() + 1, 2**40):
+        with pytest.raises(ValueError, match="four per core"):
+            f16.gemm(A, B, threads=threads)
     with pytest.raises(ValueError, match="engine must be 'auto', 'jit' or 'interp'"):
         f16.gemm(A, B, engine="gpu")
 

@@ -16,6 +16,27 @@ use mmac_compiler::ir::Instruction;
 use mmac_compiler::valid::ArithmeticInfo;
 use rayon::prelude::*;
 
+/// The most worker threads a computation takes: four per core (more only add threads
+/// that wait, and their stacks).
+pub fn max_threads() -> usize {
+    4 * std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Worker threads asked for (`None`: one per core), checked: at least 1, at most
+/// [`max_threads`]. The error says the limit.
+pub fn worker_threads(requested: Option<usize>) -> Result<usize, String> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match requested {
+        None => Ok(cores),
+        Some(0) => Err("threads must be at least 1 (leave it out for one per core)".into()),
+        Some(n) if n > max_threads() => Err(format!(
+            "{n} threads is more than {} (four per core; this machine has {cores})",
+            max_threads()
+        )),
+        Some(n) => Ok(n),
+    }
+}
+
 /// An operand of a batch: the elements and the stride, in elements, between records
 /// (0 repeats one slice for every record).
 pub type Strided<'a> = (&'a [u64], usize);

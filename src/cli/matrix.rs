@@ -69,10 +69,14 @@ pub fn run(
             return Ok(EXIT_USAGE);
         }
     };
-    let pool = match rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.unwrap_or(0))
-        .build()
-    {
+    let threads = match gemm::worker_threads(threads) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("error: --threads: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let pool = match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: cannot start worker threads: {e}");

@@ -229,7 +229,7 @@ pub enum Command {
         /// C (M x N); zeros when omitted.
         #[arg(long)]
         c: Option<PathBuf>,
-        /// Worker threads (default: all cores).
+        /// Worker threads, from 1 to four per core (default: one per core).
         #[arg(long)]
         threads: Option<usize>,
     },

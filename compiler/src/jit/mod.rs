@@ -640,11 +640,19 @@ pub(crate) fn host_isa(
         .map_err(|e| JitError::backend(format!("cannot configure the code generator: {e}")))
 }
 
+/// The address space reserved for one module's code and data (committed only as used).
+/// Code reaches its constants and decoding tables with 32-bit PC-relative offsets, so
+/// everything a module holds must lie within 2 GiB: in one reservation it does. (With a
+/// separate mapping per allocation, the stacks of hundreds of threads came to lie between
+/// a module's code and its data, and linking panicked in cranelift-jit.)
+const MODULE_ARENA_BYTES: usize = 1 << 30;
+
 fn new_module(options: Options) -> Result<JITModule, JitError> {
-    Ok(JITModule::new(JITBuilder::with_isa(
-        host_isa(options, false)?,
-        default_libcall_names(),
-    )))
+    let mut builder = JITBuilder::with_isa(host_isa(options, false)?, default_libcall_names());
+    let arena = cranelift_jit::ArenaMemoryProvider::new_with_size(MODULE_ARENA_BYTES)
+        .map_err(|e| JitError::backend(format!("cannot reserve memory for machine code: {e}")))?;
+    builder.memory_provider(Box::new(arena));
+    Ok(JITModule::new(builder))
 }
 
 /// Compile every instruction of a spec, given the validator's info about it.
