@@ -227,6 +227,14 @@ def encodings(x, fmt: dict, operand: str, native, key: str, ndim: int | None) ->
         return arr.view(_unsigned_of_size(dt.itemsize)).astype(np.uint64)
     if dt.kind == "u":
         return arr.astype(np.uint64)
+    if dt.kind == "V" and dt.itemsize in (1, 2, 4, 8):
+        # np.save writes ml_dtypes arrays as raw void bytes, and np.load gives them back so
+        uint = _unsigned_of_size(dt.itemsize).name
+        raise ValueError(
+            f"{_expected(fmt, operand)}, found raw bytes ({dt.str}): an ml_dtypes array saved by "
+            f"np.save loads as void; pass `arr.view(np.{uint})` (its raw encodings), or view it "
+            f"as the ml_dtypes type again"
+        )
     raise ValueError(f"{_expected(fmt, operand)}, found {_dtype_label(arr, x)}")
 
 

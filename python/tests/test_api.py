@@ -112,8 +112,11 @@ def test_wrong_shapes_name_what_was_expected(f16):
         f16.gemm(np.zeros((16, 16), h), np.zeros((32, 8), h))
     with pytest.raises(ValueError, match="C is 16 x 16 but A x B is 16 x 8"):
         f16.gemm(np.zeros((16, 16), h), np.zeros((16, 8), h), np.zeros((16, 16), np.float32))
-    with pytest.raises(ValueError, match=r"is m16n8k16: A must be 16 x 16, B 16 x 8, C 16 x 8; got A 32 x 16"):
+    with pytest.raises(ValueError, match=r"A is 32 x 16, but `mma.m16n8k16.f32.f16.f16.f32` \(m16n8k16\) takes A 16 x 16"):
         f16.mma(np.zeros((32, 16), h), np.zeros((16, 8), h), np.zeros((32, 8), np.float32))
+    # a wrong A is blamed on A, not on C
+    with pytest.raises(ValueError, match=r"A is 8 x 16, but"):
+        f16.mma(np.zeros((8, 16), h), np.zeros((16, 8), h), np.zeros((16, 8), np.float32))
     with pytest.raises(ValueError, match=r"A must be a 2-D matrix, found shape \(16,\)"):
         f16.gemm(np.zeros(16, h), np.zeros((16, 8), h))
     with pytest.raises(ValueError, match="a has 15 elements, but `mma.m16n8k16.f32.f16.f16.f32` takes 16"):

@@ -221,3 +221,28 @@ def test_report_matches_the_cli(tmp_path, cli, spec, rng):
     # a given D is compared as it is: the exact result itself has no error
     exact = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
     assert ins.report(A, B, D=exact).mean_abs < report.mean_abs
+
+
+def test_ml_dtypes_saved_by_np_save_get_a_hint(tmp_path, cli, spec):
+    """np.save writes an ml_dtypes array as raw void bytes (descr `<V2`): both the API and
+    the CLI refuse it with the way out, `.view(np.uint16)`, which both then take."""
+    ins = spec("hopper")["mma.m16n8k16.f32.bf16.bf16.f32"]
+    A = np.ones((16, 16), ml_dtypes.bfloat16)
+    B = np.full((16, 8), 2, ml_dtypes.bfloat16)
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", B)
+    loaded = np.load(tmp_path / "A.npy")
+    assert loaded.dtype.kind == "V"
+    with pytest.raises(ValueError, match=r"view\(np.uint16\)"):
+        ins.gemm(loaded, B)
+    assert np.all(ins.gemm(loaded.view(np.uint16), B) == 32.0)
+    r = run_cli(cli, "gemm", SPECS / "hopper.mma", "--instr", ins.name, "--a", tmp_path / "A.npy",
+                "--b", tmp_path / "B.npy", "-o", tmp_path / "D.npy")
+    assert r.returncode == 2, r.stderr
+    assert "A.view(np.uint16)" in r.stderr, r.stderr
+    np.save(tmp_path / "A.npy", A.view(np.uint16))
+    np.save(tmp_path / "B.npy", B.view(np.uint16))
+    r = run_cli(cli, "gemm", SPECS / "hopper.mma", "--instr", ins.name, "--a", tmp_path / "A.npy",
+                "--b", tmp_path / "B.npy", "-o", tmp_path / "D.npy")
+    assert r.returncode == 0, r.stderr
+    assert np.all(np.load(tmp_path / "D.npy") == 32.0)

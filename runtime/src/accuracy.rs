@@ -107,6 +107,15 @@ pub struct ReportOptions {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Row {
     pub instruction: String,
+    /// How tables and plots name the row: the instruction, or with its arch (or file)
+    /// where several compared instructions share a name.
+    pub label: String,
+    /// The architecture and the spec file the instruction comes from (set by the caller;
+    /// empty when unknown).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub arch: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub file: String,
     pub k: usize,
     /// Samples drawn.
     pub samples: usize,
@@ -274,40 +283,134 @@ pub fn sample_error(d_format: &Format, d: u64, exact: &Dyadic) -> Option<SampleE
     })
 }
 
-/// Statistics of one instruction at one K from its samples' errors (in sample order).
-pub fn row(instruction: &str, k: usize, samples: usize, errors: &[SampleError]) -> Row {
-    let n = errors.len();
-    let nf = n.max(1) as f64;
-    let rel: Vec<f64> = errors.iter().filter_map(|e| e.signed_rel).collect();
-    let nr = rel.len().max(1) as f64;
-    let bias = rel.iter().sum::<f64>() / nr;
-    let var = if rel.len() > 1 {
-        rel.iter().map(|r| (r - bias).powi(2)).sum::<f64>() / (rel.len() - 1) as f64
-    } else {
-        0.0
-    };
-    let half = 1.96 * (var / nr).sqrt();
-    Row {
-        instruction: instruction.to_string(),
-        k,
-        samples,
-        compared: n,
-        mean_abs_error: errors.iter().map(|e| e.abs).sum::<f64>() / nf,
-        max_abs_error: errors.iter().map(|e| e.abs).fold(0.0, f64::max),
-        mean_rel_error: rel.iter().map(|r| r.abs()).sum::<f64>() / nr,
-        max_rel_error: rel.iter().map(|r| r.abs()).fold(0.0, f64::max),
-        bias,
-        bias_ci95: [bias - half, bias + half],
-        correctly_rounded: errors.iter().filter(|e| e.correctly_rounded).count() as f64 / nf,
-        faithful: errors.iter().filter(|e| e.faithful).count() as f64 / nf,
+/// The statistics of a row, accumulated one sample at a time (and merged in sample
+/// order), so that a run of any length holds only this.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    compared: usize,
+    sum_abs: f64,
+    max_abs: f64,
+    /// Samples with a relative error, their mean and sum of squared deviations
+    /// (Welford, merged by Chan et al.'s formula).
+    rel_n: usize,
+    rel_mean: f64,
+    rel_m2: f64,
+    sum_abs_rel: f64,
+    max_abs_rel: f64,
+    correctly_rounded: usize,
+    faithful: usize,
+}
+
+impl Stats {
+    pub fn add(&mut self, e: &SampleError) {
+        self.compared += 1;
+        self.sum_abs += e.abs;
+        self.max_abs = self.max_abs.max(e.abs);
+        if let Some(r) = e.signed_rel {
+            self.rel_n += 1;
+            let delta = r - self.rel_mean;
+            self.rel_mean += delta / self.rel_n as f64;
+            self.rel_m2 += delta * (r - self.rel_mean);
+            self.sum_abs_rel += r.abs();
+            self.max_abs_rel = self.max_abs_rel.max(r.abs());
+        }
+        self.correctly_rounded += e.correctly_rounded as usize;
+        self.faithful += e.faithful as usize;
+    }
+
+    /// The statistics of this run of samples followed by `later`'s.
+    pub fn merge(&mut self, later: &Stats) {
+        let (n1, n2) = (self.rel_n as f64, later.rel_n as f64);
+        if later.rel_n > 0 {
+            let n = n1 + n2;
+            let delta = later.rel_mean - self.rel_mean;
+            self.rel_mean += delta * n2 / n;
+            self.rel_m2 += later.rel_m2 + delta * delta * n1 * n2 / n;
+        }
+        self.compared += later.compared;
+        self.sum_abs += later.sum_abs;
+        self.max_abs = self.max_abs.max(later.max_abs);
+        self.rel_n += later.rel_n;
+        self.sum_abs_rel += later.sum_abs_rel;
+        self.max_abs_rel = self.max_abs_rel.max(later.max_abs_rel);
+        self.correctly_rounded += later.correctly_rounded;
+        self.faithful += later.faithful;
+    }
+
+    /// The row of `instruction` at K = `k` over `samples` samples drawn.
+    pub fn row(&self, instruction: &str, k: usize, samples: usize) -> Row {
+        let nf = self.compared.max(1) as f64;
+        let nr = self.rel_n.max(1) as f64;
+        let bias = self.rel_mean;
+        let var = if self.rel_n > 1 {
+            self.rel_m2 / (self.rel_n - 1) as f64
+        } else {
+            0.0
+        };
+        let half = 1.96 * (var / nr).sqrt();
+        Row {
+            instruction: instruction.to_string(),
+            label: instruction.to_string(),
+            arch: String::new(),
+            file: String::new(),
+            k,
+            samples,
+            compared: self.compared,
+            mean_abs_error: self.sum_abs / nf,
+            max_abs_error: self.max_abs,
+            mean_rel_error: self.sum_abs_rel / nr,
+            max_rel_error: self.max_abs_rel,
+            bias,
+            bias_ci95: [bias - half, bias + half],
+            correctly_rounded: self.correctly_rounded as f64 / nf,
+            faithful: self.faithful as f64 / nf,
+        }
     }
 }
 
-/// Samples per parallel task.
+/// Statistics of one instruction at one K from its samples' errors (in sample order).
+pub fn row(instruction: &str, k: usize, samples: usize, errors: &[SampleError]) -> Row {
+    let mut stats = Stats::default();
+    for e in errors {
+        stats.add(e);
+    }
+    stats.row(instruction, k, samples)
+}
+
+/// The longest dot product a report takes (each sample's a and b are held whole, and its
+/// exact sum is formed from every product).
+pub const MAX_K: usize = 1 << 22;
+
+/// The most samples per instruction and K.
+pub const MAX_SAMPLES: usize = 1 << 30;
+
+/// Are the lengths and the sample count within [`MAX_K`] and [`MAX_SAMPLES`]? The error
+/// names the limit.
+pub fn check_sizes(options: &ReportOptions) -> Result<(), String> {
+    if options.samples == 0 || options.samples > MAX_SAMPLES {
+        return Err(format!(
+            "{} samples per K: a report takes from 1 to {MAX_SAMPLES} (2^30)",
+            options.samples
+        ));
+    }
+    if let Some(k) = options.ks.iter().find(|&&k| k > MAX_K) {
+        return Err(format!(
+            "K = {k} is longer than a report takes: at most {MAX_K} (2^22)"
+        ));
+    }
+    Ok(())
+}
+
+/// Samples per parallel task, at most; fewer for long K, so that a task holds about
+/// [`CHUNK_ELEMENTS`] elements of a and of b.
 const CHUNK: usize = 64;
+const CHUNK_ELEMENTS: usize = 1 << 16;
+/// Tasks run in parallel before their statistics are merged (in sample order).
+const WINDOW: usize = 256;
 
 /// The rows of one instruction, one per K. `progress` is called with the number of
-/// samples finished.
+/// samples finished. Memory stays bounded whatever the sample count: samples are drawn,
+/// run and folded into [`Stats`] a window of tasks at a time.
 pub fn measure<E: DotEngine + ?Sized>(
     inst: &Instruction,
     engine: &E,
@@ -315,14 +418,8 @@ pub fn measure<E: DotEngine + ?Sized>(
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<Row>, String> {
     reportable(inst)?;
+    check_sizes(options)?;
     let k = inst.k();
-    let ar = &inst.arithmetic;
-    let blocks = inst.scale_count();
-    let one_scale = match &ar.scale {
-        Some(s) => vec![crate::inputs::pow2(&s.format, 0, false).unwrap_or(0); blocks],
-        None => vec![],
-    };
-    let zero = crate::gemm::zero_of(&ar.c);
     let mut rows = vec![];
     for &kt in &options.ks {
         if kt == 0 || kt % k != 0 {
@@ -331,52 +428,81 @@ pub fn measure<E: DotEngine + ?Sized>(
                 inst.name
             ));
         }
-        let chunks: Vec<usize> = (0..options.samples).step_by(CHUNK).collect();
-        let results: Vec<Result<Vec<SampleError>, String>> = chunks
-            .par_iter()
-            .map(|&start| {
-                let end = (start + CHUNK).min(options.samples);
-                let n = end - start;
-                let mut a = Vec::with_capacity(n * kt);
-                let mut b = Vec::with_capacity(n * kt);
-                for s in start..end {
-                    let (x, y) = sample_inputs(inst, options, kt, s)?;
-                    a.extend(x);
-                    b.extend(y);
-                }
-                let mut c = vec![zero; n];
-                let mut d = vec![0u64; n];
-                for step in 0..kt / k {
-                    engine
-                        .batch(
-                            k,
-                            blocks,
-                            &c,
-                            (&a[step * k..], kt),
-                            (&b[step * k..], kt),
-                            (&one_scale, 0),
-                            (&one_scale, 0),
-                            &mut d,
-                        )
-                        .map_err(|e: EvalError| e.to_string())?;
-                    c.copy_from_slice(&d);
-                }
-                let out = (0..n)
-                    .filter_map(|r| {
-                        let exact =
-                            exact_dot(inst, &a[r * kt..(r + 1) * kt], &b[r * kt..(r + 1) * kt]);
-                        sample_error(&ar.d, c[r], &exact)
-                    })
-                    .collect();
-                progress(n);
-                Ok(out)
-            })
-            .collect();
-        let mut errors = vec![];
-        for r in results {
-            errors.extend(r?);
+        let chunk = (CHUNK_ELEMENTS / kt).clamp(1, CHUNK);
+        let mut stats = Stats::default();
+        let mut start = 0;
+        while start < options.samples {
+            let starts: Vec<usize> = (start..options.samples)
+                .step_by(chunk)
+                .take(WINDOW)
+                .collect();
+            let window: Vec<Result<Stats, String>> = starts
+                .par_iter()
+                .map(|&s| {
+                    let end = (s + chunk).min(options.samples);
+                    let st = chunk_stats(inst, engine, options, kt, s..end)?;
+                    progress(end - s);
+                    Ok(st)
+                })
+                .collect();
+            for w in window {
+                stats.merge(&w?);
+            }
+            start = (starts.last().copied().unwrap_or(start) + chunk).min(options.samples);
         }
-        rows.push(row(&inst.name, kt, options.samples, &errors));
+        rows.push(stats.row(&inst.name, kt, options.samples));
     }
     Ok(rows)
+}
+
+/// The statistics of samples `range` at K = `kt`: drawn, accumulated over K in steps of
+/// the instruction's k (d fed back as c), compared with their exact sums.
+fn chunk_stats<E: DotEngine + ?Sized>(
+    inst: &Instruction,
+    engine: &E,
+    options: &ReportOptions,
+    kt: usize,
+    range: std::ops::Range<usize>,
+) -> Result<Stats, String> {
+    let k = inst.k();
+    let ar = &inst.arithmetic;
+    let blocks = inst.scale_count();
+    let one_scale = match &ar.scale {
+        Some(s) => vec![crate::inputs::pow2(&s.format, 0, false).unwrap_or(0); blocks],
+        None => vec![],
+    };
+    let zero = crate::gemm::zero_of(&ar.c);
+    let n = range.len();
+    let mut a = Vec::with_capacity(n * kt);
+    let mut b = Vec::with_capacity(n * kt);
+    for s in range {
+        let (x, y) = sample_inputs(inst, options, kt, s)?;
+        a.extend(x);
+        b.extend(y);
+    }
+    let mut c = vec![zero; n];
+    let mut d = vec![0u64; n];
+    for step in 0..kt / k {
+        engine
+            .batch(
+                k,
+                blocks,
+                &c,
+                (&a[step * k..], kt),
+                (&b[step * k..], kt),
+                (&one_scale, 0),
+                (&one_scale, 0),
+                &mut d,
+            )
+            .map_err(|e: EvalError| e.to_string())?;
+        c.copy_from_slice(&d);
+    }
+    let mut stats = Stats::default();
+    for r in 0..n {
+        let exact = exact_dot(inst, &a[r * kt..(r + 1) * kt], &b[r * kt..(r + 1) * kt]);
+        if let Some(e) = sample_error(&ar.d, c[r], &exact) {
+            stats.add(&e);
+        }
+    }
+    Ok(stats)
 }

@@ -18,10 +18,11 @@ use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
 use mmac_compiler::jit;
 use mmac_compiler::valid::ArithmeticInfo;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// The operands an unknown unit takes: formats of a, b, c and d, k, and the block scale
 /// factors (their format and block size) when it has them.
@@ -154,7 +155,8 @@ impl Interface {
         s
     }
 
-    /// Why an input does not fit this interface (element counts), if it does not.
+    /// Why an input does not fit this interface (element counts, or a value wider than
+    /// its format: refused, as `mmac test` refuses it, never masked), if it does not.
     pub fn misfit(&self, input: &Input) -> Option<String> {
         let n = self.scale_count();
         for (name, got, want) in [
@@ -165,6 +167,25 @@ impl Interface {
         ] {
             if got != want {
                 return Some(format!("`{name}=` has {got} values, expected {want}"));
+            }
+        }
+        let scale = self.scale.as_ref().map(|(f, _)| f);
+        let groups: [(&str, Option<&Format>, &[u64]); 5] = [
+            ("c", Some(&self.c), std::slice::from_ref(&input.c)),
+            ("a", Some(&self.a), &input.a),
+            ("b", Some(&self.b), &input.b),
+            ("sa", scale, &input.sa),
+            ("sb", scale, &input.sb),
+        ];
+        for (name, f, values) in groups {
+            if let Some(f) = f
+                && let Some(v) = values.iter().find(|v| **v & !f.storage_mask() != 0)
+            {
+                return Some(format!(
+                    "{name} value {v:x} does not fit `{}` ({} bits)",
+                    f.name,
+                    f.storage_bits()
+                ));
             }
         }
         None
@@ -199,6 +220,15 @@ pub enum BoxError {
     },
     #[error("cannot talk to the box: {0}")]
     Io(String),
+    #[error(
+        "the box did not answer within {:.1} s (after {answered} of {asked} answers); `--box-timeout` waits longer",
+        *millis as f64 / 1000.0
+    )]
+    Timeout {
+        answered: usize,
+        asked: usize,
+        millis: u64,
+    },
     #[error("the spec cannot evaluate the input: {0}")]
     Eval(String),
 }
@@ -266,26 +296,49 @@ pub fn evaluate(
     Ok(d)
 }
 
-/// A command run once through `sh -c`, answering requests on its stdout. Requests go
-/// through a writer thread, so the box may read many lines before it answers.
+/// How long a box may take to answer, by default: the wait for each answer line.
+pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest answer line read (`d=` and 16 hex digits need 18 bytes): a box that
+/// floods one endless line is refused there, not read into memory.
+pub const MAX_ANSWER_LINE: usize = 4096;
+
+/// A command run once through `sh -c` (in a process group of its own), answering
+/// requests on its stdout. Requests go through a writer thread, so the box may read many
+/// lines before it answers; answers come through a reader thread, so that each has a
+/// deadline ([`PipeBox::reply_timeout`]) and a bounded length.
 pub struct PipeBox {
     interface: Interface,
     child: Child,
     lines: Option<mpsc::Sender<String>>,
     writer: Option<JoinHandle<std::io::Result<()>>>,
-    reader: BufReader<ChildStdout>,
+    answers: mpsc::Receiver<Answer>,
     answered: usize,
+    timeout: Duration,
+}
+
+/// What the reader thread read: a line (without its end), the end of the output, or a
+/// line too long or unreadable.
+enum Answer {
+    Line(String),
+    End,
+    TooLong,
+    Failed(String),
 }
 
 impl PipeBox {
     /// Start `command` (through `sh -c`); its stderr is the caller's.
     pub fn start(command: &str, interface: Interface) -> Result<PipeBox, BoxError> {
-        let mut child = Command::new("sh")
-            .arg("-c")
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
             .arg(command)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::inherit());
+        // its own process group: teardown kills the box and whatever it started
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd
             .spawn()
             .map_err(|e| BoxError::Start(format!("sh -c {command:?}: {e}")))?;
         let stdin = child.stdin.take().expect("stdin is piped");
@@ -299,21 +352,69 @@ impl PipeBox {
             }
             Ok(())
         });
+        let (answer_tx, answers) = mpsc::channel::<Answer>();
+        std::thread::spawn(move || read_answers(stdout, answer_tx));
         Ok(PipeBox {
             interface,
             child,
             lines: Some(tx),
             writer: Some(writer),
-            reader: BufReader::new(stdout),
+            answers,
             answered: 0,
+            timeout: DEFAULT_REPLY_TIMEOUT,
         })
     }
 
+    /// How long to wait for each answer line before giving up on the box.
+    pub fn reply_timeout(mut self, timeout: Duration) -> PipeBox {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The box's exit status, if it exits within a moment of closing its output.
     fn status(&mut self) -> String {
-        // the box closed its output: it has exited or is about to
-        match self.child.wait() {
-            Ok(s) => format!(" ({s})"),
-            Err(_) => String::new(),
+        for _ in 0..50 {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return format!(" ({s})");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        String::new()
+    }
+
+    /// Kill the box and everything in its process group.
+    fn kill(&mut self) {
+        #[cfg(unix)]
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) on the box's own process group (it leads it), no memory
+            // involved
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The reader thread: lines of at most [`MAX_ANSWER_LINE`] bytes, until the end, a line
+/// too long, a read error, or no one listening.
+fn read_answers(stdout: ChildStdout, tx: mpsc::Sender<Answer>) {
+    let mut reader = BufReader::new(stdout);
+    loop {
+        let mut line: Vec<u8> = vec![];
+        let n = (&mut reader)
+            .take(MAX_ANSWER_LINE as u64 + 1)
+            .read_until(b'\n', &mut line);
+        let answer = match n {
+            Err(e) => Answer::Failed(e.to_string()),
+            Ok(0) => Answer::End,
+            Ok(_) if line.len() > MAX_ANSWER_LINE && !line.ends_with(b"\n") => Answer::TooLong,
+            Ok(_) => Answer::Line(String::from_utf8_lossy(&line).into_owned()),
+        };
+        let last = !matches!(answer, Answer::Line(_));
+        if tx.send(answer).is_err() || last {
+            return;
         }
     }
 }
@@ -330,21 +431,36 @@ impl BlackBox for PipeBox {
             return Err(BoxError::Io("the box's input is closed".into()));
         }
         let mut out = Vec::with_capacity(inputs.len());
-        let mut line = String::new();
         for i in 0..inputs.len() {
-            line.clear();
-            let n = self
-                .reader
-                .read_line(&mut line)
-                .map_err(|e| BoxError::Io(e.to_string()))?;
-            if n == 0 {
-                let status = self.status();
-                return Err(BoxError::Closed {
-                    answered: i,
-                    asked: inputs.len(),
-                    status,
-                });
-            }
+            let line = match self.answers.recv_timeout(self.timeout) {
+                Ok(Answer::Line(l)) => l,
+                Ok(Answer::End) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = self.status();
+                    return Err(BoxError::Closed {
+                        answered: i,
+                        asked: inputs.len(),
+                        status,
+                    });
+                }
+                Ok(Answer::TooLong) => {
+                    return Err(BoxError::Malformed {
+                        index: self.answered + 1,
+                        line: "...".into(),
+                        column: MAX_ANSWER_LINE + 1,
+                        message: format!(
+                            "an answer line longer than {MAX_ANSWER_LINE} bytes"
+                        ),
+                    });
+                }
+                Ok(Answer::Failed(e)) => return Err(BoxError::Io(e)),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(BoxError::Timeout {
+                        answered: i,
+                        asked: inputs.len(),
+                        millis: self.timeout.as_millis() as u64,
+                    });
+                }
+            };
             self.answered += 1;
             let trimmed = line.trim();
             let d = parse_answer(trimmed).map_err(|(column, message)| BoxError::Malformed {
@@ -353,7 +469,20 @@ impl BlackBox for PipeBox {
                 column,
                 message,
             })?;
-            out.push(d & self.interface.d.storage_mask());
+            let f = &self.interface.d;
+            if d & !f.storage_mask() != 0 {
+                return Err(BoxError::Malformed {
+                    index: self.answered,
+                    line: trimmed.to_string(),
+                    column: 3,
+                    message: format!(
+                        "d value {d:x} does not fit `{}` ({} bits)",
+                        f.name,
+                        f.storage_bits()
+                    ),
+                });
+            }
+            out.push(d);
         }
         Ok(out)
     }
@@ -361,19 +490,24 @@ impl BlackBox for PipeBox {
 
 impl Drop for PipeBox {
     fn drop(&mut self) {
-        // closing stdin ends a well-behaved box; one that keeps running is killed
+        // closing stdin ends a well-behaved box; one that keeps running is killed, before
+        // the writer is joined (a writer blocked on the full pipe of a box that stopped
+        // reading ends when the box does)
         self.lines = None;
+        let mut exited = false;
+        for _ in 0..50 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                exited = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !exited {
+            self.kill();
+        }
         if let Some(w) = self.writer.take() {
             let _ = w.join();
         }
-        for _ in 0..50 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -440,5 +574,57 @@ mod tests {
 
     fn i_again() -> Interface {
         Interface::parse("a=s8,b=s8,c=s32,d=s32", 4, None).unwrap()
+    }
+
+    fn inputs(n: u64) -> Vec<Input> {
+        (0..n)
+            .map(|n| Input {
+                c: n,
+                a: vec![0; 4],
+                b: vec![0; 4],
+                sa: vec![],
+                sb: vec![],
+            })
+            .collect()
+    }
+
+    /// A box that never answers is given up on after the reply timeout, and teardown
+    /// does not wait for it.
+    #[test]
+    fn a_silent_box_times_out() {
+        let mut bx = PipeBox::start("sleep 600", i_again())
+            .unwrap()
+            .reply_timeout(Duration::from_millis(300));
+        let e = bx.answer(&inputs(1)).unwrap_err();
+        assert!(matches!(e, BoxError::Timeout { answered: 0, .. }), "{e}");
+        // teardown kills it (a teardown that waited would take the box's 600 s)
+        drop(bx);
+    }
+
+    /// A box that answers garbage and lingers without reading (its input pipe full): the
+    /// answer is refused, and teardown kills it before joining the writer stuck on the
+    /// pipe.
+    #[test]
+    fn a_lingering_box_that_answers_garbage_is_torn_down() {
+        let mut bx = PipeBox::start("echo garbage; exec sleep 600", i_again())
+            .unwrap()
+            .reply_timeout(Duration::from_secs(20));
+        // far more than a pipe buffer, so that the writer blocks
+        let e = bx.answer(&inputs(20_000)).unwrap_err();
+        assert!(matches!(e, BoxError::Malformed { index: 1, .. }), "{e}");
+        drop(bx);
+    }
+
+    /// A box that floods one endless line is refused at the bound, not read into memory.
+    #[test]
+    fn an_endless_line_is_refused_at_its_bound() {
+        let mut bx = PipeBox::start("yes x | tr -d '\\n'", i_again())
+            .unwrap()
+            .reply_timeout(Duration::from_secs(20));
+        let e = bx.answer(&inputs(1)).unwrap_err();
+        assert!(
+            matches!(&e, BoxError::Malformed { message, .. } if message.contains("longer than")),
+            "{e}"
+        );
     }
 }

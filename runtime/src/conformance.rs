@@ -28,6 +28,9 @@ pub struct Summary {
     pub failed: usize,
     /// Cases in files of an architecture that no given spec declares (not run).
     pub skipped: usize,
+    /// Files that failed as a whole with no case to count as failed (no cases at all; a
+    /// header without `# arch:` or naming an instruction the spec lacks, over no cases).
+    pub failed_files: usize,
     /// Human-readable report lines (mismatches, unmatched and skipped files, malformed
     /// lines).
     pub report: String,
@@ -40,7 +43,34 @@ impl Summary {
         if self.skipped > 0 {
             let _ = write!(line, ", {} skipped", self.skipped);
         }
+        if self.failed_files > 0 {
+            let _ = write!(
+                line,
+                ", {} file{} failed",
+                self.failed_files,
+                if self.failed_files == 1 { "" } else { "s" }
+            );
+        }
         line
+    }
+
+    /// Did the run pass: some case ran, and nothing failed (no case, no file)?
+    pub fn passed_all(&self) -> bool {
+        self.passed > 0 && self.failed == 0 && self.failed_files == 0
+    }
+
+    /// Why a run that failed no case still did not pass, if so: nothing was tested.
+    pub fn nothing_ran(&self) -> Option<String> {
+        (self.passed == 0 && self.failed == 0).then(|| {
+            if self.skipped > 0 {
+                format!(
+                    "no case ran: every vector file ({} cases) is of an architecture no given spec declares",
+                    self.skipped
+                )
+            } else {
+                "no case ran: no vector file holds a case".to_string()
+            }
+        })
     }
 }
 
@@ -176,6 +206,9 @@ pub fn run_with(
                 "SKIP {shown}: no given spec declares arch `{arch}` ({})",
                 count(cases)
             );
+            if let Some(near) = closest(arch, archs.iter().copied()) {
+                let _ = writeln!(sum.report, "  help: did you mean `{near}`?");
+            }
             sum.skipped += cases;
             continue;
         }
@@ -190,8 +223,14 @@ pub fn run_with(
                 count(cases)
             );
             sum.failed += cases;
+            sum.failed_files += (cases == 0) as usize;
             continue;
         };
+        if cases == 0 && errors.is_empty() {
+            let _ = writeln!(sum.report, "FAIL {shown}: no cases");
+            sum.failed_files += 1;
+            continue;
+        }
         let name = file.instruction.as_deref().unwrap_or("?");
         let Some(&(inst, info)) = by_name.get(&(arch, name)) else {
             let _ = writeln!(
@@ -204,6 +243,7 @@ pub fn run_with(
                 let _ = writeln!(sum.report, "  help: did you mean `{near}`?");
             }
             sum.failed += cases;
+            sum.failed_files += (cases == 0) as usize;
             continue;
         };
         let kernel = match kernel_of(arch, name) {

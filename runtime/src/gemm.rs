@@ -127,6 +127,22 @@ pub fn check_shapes(
 ) -> Result<(usize, usize, usize), ShapeError> {
     let (m, n, k) = (p.a.rows, p.b.cols, p.a.cols);
     let (im, in_, ik) = (inst.m as usize, inst.n as usize, inst.arithmetic.k as usize);
+    if whole_instruction {
+        // each operand against the instruction's shape, so that the message names the
+        // operand that is wrong
+        for (what, (rows, cols), want) in [
+            ("A", (p.a.rows, p.a.cols), (im, ik)),
+            ("B", (p.b.rows, p.b.cols), (ik, in_)),
+            ("C", (p.c.rows, p.c.cols), (im, in_)),
+        ] {
+            if (rows, cols) != want {
+                return Err(ShapeError(format!(
+                    "{what} is {rows} x {cols}, but `{}` (m{im}n{in_}k{ik}) takes {what} {} x {}",
+                    inst.name, want.0, want.1
+                )));
+            }
+        }
+    }
     if p.b.rows != k {
         return Err(ShapeError(format!(
             "A is {} x {} but B is {} x {}: A's columns must equal B's rows (K)",
@@ -139,14 +155,7 @@ pub fn check_shapes(
             p.c.rows, p.c.cols
         )));
     }
-    if whole_instruction {
-        if (m, n, k) != (im, in_, ik) {
-            return Err(ShapeError(format!(
-                "`{}` is m{im}n{in_}k{ik}: A must be {im} x {ik}, B {ik} x {in_}, C {im} x {in_}; got A {m} x {k}, B {k} x {n}",
-                inst.name
-            )));
-        }
-    } else {
+    if !whole_instruction {
         for (what, got, unit) in [
             ("M (rows of A)", m, im),
             ("N (columns of B)", n, in_),

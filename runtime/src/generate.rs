@@ -96,10 +96,25 @@ pub enum GenError {
     },
     #[error(transparent)]
     Search(#[from] witness::SearchError),
+    #[error("cannot write the cases: {0}")]
+    Write(#[from] std::io::Error),
+}
+
+/// The most random cases one run generates.
+pub const MAX_RANDOM: usize = 1 << 30;
+
+/// The corner cases of `inst` and the fate of every neighbour: what [`generate`] adds
+/// after the random cases.
+#[derive(Clone, Debug)]
+pub struct Corners {
+    pub cases: Vec<Case>,
+    pub neighbours: Vec<(String, Fate)>,
 }
 
 /// Generate vectors for `inst`, declared by the spec file `file_name` whose text is
-/// `text` (its neighbours are re-checked from the text).
+/// `text` (its neighbours are re-checked from the text): the random cases, then the
+/// corner cases. Everything is held in memory; [`random_cases`] and [`corner_cases`]
+/// give the same cases one part at a time (`mmac gen` streams the random ones).
 pub fn generate(
     file_name: &str,
     text: &str,
@@ -107,31 +122,79 @@ pub fn generate(
     info: &ArithmeticInfo,
     options: &Options,
 ) -> Result<Generated, GenError> {
-    let nan = nan_any(inst);
-    let d_format = &inst.arithmetic.d;
-    let reference = |input: &Input| -> Result<u64, GenError> {
-        interp::run(inst, info, &input.operands()).map_err(|e| GenError::Interpreter {
-            instruction: inst.name.clone(),
-            input: input.case_fields(inst),
-            message: e.to_string(),
-        })
-    };
+    let mut cases = Vec::with_capacity(options.random.min(1 << 16));
+    random_cases(inst, info, options, &mut |c| {
+        cases.push(c);
+        Ok(())
+    })?;
+    let corners = corner_cases(file_name, text, inst, info, options)?;
+    cases.extend(corners.cases);
+    Ok(Generated {
+        cases,
+        random: options.random,
+        neighbours: corners.neighbours,
+    })
+}
 
-    // random cases first
+/// The `options.random` random cases of `inst`, each computed by the interpreter and
+/// handed to `each` as it is drawn (nothing is kept).
+pub fn random_cases(
+    inst: &Instruction,
+    info: &ArithmeticInfo,
+    options: &Options,
+    each: &mut dyn FnMut(Case) -> std::io::Result<()>,
+) -> Result<(), GenError> {
     let own_focus = Focus::of(&[inst]);
     let mut random = RandomInputs::new(inst, &own_focus, options.seed);
-    let mut cases = vec![];
-    let mut seen: HashSet<Input> = HashSet::new();
     for i in 0..options.random {
         let input = random.draw();
-        let d = reference(&input)?;
-        seen.insert(input.clone());
-        cases.push(Case {
+        let d = reference(inst, info, &input)?;
+        each(Case {
             label: format!("random {i}"),
             input,
             d,
-        });
+        })?;
     }
+    Ok(())
+}
+
+/// The interpreter's d for one input.
+fn reference(inst: &Instruction, info: &ArithmeticInfo, input: &Input) -> Result<u64, GenError> {
+    interp::run(inst, info, &input.operands()).map_err(|e| GenError::Interpreter {
+        instruction: inst.name.clone(),
+        input: input.case_fields(inst),
+        message: e.to_string(),
+    })
+}
+
+/// A 64-bit fingerprint of an input (the random cases are remembered by these alone).
+fn fingerprint(input: &Input) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(input)
+}
+
+/// The corner cases of `inst` (none repeating a random case of `options`), and the
+/// fate of every single-parameter neighbour.
+pub fn corner_cases(
+    file_name: &str,
+    text: &str,
+    inst: &Instruction,
+    info: &ArithmeticInfo,
+    options: &Options,
+) -> Result<Corners, GenError> {
+    let nan = nan_any(inst);
+    let d_format = &inst.arithmetic.d;
+    let reference = |input: &Input| reference(inst, info, input);
+
+    // the random inputs, drawn again and remembered by fingerprint
+    let own_focus = Focus::of(&[inst]);
+    let mut random = RandomInputs::new(inst, &own_focus, options.seed);
+    let mut seen: HashSet<u64> = HashSet::new();
+    for _ in 0..options.random {
+        seen.insert(fingerprint(&random.draw()));
+    }
+    let mut seen_corner: HashSet<Input> = HashSet::new();
+    let mut fresh = |i: &Input| !seen.contains(&fingerprint(i)) && seen_corner.insert(i.clone());
 
     // the mutants the corner cases are chosen against
     let (neighbours, other_interface): (Vec<_>, Vec<_>) = neighbours(file_name, text, inst)
@@ -150,14 +213,14 @@ pub fn generate(
         .into_iter()
         .map(|p| (p.name.clone(), p.input()))
         .chain(parameter_probes(inst))
-        .filter(|(_, i)| seen.insert(i.clone()))
+        .filter(|(_, i)| fresh(i))
         .collect();
     let probe_count = corners.len();
     let mut focus_on: Vec<&Instruction> = vec![inst];
     focus_on.extend(neighbours.iter().map(|n| &n.instruction));
     let structured: Vec<(String, Input)> = witness::structured(inst, &Focus::of(&focus_on))
         .into_iter()
-        .filter(|(_, i)| !seen.contains(i))
+        .filter(|(_, i)| !seen.contains(&fingerprint(i)) && !seen_corner.contains(i))
         .collect();
     corners.extend(structured);
     let inputs: Vec<&Input> = corners.iter().map(|(_, i)| i).collect();
@@ -228,10 +291,8 @@ pub fn generate(
         };
         fates.push((n.label(), fate));
     }
-    cases.extend(corner_cases);
-    Ok(Generated {
-        cases,
-        random: options.random,
+    Ok(Corners {
+        cases: corner_cases,
         neighbours: fates,
     })
 }
@@ -264,21 +325,46 @@ pub fn mmv_header(arch: &str, inst: &Instruction) -> String {
 /// The cases as a `.mmv` file: the header, `notes` as comment lines, then each case under
 /// a comment with its label.
 pub fn mmv_text(arch: &str, inst: &Instruction, notes: &[String], cases: &[Case]) -> String {
-    let mut s = mmv_header(arch, inst);
-    for n in notes {
-        let _ = writeln!(s, "# {n}");
-    }
-    let _ = writeln!(s, "# cases: {}", cases.len());
+    let mut s = mmv_head(arch, inst, notes, cases.len());
     for c in cases {
-        let _ = writeln!(s, "# {}", c.label);
-        let _ = writeln!(
-            s,
-            "{} d={}",
-            c.input.case_fields(inst),
-            hex(&inst.arithmetic.d, c.d)
-        );
+        s.push_str(&mmv_case(inst, c));
     }
     s
+}
+
+/// The head of a `.mmv` file of `count` cases: the header and `notes` as comment lines
+/// ([`one_line`]).
+pub fn mmv_head(arch: &str, inst: &Instruction, notes: &[String], count: usize) -> String {
+    let mut s = mmv_header(arch, inst);
+    for n in notes {
+        let _ = writeln!(s, "# {}", one_line(n));
+    }
+    let _ = writeln!(s, "# cases: {count}");
+    s
+}
+
+/// A note as one comment line: control characters (a newline in a file name, say) are
+/// written escaped (`\n`), so that a note can never start a line of its own.
+pub fn one_line(note: &str) -> String {
+    note.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// One case of a `.mmv` file: its label as a comment, then its line.
+pub fn mmv_case(inst: &Instruction, c: &Case) -> String {
+    format!(
+        "# {}\n{} d={}\n",
+        c.label,
+        c.input.case_fields(inst),
+        hex(&inst.arithmetic.d, c.d)
+    )
 }
 
 /// The fields of one hex line, most significant first: (name, format).
@@ -300,19 +386,28 @@ fn hex_fields(inst: &Instruction) -> Vec<(String, &Format)> {
 /// by `_` (which `$readmemh` ignores), so that line `i` is one word of a memory
 /// `logic [W-1:0] vectors [0:N-1]`.
 pub fn hex_text(arch: &str, inst: &Instruction, notes: &[String], cases: &[Case]) -> String {
+    let mut s = hex_head(arch, inst, notes, cases.len());
+    for c in cases {
+        s.push_str(&hex_case(inst, c));
+    }
+    s
+}
+
+/// The comment header of a `$readmemh` file of `count` cases.
+pub fn hex_head(arch: &str, inst: &Instruction, notes: &[String], count: usize) -> String {
     let fields = hex_fields(inst);
     let width: u32 = fields.iter().map(|(_, f)| 4 * f.hex_digits() as u32).sum();
     let mut s = String::new();
     let _ = writeln!(s, "// mmac gen: {arch} {}", inst.name);
     for n in notes {
-        let _ = writeln!(s, "// {n}");
+        let _ = writeln!(s, "// {}", one_line(n));
     }
     let _ = writeln!(
         s,
         "// {} cases, one per line: a {width}-bit word (logic [{}:0] vectors [0:{}])",
-        cases.len(),
+        count,
         width - 1,
-        cases.len().saturating_sub(1)
+        count.saturating_sub(1)
     );
     let _ = writeln!(
         s,
@@ -331,20 +426,23 @@ pub fn hex_text(arch: &str, inst: &Instruction, notes: &[String], cases: &[Case]
         hi -= w;
     }
     let _ = writeln!(s, "{line}");
-    for c in cases {
-        let i = &c.input;
-        let mut values = vec![i.c];
-        values.extend(&i.a);
-        values.extend(&i.b);
-        values.extend(&i.sa);
-        values.extend(&i.sb);
-        values.push(c.d);
-        let words: Vec<String> = fields
-            .iter()
-            .zip(values)
-            .map(|((_, f), v)| hex(f, v))
-            .collect();
-        let _ = writeln!(s, "{}", words.join("_"));
-    }
     s
+}
+
+/// One case as a `$readmemh` line.
+pub fn hex_case(inst: &Instruction, c: &Case) -> String {
+    let fields = hex_fields(inst);
+    let i = &c.input;
+    let mut values = vec![i.c];
+    values.extend(&i.a);
+    values.extend(&i.b);
+    values.extend(&i.sa);
+    values.extend(&i.sb);
+    values.push(c.d);
+    let words: Vec<String> = fields
+        .iter()
+        .zip(values)
+        .map(|((_, f), v)| hex(f, v))
+        .collect();
+    format!("{}\n", words.join("_"))
 }

@@ -922,7 +922,9 @@ pub fn infer(
     let trace = std::env::var_os("MMAC_INFER_TRACE").is_some();
     let note = |what: &str, search: &Search| {
         if trace {
-            eprintln!(
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
                 "infer: {:>8.3}s {what} ({} probes, {} candidates, {} kernels)",
                 started.elapsed().as_secs_f64(),
                 search.obs.len(),

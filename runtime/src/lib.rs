@@ -16,6 +16,7 @@ pub mod listing;
 pub mod matrix;
 pub mod mutants;
 pub mod observability;
+pub mod output;
 pub mod probes;
 pub mod specs;
 pub mod values;

@@ -62,8 +62,8 @@ pub enum MatrixError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot create {path}: {why}")]
-    Create { path: PathBuf, why: String },
+    #[error(transparent)]
+    Output(#[from] OutputError),
     #[error("{path}: not a readable .npy file: {message}")]
     Format { path: PathBuf, message: String },
     #[error(
@@ -136,12 +136,26 @@ pub fn read(path: &Path, format: &Format, operand: &str) -> Result<Matrix, Matri
     let same = found == want
         || (want.len() == 3 && found.len() == 3 && found[1..] == want[1..] && want.ends_with('1'));
     if !same {
+        // ml_dtypes' arrays (bf16, FP8, ...) are saved by np.save as raw void bytes
+        let hint = if found.len() > 1 && found[1..].starts_with('V') {
+            let uint = match &found[2..] {
+                "1" => "np.uint8",
+                "2" => "np.uint16",
+                "4" => "np.uint32",
+                _ => "an unsigned integer dtype of its width",
+            };
+            format!(
+                " (raw bytes: np.save writes ml_dtypes arrays as void; save `A.view({uint})` instead, the raw encodings)"
+            )
+        } else {
+            String::new()
+        };
         return Err(MatrixError::Dtype {
             path: path.to_path_buf(),
             operand: operand.to_string(),
             format: format.name.clone(),
             want: want.to_string(),
-            found,
+            found: found + &hint,
         });
     }
     let shape = npy.shape().to_vec();
@@ -255,87 +269,20 @@ pub fn read(path: &Path, format: &Format, operand: &str) -> Result<Matrix, Matri
 /// Write a matrix of `format` encodings as a 2-D `.npy` file of its dtype, atomically
 /// (see [`Output`]).
 pub fn write(path: &Path, format: &Format, m: &Matrix) -> Result<(), MatrixError> {
-    Output::create(path)?.finish(format, m)
+    Ok(Output::create(path)?.finish(format, m)?)
 }
 
-/// An output `.npy` file on its way: a temporary file in the destination's folder,
-/// renamed over the destination only once it is complete. A run that fails (or is killed)
-/// before then never leaves a half-written file, and an existing file stays as it was.
-/// Creating it first checks that the destination can be written at all, before any work.
-#[derive(Debug)]
-pub struct Output {
-    path: PathBuf,
-    file: tempfile::NamedTempFile,
-}
+pub use crate::output::{Output, OutputError};
 
 impl Output {
-    /// A new temporary file beside `path`; an error names `path` and says why it cannot be
-    /// created (no such folder, a folder in the way, no permission).
-    pub fn create(path: &Path) -> Result<Output, MatrixError> {
-        let cannot = |why: String| MatrixError::Create {
-            path: path.to_path_buf(),
-            why,
-        };
-        if path.is_dir() {
-            return Err(cannot("it is a folder".into()));
-        }
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        if !dir.is_dir() {
-            return Err(cannot(format!("there is no folder {}", dir.display())));
-        }
-        let mut builder = tempfile::Builder::new();
-        builder.prefix(".mmac-").suffix(".part");
-        // the permissions of a file made with File::create (0o666 less the umask), not
-        // the temporary file's private 0o600
-        #[cfg(unix)]
-        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-        let file = builder
-            .tempfile_in(dir)
-            .map_err(|e| cannot(e.to_string()))?;
-        Ok(Output {
-            path: path.to_path_buf(),
-            file,
-        })
-    }
-
-    /// The destination.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Write the matrix and move the complete file over the destination.
-    pub fn finish(self, format: &Format, m: &Matrix) -> Result<(), MatrixError> {
-        self.finish_with(|out| write_npy(out, format, m))
-    }
-
-    /// Write `bytes` (any file, not only a matrix) and move the complete file over the
-    /// destination.
-    pub fn finish_bytes(self, bytes: &[u8]) -> Result<(), MatrixError> {
-        self.finish_with(|out| std::io::Write::write_all(out, bytes))
-    }
-
-    fn finish_with(
-        mut self,
-        write: impl FnOnce(&mut std::io::BufWriter<&mut std::fs::File>) -> std::io::Result<()>,
-    ) -> Result<(), MatrixError> {
-        let io = |source| MatrixError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        let mut out = std::io::BufWriter::new(self.file.as_file_mut());
-        write(&mut out).map_err(io)?;
-        std::io::Write::flush(&mut out).map_err(io)?;
-        drop(out);
-        self.file.persist(&self.path).map_err(|e| io(e.error))?;
-        Ok(())
+    /// Write the matrix as a `.npy` file and put it in place ([`Output::write_with`]).
+    pub fn finish(self, format: &Format, m: &Matrix) -> Result<(), OutputError> {
+        self.write_with(|out| write_npy(out, format, m))
     }
 }
 
 /// The `.npy` bytes of a matrix of `format` encodings, in its dtype.
-fn write_npy(out: &mut impl std::io::Write, format: &Format, m: &Matrix) -> std::io::Result<()> {
+fn write_npy(out: &mut (impl std::io::Write + ?Sized), format: &Format, m: &Matrix) -> std::io::Result<()> {
     use npyz::WriterBuilder;
     let dtype = npyz::DType::Plain(
         dtype_of(format)

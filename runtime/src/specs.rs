@@ -115,3 +115,18 @@ pub fn load_all(path: &Path) -> (Vec<LoadedSpec>, Vec<LoadError>) {
     }
     (ok, errs)
 }
+
+/// Architectures that several of `specs` declare, each with the files that declare it
+/// (libraries without instructions are not counted). `mmac test` refuses to guess which
+/// of them a vector file means.
+pub fn duplicate_archs(specs: &[LoadedSpec]) -> Vec<(String, Vec<PathBuf>)> {
+    let mut by_arch: Vec<(String, Vec<PathBuf>)> = vec![];
+    for s in specs.iter().filter(|s| !s.spec.instructions.is_empty()) {
+        match by_arch.iter_mut().find(|(a, _)| *a == s.spec.arch) {
+            Some((_, files)) => files.push(s.path.clone()),
+            None => by_arch.push((s.spec.arch.clone(), vec![s.path.clone()])),
+        }
+    }
+    by_arch.retain(|(_, files)| files.len() > 1);
+    by_arch
+}

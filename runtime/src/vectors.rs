@@ -81,6 +81,8 @@ pub fn parse(path: &Path, text: &str) -> (VectorFile, Vec<VectorError>) {
     };
     let mut errors = vec![];
     let shown = path.display().to_string();
+    // a data line (a case, well formed or not) has been read
+    let mut data_seen = false;
     for (i, line) in text.lines().enumerate() {
         let lineno = i + 1;
         let trimmed = line.trim();
@@ -88,17 +90,58 @@ pub fn parse(path: &Path, text: &str) -> (VectorFile, Vec<VectorError>) {
             continue;
         }
         if let Some(header) = trimmed.strip_prefix('#') {
+            let column = line.find('#').map_or(1, |i| i + 1);
+            let mut error = |message: String| {
+                errors.push(VectorError {
+                    path: shown.clone(),
+                    line: lineno,
+                    column,
+                    message,
+                })
+            };
+            if let Some(version) = header.trim().strip_prefix("mmv ") {
+                if version.trim() != "1" {
+                    error(format!(
+                        "`# mmv {}`: this mmac reads version 1 of the format",
+                        version.trim()
+                    ));
+                }
+                continue;
+            }
             if let Some((key, value)) = header.split_once(':') {
                 let value = value.trim().to_string();
-                match key.trim() {
-                    "arch" => file.arch = Some(value),
-                    "instruction" => file.instruction = Some(value),
-                    "nan" => file.nan_any = value == "any",
-                    _ => {}
+                let key = key.trim();
+                let slot = match key {
+                    "arch" => Some(&mut file.arch),
+                    "instruction" => Some(&mut file.instruction),
+                    "nan" => {
+                        if !matches!(value.as_str(), "any" | "exact") {
+                            error(format!("`# nan: {value}`: expected `any` or `exact`"));
+                        }
+                        file.nan_any = value == "any";
+                        None
+                    }
+                    _ => None,
+                };
+                // the header names one arch and one instruction, before every case: a
+                // later or second one would silently re-label the cases above it
+                if let Some(slot) = slot {
+                    if data_seen {
+                        error(format!(
+                            "`# {key}:` after the first case; the header comes first"
+                        ));
+                    } else if let Some(old) = slot.as_ref().filter(|old| **old != value) {
+                        error(format!(
+                            "a second `# {key}:` header (`{value}`, after `{old}`); a file holds one {key}"
+                        ));
+                    } else {
+                        *slot = Some(value);
+                    }
                 }
             }
             continue;
         }
+        data_seen = true;
         match parse_case(line, lineno) {
             Ok(c) => file.cases.push(c),
             Err((column, message)) => errors.push(VectorError {

@@ -5,6 +5,7 @@
 
 use super::common::{
     EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load,
+    progress_bar,
 };
 use super::{Engine, RunArgs};
 use mmac_compiler::engine::{EvalError, Operands};
@@ -16,7 +17,7 @@ use mmac_compiler::jit;
 use mmac_compiler::valid::ArithmeticInfo;
 use mmac_runtime::{generate, listing};
 use mmac_runtime::{specs, values};
-use std::io::Write as _;
+use std::io::Write;
 use std::path::Path;
 
 /// Check every file; the exit code is the worst outcome (an unreadable file is a usage
@@ -45,23 +46,15 @@ pub fn check(files: &[std::path::PathBuf], color: bool) -> Outcome {
 }
 
 pub fn list(file: &Path, markdown: bool, json: bool, color: bool) -> Outcome {
+    if file.is_dir() {
+        return list_folder(file, markdown, json, color);
+    }
     let s = load(file, color)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = super::common::stdout();
     if json {
         let rows: Vec<serde_json::Value> = s
             .instructions()
-            .map(|(i, info)| {
-                serde_json::json!({
-                    "name": i.name,
-                    "shape": listing::shape(i),
-                    "types": listing::types(i),
-                    "pipeline": i.provenance.pipeline,
-                    "arguments": i.provenance.arguments.iter().map(|(n, v)| (n.clone(), serde_json::Value::String(v.clone()))).collect::<serde_json::Map<_, _>>(),
-                    "F": listing::alignment_f(i),
-                    "evidence": listing::evidence(i),
-                    "datapath": mmac_runtime::datapath::of(i, info),
-                })
-            })
+            .map(|(i, info)| instruction_json(i, info))
             .collect();
         writeln!(out, "{}", serde_json::json!({ "instructions": rows }))?;
     } else if markdown {
@@ -75,10 +68,67 @@ pub fn list(file: &Path, markdown: bool, json: bool, color: bool) -> Outcome {
     Ok(EXIT_OK)
 }
 
+/// One instruction of `mmac list --json`.
+fn instruction_json(i: &Instruction, info: &ArithmeticInfo) -> serde_json::Value {
+    serde_json::json!({
+        "name": i.name,
+        "shape": listing::shape(i),
+        "types": listing::types(i),
+        "pipeline": i.provenance.pipeline,
+        "arguments": i.provenance.arguments.iter().map(|(n, v)| (n.clone(), serde_json::Value::String(v.clone()))).collect::<serde_json::Map<_, _>>(),
+        "F": listing::alignment_f(i),
+        "evidence": listing::evidence(i),
+        "datapath": mmac_runtime::datapath::of(i, info),
+    })
+}
+
+/// `mmac list FOLDER`: every spec below it, file by file (as `mmac test` loads them);
+/// a spec that does not check is reported and the others are listed.
+fn list_folder(folder: &Path, markdown: bool, json: bool, color: bool) -> Outcome {
+    let (loaded, errors) = specs::load_all(folder);
+    for e in &errors {
+        eprint!("{}", e.render(color));
+    }
+    let mut out = super::common::stdout();
+    let with_instructions = loaded.iter().filter(|s| !s.spec.instructions.is_empty());
+    if json {
+        let mut rows: Vec<serde_json::Value> = vec![];
+        for s in with_instructions {
+            for (i, info) in s.instructions() {
+                let mut row = instruction_json(i, info);
+                row["file"] = s.path.display().to_string().into();
+                row["arch"] = s.spec.arch.clone().into();
+                rows.push(row);
+            }
+        }
+        writeln!(out, "{}", serde_json::json!({ "instructions": rows }))?;
+    } else {
+        for s in with_instructions {
+            if markdown {
+                write!(out, "{}", listing::markdown(&s.spec))?;
+            } else {
+                writeln!(out, "# {} (arch {})", s.path.display(), s.spec.arch)?;
+                for i in &s.spec.instructions {
+                    writeln!(out, "{}", listing::line(i))?;
+                }
+            }
+        }
+    }
+    out.flush()?;
+    let unreadable = errors.iter().any(|e| matches!(e, specs::LoadError::Io(..)));
+    Ok(if unreadable {
+        EXIT_USAGE
+    } else if !errors.is_empty() {
+        EXIT_FAILED
+    } else {
+        EXIT_OK
+    })
+}
+
 pub fn show(file: &Path, name: &str, color: bool) -> Outcome {
     let s = load(file, color)?;
     let (inst, info) = instruction(&s, name)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = super::common::stdout();
     write!(
         out,
         "{}",
@@ -101,7 +151,7 @@ pub fn probe(file: &Path, instr: Option<&str>, color: bool) -> Outcome {
         // one instruction per distinct arithmetic: shape families answer alike
         None => s.distinct().map(|(i, info, _)| (i, info)).collect(),
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = super::common::stdout();
     for (i, info) in chosen {
         writeln!(out, "{}\n{}", i.name, mmac_runtime::probes::report(i, info))?;
     }
@@ -110,8 +160,9 @@ pub fn probe(file: &Path, instr: Option<&str>, color: bool) -> Outcome {
 }
 
 /// The values of `--{option}`, comma-separated, in `format`; a note on stderr for a bare
-/// hex value among decimals that reads differently as a number (`--b 0.5,2`: `2` is the
-/// encoding 0x2, not 2.0).
+/// hex value that reads differently as a number: among decimals (`--b 0.5,2`: `2` is the
+/// encoding 0x2, not 2.0), or in e-notation the format holds (`--c 1e3` is 0x1e3, not
+/// 1000).
 fn parse_values(text: &str, format: &Format, option: &str) -> Result<Vec<u64>, String> {
     let items: Vec<&str> = text.split(',').map(str::trim).collect();
     let decimals = items.iter().any(|x| values::is_decimal(x));
@@ -123,7 +174,10 @@ fn parse_values(text: &str, format: &Format, option: &str) -> Result<Vec<u64>, S
             format!("--{option} element {i}")
         };
         let v = values::parse(x, format).map_err(|e| format!("{at}: {e}"))?;
-        if decimals
+        // `1e3` alone also reads as a number the format holds: say which reading is taken
+        let e_notation = x.contains(['e', 'E'])
+            && values::encode_decimal(x, format).is_ok_and(|number| number != v);
+        if (decimals || e_notation)
             && !values::is_decimal(x)
             && !x.starts_with("0x")
             && values::parse_decimal(x).is_ok()
@@ -244,7 +298,7 @@ pub fn run(args: &RunArgs, color: bool) -> Outcome {
     };
     match result {
         Ok((d, lines)) => {
-            let mut out = std::io::stdout().lock();
+            let mut out = super::common::stdout();
             for l in lines {
                 writeln!(out, "{l}")?;
             }
@@ -290,6 +344,17 @@ pub fn test(spec: &Path, vectors: &Path, engine: Engine, optimized: bool, color:
     for e in &errors {
         eprint!("{}", e.render(color));
     }
+    let twice = specs::duplicate_archs(&loaded);
+    for (arch, files) in &twice {
+        let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        eprintln!(
+            "error: {} all declare arch `{arch}`; which one a vector file of `{arch}` means would be a guess\n  help: name the spec file to test, or give the others another arch",
+            files.join(", ")
+        );
+    }
+    if !twice.is_empty() {
+        return Ok(EXIT_USAGE);
+    }
     let unreadable = errors.iter().any(|e| matches!(e, specs::LoadError::Io(..)));
     let engine = match engine {
         Engine::Interp => mmac_runtime::conformance::Engine::Interp,
@@ -298,13 +363,16 @@ pub fn test(spec: &Path, vectors: &Path, engine: Engine, optimized: bool, color:
     };
     match mmac_runtime::conformance::run_with(&loaded, vectors, engine) {
         Ok(sum) => {
-            let mut out = std::io::stdout().lock();
+            let mut out = super::common::stdout();
             write!(out, "{}", sum.report)?;
             writeln!(out, "{}", sum.line())?;
             out.flush()?;
+            if let Some(why) = sum.nothing_ran() {
+                eprintln!("error: {why}");
+            }
             Ok(if unreadable {
                 EXIT_USAGE
-            } else if sum.failed > 0 || !errors.is_empty() {
+            } else if !sum.passed_all() || !errors.is_empty() {
                 EXIT_FAILED
             } else {
                 EXIT_OK
@@ -350,8 +418,17 @@ pub fn generate(
         }
     };
     let shown = file.display().to_string();
+    if random > generate::MAX_RANDOM {
+        eprintln!(
+            "error: -n {random}: at most {} (2^30) random cases",
+            generate::MAX_RANDOM
+        );
+        return Ok(EXIT_USAGE);
+    }
     let options = generate::Options { random, seed };
-    let generated = match generate::generate(&shown, &text, inst, info, &options) {
+    // the corner cases first (they need only the random inputs' fingerprints), then the
+    // file: its head, the random cases as they are computed, the corner cases
+    let corners = match generate::corner_cases(&shown, &text, inst, info, &options) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("error: {e}");
@@ -361,21 +438,21 @@ pub fn generate(
     let mut killed = 0;
     let mut unobservable = vec![];
     let mut survived = vec![];
-    for (label, fate) in &generated.neighbours {
+    for (label, fate) in &corners.neighbours {
         match fate {
             generate::Fate::Killed(_) | generate::Fate::Interface => killed += 1,
             generate::Fate::Unobservable(why) => unobservable.push(format!("{label} ({why})")),
             generate::Fate::Survived => survived.push(label.clone()),
         }
     }
+    let total = random + corners.cases.len();
     let notes = vec![
         format!(
             "source: computed from {shown} by mmac's reference interpreter (`mmac gen --seed {seed} -n {random}`)"
         ),
         format!(
-            "{} random cases, then {} corner cases; each case's comment says why it is there",
-            generated.random,
-            generated.cases.len() - generated.random
+            "{random} random cases, then {} corner cases; each case's comment says why it is there",
+            corners.cases.len()
         ),
         format!(
             "neighbours (one parameter moved): {killed} told apart, {} unobservable{}",
@@ -392,28 +469,51 @@ pub fn generate(
         ),
     ];
     let arch = &s.spec.arch;
-    let text = match format {
-        GenFormat::Mmv => generate::mmv_text(arch, inst, &notes, &generated.cases),
-        GenFormat::Hex => generate::hex_text(arch, inst, &notes, &generated.cases),
+    let (head, case): (String, fn(&Instruction, &generate::Case) -> String) = match format {
+        GenFormat::Mmv => (
+            generate::mmv_head(arch, inst, &notes, total),
+            generate::mmv_case,
+        ),
+        GenFormat::Hex => (
+            generate::hex_head(arch, inst, &notes, total),
+            generate::hex_case,
+        ),
     };
-    match out_file {
-        Some(o) => {
-            if let Err(e) = o.finish_bytes(text.as_bytes()) {
-                eprintln!("error: {e}");
-                return Ok(EXIT_USAGE);
-            }
+    let bar = progress_bar(random as u64, "random cases", random >= 1 << 16);
+    let write = |out: &mut dyn Write| -> std::io::Result<()> {
+        out.write_all(head.as_bytes())?;
+        generate::random_cases(inst, info, &options, &mut |c| {
+            bar.inc(1);
+            out.write_all(case(inst, &c).as_bytes())
+        })
+        .map_err(|e| match e {
+            generate::GenError::Write(e) => e,
+            e => std::io::Error::other(e.to_string()),
+        })?;
+        for c in &corners.cases {
+            out.write_all(case(inst, c).as_bytes())?;
         }
+        Ok(())
+    };
+    let written = match out_file {
+        Some(o) => o.write_with(write),
         None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())?;
-            out.flush()?;
+            // a closed pipe ends `gen` quietly (a data command: `mmac gen ... | head`)
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let r = write(&mut out).and_then(|()| out.flush());
+            bar.finish_and_clear();
+            r?;
+            Ok(())
         }
+    };
+    bar.finish_and_clear();
+    if let Err(e) = written {
+        eprintln!("error: {e}");
+        return Ok(EXIT_FAILED);
     }
     eprintln!(
-        "{} cases ({} random, {} corner); neighbours: {killed} told apart, {} unobservable",
-        generated.cases.len(),
-        generated.random,
-        generated.cases.len() - generated.random,
+        "{total} cases ({random} random, {} corner); neighbours: {killed} told apart, {} unobservable",
+        corners.cases.len(),
         unobservable.len()
     );
     for u in &unobservable {

@@ -40,7 +40,9 @@ impl From<io::Error> for Halt {
 pub type Outcome = Result<i32, Halt>;
 
 /// The process exit code of a subcommand's outcome. A closed stdout is the reader's
-/// choice, not an error: it ends quietly with success.
+/// choice, not an error: a data subcommand (`gen`, `list`) that stops there ends quietly
+/// with success; subcommands whose exit code is a verdict write through [`stdout`] and
+/// never stop there.
 pub fn exit_code(outcome: Outcome) -> i32 {
     match outcome {
         Ok(code) | Err(Halt::Exit(code)) => code,
@@ -48,6 +50,50 @@ pub fn exit_code(outcome: Outcome) -> i32 {
         Err(Halt::Stdout(e)) => {
             eprintln!("error: cannot write to stdout: {e}");
             EXIT_USAGE
+        }
+    }
+}
+
+/// Standard output for a subcommand whose exit code is a verdict (`test`, `diff`, ...):
+/// once the reader has gone (a closed pipe), further writes are dropped, so that the
+/// subcommand still finishes and its exit code says what it found, read or not. Other
+/// write errors (a full disk) are returned.
+pub struct Stdout {
+    out: io::StdoutLock<'static>,
+    closed: bool,
+}
+
+/// The verdict-keeping [`Stdout`].
+pub fn stdout() -> Stdout {
+    Stdout {
+        out: io::stdout().lock(),
+        closed: false,
+    }
+}
+
+impl io::Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.closed {
+            return Ok(buf.len());
+        }
+        match self.out.write(buf) {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(buf.len())
+            }
+            r => r,
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        match self.out.flush() {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            r => r,
         }
     }
 }
@@ -99,22 +145,41 @@ fn resolved(path: &Path) -> Option<PathBuf> {
 /// one of the `inputs` (`(option, path)`, compared as canonical paths, so `./x/../A.npy`
 /// is `A.npy`), and one that cannot be created. Both are usage errors.
 pub fn create_output(path: &Path, inputs: &[(&str, &Path)]) -> Result<matrix::Output, Halt> {
-    if let Some(out) = resolved(path) {
-        for (option, input) in inputs {
-            if input.canonicalize().is_ok_and(|i| i == out) {
-                eprintln!(
-                    "error: -o {} is the input {option} {}; refusing to overwrite it\n  help: write the result to another file",
-                    path.display(),
-                    input.display()
-                );
-                return Err(Halt::Exit(EXIT_USAGE));
-            }
+    let out = resolved(path);
+    for (option, input) in inputs {
+        let same_path = out
+            .as_ref()
+            .is_some_and(|o| input.canonicalize().is_ok_and(|i| &i == o));
+        if same_path || same_file(path, input) {
+            eprintln!(
+                "error: the output {} is the input {option} {}; refusing to overwrite it\n  help: write the result to another file",
+                path.display(),
+                input.display()
+            );
+            return Err(Halt::Exit(EXIT_USAGE));
         }
     }
     matrix::Output::create(path).map_err(|e| {
         eprintln!("error: {e}");
         Halt::Exit(EXIT_USAGE)
     })
+}
+
+/// Are two existing paths the same file (hard links included)?
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(x), Ok(y)) => x.is_file() && x.dev() == y.dev() && x.ino() == y.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (a, b);
+        false
+    }
 }
 
 /// A progress bar of `len` steps named `what` on stderr, when `show` and stderr is a

@@ -52,7 +52,7 @@ pub fn diff(args: &DiffArgs, color: bool) -> Outcome {
             return Ok(EXIT_USAGE);
         }
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = super::common::stdout();
     let inst: &Instruction = x.0;
     let ar = &inst.arithmetic;
     let d_shown = |raw: u64| diff::shown(&ar.d, raw);

@@ -2,7 +2,9 @@
 //! a black box run as a command): the two ends of the protocol in
 //! `mmac_runtime::blackbox`, and the report of `mmac_runtime::infer`.
 
-use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, instruction, load};
+use super::common::{
+    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load,
+};
 use mmac_runtime::blackbox::{Interface, PipeBox, evaluate};
 use mmac_runtime::infer::{self, Naming, Options};
 use mmac_runtime::inputs::{Input, hex};
@@ -113,6 +115,8 @@ pub struct InferArgs<'a> {
     pub verify: usize,
     pub json: bool,
     pub output: &'a Path,
+    /// Seconds to wait for each answer.
+    pub box_timeout: f64,
 }
 
 fn usage(message: String) -> Halt {
@@ -134,26 +138,29 @@ pub fn infer(args: &InferArgs) -> Outcome {
         naming.instruction = n.to_string();
     }
     let out_path = args.output;
-    if out_path.is_dir() {
-        return Err(usage(format!("-o {} is a folder", out_path.display())));
-    }
-    let parent = match out_path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !parent.is_dir() {
-        return Err(usage(format!(
-            "-o {}: there is no folder {}",
-            out_path.display(),
-            parent.display()
-        )));
-    }
+    // the box's own files (`--exec "python3 box.py"`) are inputs that -o must not name
+    let box_files: Vec<&Path> = args
+        .exec
+        .split_whitespace()
+        .map(Path::new)
+        .filter(|p| p.is_file())
+        .collect();
+    let inputs: Vec<(&str, &Path)> = box_files.iter().map(|p| ("--exec", *p)).collect();
+    let output = create_output(out_path, &inputs)?;
     let options = Options {
         verify: args.verify,
         ..Options::default()
     };
     let started = std::time::Instant::now();
-    let mut bx = PipeBox::start(args.exec, iface.clone()).map_err(|e| usage(e.to_string()))?;
+    if !(args.box_timeout > 0.0 && args.box_timeout <= 86_400.0) {
+        return Err(usage(format!(
+            "--box-timeout {}: expected seconds, more than 0 and at most a day",
+            args.box_timeout
+        )));
+    }
+    let mut bx = PipeBox::start(args.exec, iface.clone())
+        .map_err(|e| usage(e.to_string()))?
+        .reply_timeout(std::time::Duration::from_secs_f64(args.box_timeout));
     let result = infer::infer(&mut bx, &iface, &naming, args.exec, &options);
     drop(bx);
     let inference = match result {
@@ -168,10 +175,10 @@ pub fn infer(args: &InferArgs) -> Outcome {
         return Err(Halt::Exit(EXIT_FAILED));
     }
     let verified = inference.verified();
-    if verified && let Err(e) = std::fs::write(out_path, &inference.spec) {
-        return Err(usage(format!("cannot write {}: {e}", out_path.display())));
+    if verified && let Err(e) = output.finish_bytes(inference.spec.as_bytes()) {
+        return Err(usage(e.to_string()));
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = super::common::stdout();
     if args.json {
         let params: serde_json::Map<String, serde_json::Value> = inference
             .parameters

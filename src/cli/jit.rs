@@ -66,7 +66,7 @@ pub fn compile(
             return Ok(EXIT_FAILED);
         }
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = super::common::stdout();
     for (label, text) in compiled.clif().iter().chain(compiled.asm()) {
         writeln!(out, "; {label}\n{text}")?;
     }
@@ -119,9 +119,16 @@ fn write_object(file: &Path, s: &LoadedSpec, kind: Emit, output: Option<&Path>) 
         header_name: name(&header_path),
         object_name: name(&output),
     };
-    let inputs = [("FILE", file)];
-    let object_out = create_output(&output, &inputs)?;
-    let header_out = create_output(&header_path, &inputs)?;
+    if header_path == output {
+        eprintln!(
+            "error: -o {}: the header {} would be written over the object\n  help: name the object with its own extension (`.o`, `.so`); the header takes `.h`",
+            output.display(),
+            header_path.display()
+        );
+        return Ok(EXIT_USAGE);
+    }
+    let object_out = create_output(&output, &[("FILE", file)])?;
+    let header_out = create_output(&header_path, &[("FILE", file), ("-o", &output)])?;
     let start = Instant::now();
     let object = match aot::compile_object(&s.spec, &s.info, &names) {
         Ok(o) => o,
@@ -152,7 +159,7 @@ fn write_object(file: &Path, s: &LoadedSpec, kind: Emit, output: Option<&Path>) 
     for (instr, why) in &object.absent {
         eprintln!("warning: `{instr}` is not in {}: {why}", output.display());
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = super::common::stdout();
     writeln!(
         out,
         "wrote {} and {}: {} of {} instructions (symbols {}*) in {:.1} ms",
@@ -328,7 +335,7 @@ pub fn bench(
     };
     let baseline = baseline_ns_per_dot(k, 1024);
     let dots_per_s = 1e9 / ns;
-    let mut out = std::io::stdout().lock();
+    let mut out = super::common::stdout();
     writeln!(out, "instruction          {}", inst.name)?;
     writeln!(out, "engine               {engine_name}")?;
     writeln!(out, "dist                 {dist}")?;

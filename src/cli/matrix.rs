@@ -21,7 +21,11 @@ pub fn run(
 ) -> Outcome {
     let spec = load(&args.spec, color)?;
     let (inst, info) = instruction(&spec, &args.instr)?;
-    let mut inputs = vec![("--a", args.a.as_path()), ("--b", args.b.as_path())];
+    let mut inputs = vec![
+        ("FILE", args.spec.as_path()),
+        ("--a", args.a.as_path()),
+        ("--b", args.b.as_path()),
+    ];
     for (option, path) in [
         ("--c", c),
         ("--sa", args.sa.as_deref()),
@@ -141,7 +145,7 @@ pub fn run(
             m * n,
             started.elapsed().as_secs_f64()
         );
-        let mut out = std::io::stdout().lock();
+        let mut out = super::common::stdout();
         write!(out, "{}", r.table())?;
         out.flush()?;
     }

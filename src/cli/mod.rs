@@ -48,8 +48,10 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// List the instructions of a spec: name, shape, operand types, algorithm, F.
+    /// List the instructions of a spec: name, shape, operand types, algorithm, F. A
+    /// folder lists every spec below it, file by file.
     List {
+        /// A spec file, or a folder of them.
         file: PathBuf,
         /// A Markdown table per architecture (instruction, algorithm, F, rounding per stage).
         #[arg(long, conflicts_with = "json")]
@@ -277,6 +279,9 @@ pub enum Command {
         /// Where to write the spec (only when verified).
         #[arg(short = 'o', long = "output")]
         output: PathBuf,
+        /// Seconds to wait for each answer of the box before giving up on it (exit 2).
+        #[arg(long, default_value_t = 30.0)]
+        box_timeout: f64,
     },
 }
 
@@ -474,6 +479,7 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
             verify,
             json,
             output,
+            box_timeout,
         } => infer::infer(&infer::InferArgs {
             exec: &exec,
             types: &types,
@@ -484,6 +490,7 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
             verify,
             json,
             output: &output,
+            box_timeout,
         }),
     }
 }

@@ -3,8 +3,13 @@
 //! plot of error and bias against K (plotters; SVG or PNG by the file's extension).
 
 use super::common::{
-    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, instruction, load, progress_bar,
+    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load,
+    progress_bar,
 };
+use mmac_compiler::ir::Instruction;
+use mmac_compiler::valid::ArithmeticInfo;
+use mmac_runtime::output::Output;
+use mmac_runtime::specs::LoadedSpec;
 use mmac_runtime::accuracy::{self, Distribution, ReportOptions, Row};
 use mmac_runtime::gemm::Interpreter;
 use plotters::coord::Shift;
@@ -68,17 +73,28 @@ fn plot_kind(path: &Path) -> Result<PlotKind, String> {
 pub fn report(args: &ReportArgs, color: bool) -> Outcome {
     let range = args.range.map(parse_range).transpose().map_err(usage)?;
     let distribution = Distribution::parse(args.dist, range).map_err(usage)?;
-    if args.samples == 0 {
-        return Err(usage("--samples must be at least 1".into()));
-    }
     if args.ks.is_empty() {
         return Err(usage("--k needs at least one length".into()));
     }
+    let options = ReportOptions {
+        distribution,
+        ks: args.ks.clone(),
+        samples: args.samples,
+        seed: args.seed,
+    };
+    accuracy::check_sizes(&options).map_err(usage)?;
     let plot = args
         .plot
         .map(|p| plot_kind(p).map(|k| (p, k)))
         .transpose()
         .map_err(usage)?;
+    // the plot's file is checked (writable, not an input) before any work
+    let mut inputs: Vec<(&str, &Path)> = vec![("FILE", args.file)];
+    inputs.extend(args.against.iter().map(|(f, _)| ("--against", f.as_path())));
+    let plot = match plot {
+        Some((path, kind)) => Some((path, kind, create_output(path, &inputs)?)),
+        None => None,
+    };
     let mut specs = vec![load(args.file, color)?];
     for (file, _) in &args.against {
         specs.push(load(file, color)?);
@@ -97,17 +113,14 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
             )));
         }
     }
-    let options = ReportOptions {
-        distribution,
-        ks: args.ks.clone(),
-        samples: args.samples,
-        seed: args.seed,
-    };
-    let total = (chosen.len() * args.ks.len() * args.samples) as u64;
+    let labels = labels(&specs, &chosen);
+    let total = (chosen.len() as u64)
+        .saturating_mul(args.ks.len() as u64)
+        .saturating_mul(args.samples as u64);
     let bar = progress_bar(total, "samples", true);
     let progress = |n: usize| bar.inc(n as u64);
     let mut rows: Vec<Row> = vec![];
-    for (inst, info) in &chosen {
+    for (((inst, info), spec), label) in chosen.iter().zip(&specs).zip(&labels) {
         // the JIT when it lowers the instruction, else the interpreter
         let compiled = mmac_compiler::jit::compile_instruction(inst, info).ok();
         let kernel = compiled.as_ref().and_then(|c| c.kernel(&inst.name).ok());
@@ -116,7 +129,12 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
             None => accuracy::measure(inst, &Interpreter(inst, info), &options, &progress),
         };
         match measured {
-            Ok(r) => rows.extend(r),
+            Ok(r) => rows.extend(r.into_iter().map(|mut r| {
+                r.label = label.clone();
+                r.arch = spec.spec.arch.clone();
+                r.file = spec.path.display().to_string();
+                r
+            })),
             Err(e) => {
                 bar.finish_and_clear();
                 eprintln!("error: {e}");
@@ -125,30 +143,18 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
         }
     }
     bar.finish_and_clear();
-    if let Some((path, kind)) = plot {
+    if let Some((path, kind, output)) = plot {
         let title = format!(
             "{} inputs, {} samples per K",
             distribution.describe(),
             args.samples
         );
-        let drawn = match kind {
-            PlotKind::Svg => draw(
-                SVGBackend::new(path, (960, 900)).into_drawing_area(),
-                &rows,
-                &title,
-            ),
-            PlotKind::Png => draw(
-                BitMapBackend::new(path, (960, 900)).into_drawing_area(),
-                &rows,
-                &title,
-            ),
-        };
-        if let Err(e) = drawn {
+        if let Err(e) = write_plot(output, kind, &rows, &title) {
             eprintln!("error: --plot {}: {e}", path.display());
             return Ok(EXIT_USAGE);
         }
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = super::common::stdout();
     if args.json {
         let v = serde_json::json!({ "rows": rows });
         writeln!(out, "{v}")?;
@@ -162,7 +168,7 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
         )?;
         let w = rows
             .iter()
-            .map(|r| r.instruction.len())
+            .map(|r| r.label.len())
             .max()
             .unwrap_or(0)
             .max("instruction".len());
@@ -183,7 +189,7 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
             writeln!(
                 out,
                 "{:<w$} {:>5} {:>11.3e} {:>11.3e} {:>11.3e} {:>11.3e} {:>24} {:>6.1}% {:>7.1}%",
-                r.instruction,
+                r.label,
                 r.k,
                 r.mean_abs_error,
                 r.max_abs_error,
@@ -202,13 +208,63 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
     Ok(EXIT_OK)
 }
 
+/// How each compared instruction is named in the table, the legend and the JSON
+/// `label`: its name, or `arch name` where names repeat, or `file name` where those
+/// repeat too.
+fn labels(specs: &[LoadedSpec], chosen: &[(&Instruction, &ArithmeticInfo)]) -> Vec<String> {
+    let count = |key: &dyn Fn(usize) -> String, i: usize| {
+        (0..chosen.len()).filter(|&j| key(j) == key(i)).count()
+    };
+    let name = |i: usize| chosen[i].0.name.clone();
+    let arch = |i: usize| format!("{} {}", specs[i].spec.arch, chosen[i].0.name);
+    let file = |i: usize| format!("{} {}", specs[i].path.display(), chosen[i].0.name);
+    (0..chosen.len())
+        .map(|i| {
+            if count(&name, i) == 1 {
+                name(i)
+            } else if count(&arch, i) == 1 {
+                arch(i)
+            } else if count(&file, i) == 1 {
+                file(i)
+            } else {
+                format!("{} (#{})", file(i), i + 1)
+            }
+        })
+        .collect()
+}
+
+/// Draw the plot into a temporary file (plotters writes files by path), then put its
+/// bytes in place through `output`.
+fn write_plot(output: Output, kind: PlotKind, rows: &[Row], title: &str) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let path = dir.path().join(match kind {
+        PlotKind::Svg => "plot.svg",
+        PlotKind::Png => "plot.png",
+    });
+    match kind {
+        PlotKind::Svg => draw(
+            SVGBackend::new(&path, (960, 900)).into_drawing_area(),
+            rows,
+            title,
+        ),
+        PlotKind::Png => draw(
+            BitMapBackend::new(&path, (960, 900)).into_drawing_area(),
+            rows,
+            title,
+        ),
+    }
+    .map_err(|e| e.to_string())?;
+    let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+    output.finish_bytes(&bytes).map_err(|e| e.to_string())
+}
+
 /// The instructions in the order of their first row.
 fn series(rows: &[Row]) -> Vec<(&str, Vec<&Row>)> {
     let mut out: Vec<(&str, Vec<&Row>)> = vec![];
     for r in rows {
-        match out.iter_mut().find(|(n, _)| *n == r.instruction) {
+        match out.iter_mut().find(|(n, _)| *n == r.label) {
             Some((_, v)) => v.push(r),
-            None => out.push((&r.instruction, vec![r])),
+            None => out.push((&r.label, vec![r])),
         }
     }
     out

@@ -29,7 +29,7 @@ pub(crate) fn write(
     let guard = format!("MMAC_{guard}");
     let t = format!("{prefix}instruction");
     let mut h = String::new();
-    let title = spec.title.as_deref().unwrap_or(&spec.arch);
+    let title = comment_text(spec.title.as_deref().unwrap_or(&spec.arch));
     let _ = writeln!(
         h,
         "/* {header}: the C API of {object}, compiled by mmac {version} from {source}.\n\
@@ -47,10 +47,10 @@ pub(crate) fn write(
          \x20* default floating-point control state (round to nearest, no flush to zero) for\n\
          \x20* the duration of a call when the caller's differs.\n\
          \x20*/",
-        header = names.header_name,
-        object = names.object_name,
+        header = comment_text(&names.header_name),
+        object = comment_text(&names.object_name),
         version = env!("CARGO_PKG_VERSION"),
-        source = names.source,
+        source = comment_text(&names.source),
         n = present.len(),
         absent = if absent.is_empty() {
             String::new()
@@ -145,7 +145,7 @@ pub(crate) fn write(
         let _ = writeln!(
             h,
             " *   {}\n *       m{}n{}k{}, a={} b={} c={} d={}{scale}; {}; evidence {}",
-            p.inst.name,
+            comment_text(&p.inst.name),
             p.inst.m,
             p.inst.n,
             ar.k,
@@ -153,8 +153,8 @@ pub(crate) fn write(
             ar.b.name,
             ar.c.name,
             ar.d.name,
-            super::algorithm(p.inst),
-            p.inst.provenance.evidence_words(),
+            comment_text(&super::algorithm(p.inst)),
+            comment_text(&p.inst.provenance.evidence_words()),
         );
     }
     if !absent.is_empty() {
@@ -164,10 +164,32 @@ pub(crate) fn write(
             absent.len()
         );
         for (name, why) in absent {
-            let _ = writeln!(h, " *   {name}\n *       {}", why.replace("*/", "* /"));
+            let _ = writeln!(
+                h,
+                " *   {}\n *       {}",
+                comment_text(name),
+                comment_text(why)
+            );
         }
     }
     let _ = writeln!(h, " */\n");
     let _ = writeln!(h, "#ifdef __cplusplus\n}}\n#endif\n\n#endif /* {guard} */");
     h
+}
+
+/// Text from the spec or the command line (a title, a file name) made safe inside a C
+/// comment on one line: `*/` cannot end the comment (it is written `* /`, and `/*` `/ *`),
+/// and control characters (a newline in a file name) are written escaped, so nothing in
+/// a spec can become C code in every program that includes the header.
+pub(crate) fn comment_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    // also `/*`, which some compilers warn about inside a comment
+    out.replace("*/", "* /").replace("/*", "/ *")
 }

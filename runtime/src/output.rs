@@ -1,0 +1,255 @@
+//! Where results land (`-o`): a regular file is replaced atomically (a temporary file
+//! beside it, renamed over it once complete, so a failed or killed run leaves the old file
+//! whole); a device, a FIFO or a terminal (also through a symbolic link, such as
+//! `/dev/stdout`) is written through, never replaced by a regular file; a symbolic link to
+//! a regular file keeps its link, and its target is replaced. Temporary files are made
+//! only when the writing starts and are named `.NAME.mmac-PID-XXXXXX.part`: a later run
+//! writing the same NAME removes those whose process no longer runs (`kill -9` leftovers).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Why an output cannot be written.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("cannot create {path}: {why}")]
+    Create { path: PathBuf, why: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// How the destination is written.
+#[derive(Debug)]
+enum Target {
+    /// A regular file (or none yet) at this path, replaced by a renamed temporary file.
+    Replace(PathBuf),
+    /// Anything else (a character device, a FIFO, a socket): opened and written in place.
+    Through(PathBuf),
+}
+
+/// An output file on its way.
+#[derive(Debug)]
+pub struct Output {
+    /// The destination as the user named it (for messages).
+    path: PathBuf,
+    target: Target,
+}
+
+impl Output {
+    /// Check that `path` can be written, before any work is done: an error names it and
+    /// says why not (no such folder, a folder in the way, no permission). Nothing is
+    /// created yet.
+    pub fn create(path: &Path) -> Result<Output, OutputError> {
+        let cannot = |why: String| OutputError::Create {
+            path: path.to_path_buf(),
+            why,
+        };
+        // what the path names, symbolic links followed (the links themselves stay)
+        let target = match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => return Err(cannot("it is a folder".into())),
+            Ok(m) if m.is_file() => Target::Replace(
+                std::fs::canonicalize(path).map_err(|e| cannot(e.to_string()))?,
+            ),
+            // a device, a FIFO, a socket, a terminal, a pipe (`/dev/stdout`): written
+            // through, opened only when the writing starts (a FIFO waits for its reader)
+            Ok(_) => Target::Through(path.to_path_buf()),
+            Err(_) if path.symlink_metadata().is_ok() => {
+                return Err(cannot("it is a symbolic link to nothing".into()));
+            }
+            Err(_) => Target::Replace(path.to_path_buf()),
+        };
+        if let Target::Replace(p) = &target {
+            let dir = folder_of(p);
+            if !dir.is_dir() {
+                return Err(cannot(format!("there is no folder {}", dir.display())));
+            }
+            // can a file be made there? (made and removed at once)
+            tempfile::Builder::new()
+                .prefix(".mmac-probe-")
+                .tempfile_in(&dir)
+                .map_err(|e| cannot(e.to_string()))?;
+        }
+        Ok(Output {
+            path: path.to_path_buf(),
+            target,
+        })
+    }
+
+    /// The destination, as named.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file that will be written or replaced (symbolic links followed).
+    pub fn target(&self) -> &Path {
+        match &self.target {
+            Target::Replace(p) | Target::Through(p) => p,
+        }
+    }
+
+    /// Write `bytes` and put them in place.
+    pub fn finish_bytes(self, bytes: &[u8]) -> Result<(), OutputError> {
+        self.write_with(|out| out.write_all(bytes))
+    }
+
+    /// Write what `write` writes (buffered) and put it in place: a regular file is
+    /// replaced only once `write` succeeded; anything else is written as it goes.
+    pub fn write_with(
+        self,
+        write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<(), OutputError> {
+        let io = |source| OutputError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        match &self.target {
+            Target::Through(p) => {
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(p)
+                    .map_err(io)?;
+                let mut out = std::io::BufWriter::new(file);
+                write(&mut out).map_err(io)?;
+                out.flush().map_err(io)?;
+                Ok(())
+            }
+            Target::Replace(p) => {
+                let dir = folder_of(p);
+                let name = file_name(p);
+                remove_leftovers(&dir, &name);
+                let mut builder = tempfile::Builder::new();
+                let prefix = format!(".{name}.mmac-{}-", std::process::id());
+                builder.prefix(&prefix).suffix(".part");
+                // the permissions of a file made with File::create (0o666 less the
+                // umask), not the temporary file's private 0o600
+                #[cfg(unix)]
+                builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+                let mut file = builder.tempfile_in(&dir).map_err(io)?;
+                let mut out = std::io::BufWriter::new(file.as_file_mut());
+                write(&mut out).map_err(io)?;
+                out.flush().map_err(io)?;
+                drop(out);
+                file.persist(p).map_err(|e| io(e.error))?;
+                Ok(())
+            }
+        }
+    }
+}
+
+fn folder_of(p: &Path) -> PathBuf {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned())
+}
+
+/// Remove `.NAME.mmac-PID-*.part` files in `dir` left by runs that no longer run (a
+/// process id with no `/proc` entry; where there is no `/proc`, nothing is removed).
+fn remove_leftovers(dir: &Path, name: &str) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let prefix = format!(".{name}.mmac-");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let file = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = file.strip_prefix(&prefix) else {
+            continue;
+        };
+        if !file.ends_with(".part") {
+            continue;
+        }
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let regular = e.file_type().is_ok_and(|t| t.is_file());
+        if regular && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_regular_file_is_replaced_whole_and_a_failure_keeps_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.txt");
+        std::fs::write(&p, "old").unwrap();
+        Output::create(&p).unwrap().finish_bytes(b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+        let r = Output::create(&p)
+            .unwrap()
+            .write_with(|w| {
+                w.write_all(b"half")?;
+                Err(std::io::Error::other("disk full"))
+            });
+        assert!(r.is_err());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary file is left");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symbolic_link_stays_and_its_target_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.txt");
+        let link = dir.path().join("link.txt");
+        std::fs::write(&real, "old").unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        Output::create(&link).unwrap().finish_bytes(b"new").unwrap();
+        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn devices_are_written_through() {
+        use std::os::unix::fs::FileTypeExt;
+        let is_device = |p: &str| std::fs::metadata(p).unwrap().file_type().is_char_device();
+        let o = Output::create(Path::new("/dev/null")).unwrap();
+        assert!(matches!(o.target, Target::Through(_)));
+        o.finish_bytes(b"gone").unwrap();
+        assert!(is_device("/dev/null"));
+        // a full device is an error, and stays a device
+        if Path::new("/dev/full").exists() {
+            let r = Output::create(Path::new("/dev/full"))
+                .unwrap()
+                .finish_bytes(b"x");
+            assert!(r.is_err());
+            assert!(is_device("/dev/full"));
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn leftovers_of_dead_runs_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("D.npy");
+        // a run that was killed (a pid that cannot exist) and one that still runs (ours)
+        let dead = dir.path().join(".D.npy.mmac-4294967295-abc123.part");
+        let alive = dir
+            .path()
+            .join(format!(".D.npy.mmac-{}-zzz.part", std::process::id()));
+        let other = dir.path().join(".E.npy.mmac-4294967295-abc.part");
+        for f in [&dead, &alive, &other] {
+            std::fs::write(f, "junk").unwrap();
+        }
+        Output::create(&p).unwrap().finish_bytes(b"d").unwrap();
+        assert!(!dead.exists());
+        assert!(alive.exists() && other.exists());
+    }
+}
