@@ -217,13 +217,16 @@ fn generated_specs_agree_on_every_engine() {
     assert_eq!(quick, optimised);
 }
 
+/// A spec's text, an instruction of it, and the input (c, a, b) with the d it must give.
+type Reproducer<'a> = (&'a str, &'a str, u64, &'a [u64], &'a [u64], u64);
+
 /// What the fuzzer found, kept as fixed cases: each spec with the input that broke it.
 /// - The validator sized a max-exponent alignment from each term's own kept bits, where
 ///   the grid is the finest term's: a node keeping 10 bits beside c keeping 15 summed
 ///   outside its 18-bit accumulator (the interpreter refused with an internal error).
 #[test]
 fn reproducers_found_by_the_fuzzer() {
-    let cases: &[(&str, &str, u64, &[u64], &[u64], u64)] = &[(
+    let cases: &[Reproducer] = &[(
         "format fmt9a { exponent = 7, mantissa = 5, specials = fnuz }
 format fmt9b { exponent = 8, mantissa = 7, specials = ieee }
 pipeline p9() {

@@ -341,6 +341,9 @@ pub struct Arg {
 pub struct Uses {
     pub pipeline: Ident,
     pub args: Vec<Arg>,
+    /// `nan RULE` after the arguments: the instruction's NaN rule, in place of the
+    /// pipeline's `nan` stage.
+    pub nan: Option<Ident>,
     pub span: Span,
 }
 

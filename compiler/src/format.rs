@@ -223,6 +223,30 @@ impl Format {
     }
 
     /// Encode NaN (the canonical quiet NaN of the format), if it has one.
+    /// The NaN of this format that carries the NaN `raw` of `src`, quieted: `raw`'s sign
+    /// and fraction field, the fraction aligned at the top of this format's (cut or
+    /// padded with zeros below), the quiet bit (the fraction's top bit) set. `None` when
+    /// `raw` is not a NaN of `src`, or this format has no quiet NaN with a payload (IEEE
+    /// specials only).
+    pub fn nan_carrying(&self, src: &Format, raw: u64) -> Option<u64> {
+        let (d, s) = (self.as_float()?, src.as_float()?);
+        if d.specials != Specials::Ieee || d.mantissa_bits == 0 || !src.decode(raw).is_nan() {
+            return None;
+        }
+        let code = (raw >> s.ignored_low_bits) & low_mask(s.code_bits());
+        let fraction = code & low_mask(s.mantissa_bits);
+        let negative = s.signed && (code >> (s.exponent_bits + s.mantissa_bits)) & 1 == 1;
+        let (md, ms) = (d.mantissa_bits, s.mantissa_bits);
+        let aligned = if md >= ms {
+            fraction << (md - ms)
+        } else {
+            fraction >> (ms - md)
+        };
+        let quiet = aligned | 1 << (md - 1);
+        let exponent = low_mask(d.exponent_bits) << md;
+        Some((sign_bit(d, negative) | exponent | quiet) << d.ignored_low_bits)
+    }
+
     pub fn encode_nan(&self) -> Option<u64> {
         let f = self.as_float()?;
         let e = f.exponent_bits;

@@ -104,8 +104,14 @@ fn evaluate(
 ) -> Result<u64, EvalError> {
     check_counts(inst, ops)?;
     match (&inst.arithmetic.pipeline, &info.fused) {
-        (Pipeline::Fused(f), Some(fi)) => fused(inst, f, fi, ops, t),
-        (Pipeline::Sequential(s), None) => sequential(inst, s, ops, t),
+        (Pipeline::Fused(f), Some(fi)) => {
+            let d = fused(inst, f, fi, ops, t)?;
+            Ok(propagate_nan(inst, f.nan, ops, d, t))
+        }
+        (Pipeline::Sequential(s), None) => {
+            let d = sequential(inst, s, ops, t)?;
+            Ok(propagate_nan(inst, s.nan, ops, d, t))
+        }
         (Pipeline::Integer(i), None) => integer(inst, i, ops, t),
         (Pipeline::Composed(c), None) if info.steps.len() == c.steps.len() => {
             composed(inst, c, info, ops, t)
@@ -423,6 +429,45 @@ fn product(a: &Decoded, b: &Decoded) -> (Num, i64) {
                 x.exponent as i64 + y.exponent as i64,
             )
         }
+    }
+}
+
+/// Under `nan propagate_*`, a NaN result carries the first input NaN's payload (in the
+/// rule's order), quieted, in d's format; without an input NaN (an invalid operation, an
+/// overflowing product) or without payloads in d it stays the canonical NaN.
+fn propagate_nan(inst: Target, rule: NanPolicy, ops: &Operands, d: u64, t: &mut Trace) -> u64 {
+    let NanPolicy::Propagate(order) = rule else {
+        return d;
+    };
+    let ar = inst.arithmetic;
+    if !ar.d.decode(d).is_nan() {
+        return d;
+    }
+    let c = std::iter::once((&ar.c, ops.c, "c".to_string()));
+    let products = ops
+        .a
+        .iter()
+        .zip(ops.b)
+        .enumerate()
+        .flat_map(|(k, (&x, &y))| [(&ar.a, x, format!("a[{k}]")), (&ar.b, y, format!("b[{k}]"))]);
+    let first = match order {
+        NanOrder::CFirst => c.chain(products).find(|(f, x, _)| f.decode(*x).is_nan()),
+        NanOrder::ProductsFirst => products.chain(c).find(|(f, x, _)| f.decode(*x).is_nan()),
+    };
+    let Some((f, raw, name)) = first else {
+        return d;
+    };
+    match ar.d.nan_carrying(f, raw) {
+        Some(bits) => {
+            t.line(|| {
+                format!(
+                    "nan {}: {name} = {raw:x} is the first NaN: d = {bits:x}",
+                    rule.word()
+                )
+            });
+            bits
+        }
+        None => d,
     }
 }
 

@@ -345,6 +345,32 @@ pub enum NanPolicy {
     Canonical,
     /// An IEEE default NaN; the payload is not pinned.
     Ieee,
+    /// The first NaN among the inputs, in this order, quieted and converted to d's
+    /// format (its fraction aligned at the top of d's, its sign kept); the canonical NaN
+    /// when no input is a NaN (an invalid operation, an overflowing product) or d has no
+    /// payloads.
+    Propagate(NanOrder),
+}
+
+/// Which input NaN a propagating unit returns: the first in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NanOrder {
+    /// c, then a[0], b[0], a[1], b[1], ...
+    CFirst,
+    /// a[0], b[0], a[1], b[1], ..., then c.
+    ProductsFirst,
+}
+
+impl NanPolicy {
+    /// The word the language writes it with.
+    pub fn word(self) -> &'static str {
+        match self {
+            NanPolicy::Canonical => "canonical",
+            NanPolicy::Ieee => "ieee",
+            NanPolicy::Propagate(NanOrder::CFirst) => "propagate_c_first",
+            NanPolicy::Propagate(NanOrder::ProductsFirst) => "propagate_products_first",
+        }
+    }
 }
 
 /// Groups of products summed exactly before alignment (GST-FDPA).

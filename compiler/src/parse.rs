@@ -1184,10 +1184,18 @@ fn instruction(p: Pair<Rule>) -> InstructionDecl {
             Rule::uses_stmt => {
                 let mut ui = q.into_inner();
                 let pipeline = ident(ui.next().unwrap());
-                let args = ui.map(arg).collect();
+                let mut args = vec![];
+                let mut nan = None;
+                for p in ui {
+                    match p.as_rule() {
+                        Rule::uses_nan => nan = p.into_inner().next().map(ident),
+                        _ => args.push(arg(p)),
+                    }
+                }
                 decl.uses = Some(Uses {
                     pipeline,
                     args,
+                    nan,
                     span: qs,
                 });
             }

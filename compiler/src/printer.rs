@@ -466,15 +466,7 @@ fn pipeline_body(p: &Pipeline, info: &ArithmeticInfo, extra: &mut String) -> Str
                     "exact_positive"
                 }
             );
-            let _ = writeln!(
-                s,
-                "    nan {}",
-                if f.nan == NanPolicy::Canonical {
-                    "canonical"
-                } else {
-                    "ieee"
-                }
-            );
+            let _ = writeln!(s, "    nan {}", f.nan.word());
         }
         Pipeline::Sequential(q) => {
             if let Some(l) = flush_line(&q.conditioning) {
@@ -509,15 +501,7 @@ fn pipeline_body(p: &Pipeline, info: &ArithmeticInfo, extra: &mut String) -> Str
                 mode(a.rounding),
                 keep_sign(a)
             );
-            let _ = writeln!(
-                s,
-                "    nan {}",
-                if q.nan == NanPolicy::Canonical {
-                    "canonical"
-                } else {
-                    "ieee"
-                }
-            );
+            let _ = writeln!(s, "    nan {}", q.nan.word());
         }
         Pipeline::Composed(_) => unreachable!("composed pipelines are printed by `Printer`"),
         Pipeline::Integer(i) => {

@@ -543,14 +543,16 @@ fn many_threads_keep_a_module_in_reach() {
     for _ in 0..800 {
         let rx = rx.clone();
         let ready = ready_tx.clone();
-        let t = std::thread::Builder::new().stack_size(2 << 20).spawn(move || {
-            // small heap allocations of its own give the thread a malloc arena (glibc
-            // reserves arenas aligned to 64 MiB, leaving holes in the address space)
-            let v: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 100]).collect();
-            ready.send(()).unwrap();
-            let _ = rx.lock().map(|r| r.recv());
-            v.len()
-        });
+        let t = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                // small heap allocations of its own give the thread a malloc arena (glibc
+                // reserves arenas aligned to 64 MiB, leaving holes in the address space)
+                let v: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 100]).collect();
+                ready.send(()).unwrap();
+                let _ = rx.lock().map(|r| r.recv());
+                v.len()
+            });
         match t {
             Ok(t) => threads.push(t),
             Err(_) => break, // a machine that allows fewer threads: as many as it allows

@@ -17,6 +17,15 @@ build="${BUILD:-target/rtl-F$F}"
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 spec=specs/examples/dp4.mma
 instr=dp4.f32.e4m3.e4m3.f32
+for tool in verilator "$mmac"; do
+    if ! command -v "$tool" >/dev/null; then
+        case "$tool" in
+        verilator) echo "run.sh: verilator is not installed (Debian, Ubuntu: apt-get install verilator)" >&2 ;;
+        *) echo "run.sh: $tool is not on PATH (cargo install --path . --locked, or set MMAC)" >&2 ;;
+        esac
+        exit 2
+    fi
+done
 mkdir -p "$build"
 "$mmac" gen "$spec" --instr "$instr" -n 1000 --format hex -o "$build/vectors.hex"
 "$mmac" compile "$spec" --emit obj -o "$build/dp4.o" >/dev/null

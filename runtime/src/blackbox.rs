@@ -447,9 +447,7 @@ impl BlackBox for PipeBox {
                         index: self.answered + 1,
                         line: "...".into(),
                         column: MAX_ANSWER_LINE + 1,
-                        message: format!(
-                            "an answer line longer than {MAX_ANSWER_LINE} bytes"
-                        ),
+                        message: format!("an answer line longer than {MAX_ANSWER_LINE} bytes"),
                     });
                 }
                 Ok(Answer::Failed(e)) => return Err(BoxError::Io(e)),

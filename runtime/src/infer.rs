@@ -802,6 +802,7 @@ fn initial_probes(
         references: vec![],
     };
     out.extend(signed_zeros(iface));
+    out.extend(nan_payloads(iface));
     out.extend(witness::structured(seed, &focus));
     let mut random = RandomInputs::new(seed, &focus, options.seed);
     for i in 0..options.random_probes {
@@ -874,6 +875,189 @@ fn signed_zeros(iface: &Interface) -> Vec<(String, Input)> {
         }
     }
     out
+}
+
+/// NaNs with distinct payloads (quiet and signalling) in c, in a and b at the first and
+/// last k, and two at once (c with a product, a with b, two products): what tells a box
+/// that returns the canonical NaN from one that propagates an input's payload, and which
+/// input's payload wins. Only for operands whose formats have NaN payloads.
+fn nan_payloads(iface: &Interface) -> Vec<(String, Input)> {
+    use crate::inputs::pow2;
+    let k = iface.k;
+    let one_scale = iface
+        .scale
+        .as_ref()
+        .and_then(|(f, _)| pow2(f, 0, false))
+        .unwrap_or(0);
+    let (Some(one_a), Some(one_b), Some(one_c)) = (
+        pow2(&iface.a, 0, false),
+        pow2(&iface.b, 0, false),
+        pow2(&iface.c, 0, false),
+    ) else {
+        return vec![];
+    };
+    let base = || Input {
+        c: one_c,
+        a: vec![one_a; k],
+        b: vec![one_b; k],
+        sa: vec![one_scale; iface.scale_count()],
+        sb: vec![one_scale; iface.scale_count()],
+    };
+    // the NaN of format f with fraction `payload` (quiet bit included or not), if f has
+    // payloads
+    let nan = |f: &mmac_compiler::format::Format, payload: u64, quiet: bool| -> Option<u64> {
+        let x = f.as_float()?;
+        if x.specials != mmac_compiler::format::Specials::Ieee || x.mantissa_bits < 2 {
+            return None;
+        }
+        let m = x.mantissa_bits;
+        let quiet_bit = 1u64 << (m - 1);
+        let fraction = (payload & (quiet_bit - 1)).max(1) | if quiet { quiet_bit } else { 0 };
+        let code = (((1u64 << x.exponent_bits) - 1) << m) | fraction;
+        Some(code << x.ignored_low_bits)
+    };
+    let mut out = vec![];
+    for (quiet, q) in [(true, "quiet"), (false, "signalling")] {
+        let mut add = |what: &str, set: &dyn Fn(&mut Input) -> Option<()>| {
+            let mut input = base();
+            if set(&mut input).is_some() {
+                out.push((format!("NaN payloads: {q} {what}"), input));
+            }
+        };
+        add("c", &|i| {
+            i.c = nan(&iface.c, 0x15, quiet)?;
+            Some(())
+        });
+        add("a[0]", &|i| {
+            i.a[0] = nan(&iface.a, 0x2a, quiet)?;
+            Some(())
+        });
+        add(&format!("b[{}]", k - 1), &|i| {
+            i.b[k - 1] = nan(&iface.b, 0x13, quiet)?;
+            Some(())
+        });
+        add(&format!("c and a[{}]", k - 1), &|i| {
+            i.c = nan(&iface.c, 0x15, quiet)?;
+            i.a[k - 1] = nan(&iface.a, 0x2a, quiet)?;
+            Some(())
+        });
+        add("a[0] and b[0]", &|i| {
+            i.a[0] = nan(&iface.a, 0x2a, quiet)?;
+            i.b[0] = nan(&iface.b, 0x13, quiet)?;
+            Some(())
+        });
+        if k > 1 {
+            add(&format!("b[0] and a[{}]", k - 1), &|i| {
+                i.b[0] = nan(&iface.b, 0x13, quiet)?;
+                i.a[k - 1] = nan(&iface.a, 0x2a, quiet)?;
+                Some(())
+            });
+        }
+    }
+    out
+}
+
+/// The NaN rule of the box, decided on its NaN answers once the arithmetic is known: the
+/// pipeline's own rule when it gives every one of them bit for bit, else the first of
+/// `canonical`, `propagate_c_first`, `propagate_products_first` that does (written as
+/// `nan RULE` on the uses line), else the pipeline's rule with the reason. Returns the
+/// uses suffix (empty when the pipeline's rule stands) and the evidence.
+fn nan_rule(
+    search: &Search,
+    iface: &Interface,
+    naming: &Naming,
+    uses: &str,
+    own: &Instruction,
+) -> (String, Vec<String>) {
+    use mmac_compiler::ir::{NanOrder, NanPolicy, Pipeline};
+    let own_rule = match &own.arithmetic.pipeline {
+        Pipeline::Fused(f) => f.nan,
+        Pipeline::Sequential(s) => s.nan,
+        _ => return (String::new(), vec![]),
+    };
+    let d = &own.arithmetic.d;
+    let nans: Vec<&Observation> = search
+        .obs
+        .iter()
+        .filter(|o| d.decode(o.d).is_nan())
+        .collect();
+    if nans.is_empty() {
+        return (
+            String::new(),
+            vec![format!(
+                "no probe made the box answer a NaN; the pipeline's `nan {}` stands",
+                own_rule.word()
+            )],
+        );
+    }
+    // every NaN answer, exactly, under a rule
+    let explains = |rule: NanPolicy| -> Option<bool> {
+        let suffix = if rule == own_rule {
+            String::new()
+        } else {
+            format!(" nan {}", rule.word())
+        };
+        let text = spec_text(iface, naming, &format!("{uses}{suffix}"), "");
+        let v = compile("inferred.mma", &text).ok()?;
+        let (inst, info) = (&v.spec.instructions[0], v.info.instruction(0));
+        Some(
+            nans.iter()
+                .all(|o| interp::run(inst, info, &o.input.operands()).is_ok_and(|got| got == o.d)),
+        )
+    };
+    let canonical = d.encode_nan();
+    let all_canonical = nans.iter().all(|o| Some(o.d) == canonical);
+    let mut evidence = vec![format!(
+        "{} of the box's answers are NaNs{}",
+        nans.len(),
+        if all_canonical {
+            format!(", every one the canonical NaN {:x}", canonical.unwrap_or(0))
+        } else {
+            String::new()
+        }
+    )];
+    let rules = [
+        NanPolicy::Canonical,
+        NanPolicy::Propagate(NanOrder::CFirst),
+        NanPolicy::Propagate(NanOrder::ProductsFirst),
+    ];
+    if own_rule != NanPolicy::Ieee && explains(own_rule) == Some(true) {
+        evidence.push(format!(
+            "the pipeline's `nan {}` gives each one",
+            own_rule.word()
+        ));
+        return (String::new(), evidence);
+    }
+    for rule in rules {
+        if explains(rule) == Some(true) {
+            evidence.push(format!(
+                "`nan {}` gives each one, where the pipeline's `nan {}` {}",
+                rule.word(),
+                own_rule.word(),
+                if own_rule == NanPolicy::Ieee {
+                    "leaves the NaN unpinned"
+                } else {
+                    "does not"
+                }
+            ));
+            return (format!(" nan {}", rule.word()), evidence);
+        }
+    }
+    evidence.push(format!(
+        "no NaN rule the language states gives them all (canonical; the first input NaN's payload, c first or products first); the spec keeps the pipeline's `nan {}`",
+        own_rule.word()
+    ));
+    (String::new(), evidence)
+}
+
+/// The word of an instruction's own NaN rule.
+fn own_nan_word(inst: &Instruction) -> String {
+    use mmac_compiler::ir::Pipeline;
+    match &inst.arithmetic.pipeline {
+        Pipeline::Fused(f) => f.nan.word().to_string(),
+        Pipeline::Sequential(s) => s.nan.word().to_string(),
+        _ => "-".to_string(),
+    }
 }
 
 fn describe(m: &Mismatch) -> String {
@@ -1067,9 +1251,28 @@ pub fn infer(
         }
     }
     note("narrowed", &search);
+    let mut nan_report: Option<ParameterReport> = None;
     let (bfi, winner, wrong) = best.clone();
     let fam = &fams[bfi];
-    let uses = fam.uses(&winner);
+    let mut uses = fam.uses(&winner);
+    // the NaN rule, decided on the box's NaN answers (exactly, where the narrowing let
+    // any NaN match any NaN under `nan ieee`)
+    if wrong == 0
+        && let Some(own) = search.compile(fam, &winner)
+    {
+        let own = own.borrow().inst().clone();
+        let (suffix, evidence) = nan_rule(&search, iface, naming, &uses, &own);
+        uses.push_str(&suffix);
+        if !evidence.is_empty() {
+            nan_report = Some(ParameterReport {
+                name: "nan".into(),
+                value: suffix
+                    .strip_prefix(" nan ")
+                    .map_or_else(|| own_nan_word(&own), str::to_string),
+                evidence,
+            });
+        }
+    }
 
     // evidence per parameter: the neighbouring values and the probes that rule them out
     let mut parameters = vec![];
@@ -1126,6 +1329,7 @@ pub fn infer(
             evidence,
         });
     }
+    parameters.extend(nan_report);
     let mut other_families = vec![];
     for (fi, c, n) in &found {
         if *fi == bfi {
@@ -1156,9 +1360,10 @@ pub fn infer(
     if wrong > 0 {
         failure = search.first_wrong(fam, &winner).map(|(_, m)| m);
     } else {
-        let comp = search.compile(fam, &winner).expect("the winner checks");
-        let comp = comp.borrow();
-        let (inst, info) = (comp.inst(), comp.info());
+        // the spec as written: the winner with its NaN rule
+        let v = compile("inferred.mma", &spec_text(iface, naming, &uses, ""))
+            .expect("the winner checks, with any NaN rule");
+        let (inst, info) = (&v.spec.instructions[0], v.info.instruction(0));
         let compiled = quick_kernel(inst, info);
         let focus = Focus::of(&[inst]);
         let mut random = RandomInputs::new(inst, &focus, options.seed.wrapping_mul(31) ^ 0x7e51);

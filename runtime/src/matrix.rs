@@ -282,7 +282,11 @@ impl Output {
 }
 
 /// The `.npy` bytes of a matrix of `format` encodings, in its dtype.
-fn write_npy(out: &mut (impl std::io::Write + ?Sized), format: &Format, m: &Matrix) -> std::io::Result<()> {
+fn write_npy(
+    out: &mut (impl std::io::Write + ?Sized),
+    format: &Format,
+    m: &Matrix,
+) -> std::io::Result<()> {
     use npyz::WriterBuilder;
     let dtype = npyz::DType::Plain(
         dtype_of(format)

@@ -50,9 +50,9 @@ impl Output {
         // what the path names, symbolic links followed (the links themselves stay)
         let target = match std::fs::metadata(path) {
             Ok(m) if m.is_dir() => return Err(cannot("it is a folder".into())),
-            Ok(m) if m.is_file() => Target::Replace(
-                std::fs::canonicalize(path).map_err(|e| cannot(e.to_string()))?,
-            ),
+            Ok(m) if m.is_file() => {
+                Target::Replace(std::fs::canonicalize(path).map_err(|e| cannot(e.to_string()))?)
+            }
             // a device, a FIFO, a socket, a terminal, a pipe (`/dev/stdout`): written
             // through, opened only when the writing starts (a FIFO waits for its reader)
             Ok(_) => Target::Through(path.to_path_buf()),
@@ -190,12 +190,10 @@ mod tests {
         std::fs::write(&p, "old").unwrap();
         Output::create(&p).unwrap().finish_bytes(b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
-        let r = Output::create(&p)
-            .unwrap()
-            .write_with(|w| {
-                w.write_all(b"half")?;
-                Err(std::io::Error::other("disk full"))
-            });
+        let r = Output::create(&p).unwrap().write_with(|w| {
+            w.write_all(b"half")?;
+            Err(std::io::Error::other("disk full"))
+        });
         assert!(r.is_err());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();

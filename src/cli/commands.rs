@@ -4,8 +4,7 @@
 //! stdout and diagnostics to stderr, and returns the exit code.
 
 use super::common::{
-    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load,
-    progress_bar,
+    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load, progress_bar,
 };
 use super::{Engine, RunArgs};
 use mmac_compiler::engine::{EvalError, Operands};

@@ -3,15 +3,14 @@
 //! plot of error and bias against K (plotters; SVG or PNG by the file's extension).
 
 use super::common::{
-    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load,
-    progress_bar,
+    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load, progress_bar,
 };
 use mmac_compiler::ir::Instruction;
 use mmac_compiler::valid::ArithmeticInfo;
-use mmac_runtime::output::Output;
-use mmac_runtime::specs::LoadedSpec;
 use mmac_runtime::accuracy::{self, Distribution, ReportOptions, Row};
 use mmac_runtime::gemm::Interpreter;
+use mmac_runtime::output::Output;
+use mmac_runtime::specs::LoadedSpec;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::io::Write;

@@ -26,6 +26,10 @@ fn pick<'a>(rng: &mut Rng, xs: &[&'a str]) -> &'a str {
     xs[rng.below(xs.len())]
 }
 
+fn divisors(k: usize) -> Vec<usize> {
+    (1..=k).filter(|d| k.is_multiple_of(*d)).collect()
+}
+
 fn chance(rng: &mut Rng, percent: usize) -> bool {
     rng.below(100) < percent
 }
@@ -119,7 +123,7 @@ fn fused_tail(rng: &mut Rng, body: &mut String, d: &str) {
 fn fused_body(rng: &mut Rng, k: usize, scaled: bool, block: usize, d: &str) -> String {
     let mut body = String::new();
     if k > 1 && chance(rng, 40) {
-        let divisors: Vec<usize> = (1..=k).filter(|l| k % l == 0).collect();
+        let divisors: Vec<usize> = divisors(k);
         body.push_str(&format!(
             "    chain every {}\n",
             divisors[rng.below(divisors.len())]
@@ -145,7 +149,7 @@ fn fused_body(rng: &mut Rng, k: usize, scaled: bool, block: usize, d: &str) -> S
         let group = if scaled {
             block
         } else {
-            let g: Vec<usize> = (1..=k).filter(|g| k % g == 0).collect();
+            let g: Vec<usize> = divisors(k);
             g[rng.below(g.len())]
         };
         body.push_str(&format!(
@@ -220,7 +224,7 @@ fn sequential_body(rng: &mut Rng, k: usize) -> String {
             pick(rng, ROUNDINGS)
         ));
         if chance(rng, 50) {
-            let p: Vec<usize> = (1..=k).filter(|p| k % p == 0).collect();
+            let p: Vec<usize> = divisors(k);
             body.push_str(&format!(
                 "    add pairwise groups of {} in f32 round {}{flush}\n",
                 p[rng.below(p.len())],
@@ -235,6 +239,26 @@ fn sequential_body(rng: &mut Rng, k: usize) -> String {
     ));
     body.push_str("    nan ieee\n");
     body
+}
+
+/// Sometimes a NaN rule at the uses line, in place of the pipeline's.
+fn nan_at_uses(rng: &mut Rng) -> String {
+    if chance(rng, 25) {
+        format!(
+            " nan {}",
+            pick(
+                rng,
+                &[
+                    "canonical",
+                    "ieee",
+                    "propagate_c_first",
+                    "propagate_products_first"
+                ]
+            )
+        )
+    } else {
+        String::new()
+    }
 }
 
 /// A random candidate, number `id`.
@@ -259,15 +283,16 @@ pub fn candidate(rng: &mut Rng, id: usize) -> Candidate {
     if kind == 8 {
         // sequential
         let body = sequential_body(rng, k);
+        let nan = nan_at_uses(rng);
         let text = format!(
-            "{defs}pipeline p{id}() {{\n{body}}}\ninstruction {name} {{\n    shape 1 x 1 x {k}\n    types a = {a}, b = {b}, c = {d}, d = {d}\n    uses p{id}()\n}}\n"
+            "{defs}pipeline p{id}() {{\n{body}}}\ninstruction {name} {{\n    shape 1 x 1 x {k}\n    types a = {a}, b = {b}, c = {d}, d = {d}\n    uses p{id}(){nan}\n}}\n"
         );
         return Candidate { text, name };
     }
     // fused, some of them block-scaled, some run twice by a composed instruction
     let scaled = k >= 2 && chance(rng, 20);
     let block = if scaled {
-        let blocks: Vec<usize> = (1..=k).filter(|g| k % g == 0).collect();
+        let blocks: Vec<usize> = divisors(k);
         blocks[rng.below(blocks.len())]
     } else {
         1
@@ -281,8 +306,9 @@ pub fn candidate(rng: &mut Rng, id: usize) -> Candidate {
     } else {
         String::new()
     };
+    let nan = nan_at_uses(rng);
     let mut text = format!(
-        "{defs}pipeline p{id}() {{\n{body}}}\ninstruction {name} {{\n    shape 1 x 1 x {k}\n    types a = {a}, b = {b}, c = {d}, d = {d}\n{scale}    uses p{id}()\n}}\n"
+        "{defs}pipeline p{id}() {{\n{body}}}\ninstruction {name} {{\n    shape 1 x 1 x {k}\n    types a = {a}, b = {b}, c = {d}, d = {d}\n{scale}    uses p{id}(){nan}\n}}\n"
     );
     if !scaled && kind == 7 {
         // split-K: the instruction above over each half of 2k, the halves added in d

@@ -153,7 +153,7 @@ pub(crate) fn write(
             ar.b.name,
             ar.c.name,
             ar.d.name,
-            comment_text(&super::algorithm(p.inst)),
+            comment_text(super::algorithm(p.inst)),
             comment_text(&p.inst.provenance.evidence_words()),
         );
     }

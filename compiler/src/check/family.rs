@@ -400,7 +400,10 @@ pub(super) fn instantiate(
     if !diags.is_empty() {
         return Err(diags);
     }
-    let ins = instantiate_pipeline(entry, &uses.args, &scope, &ctx, env, overrides)?;
+    let mut ins = instantiate_pipeline(entry, &uses.args, &scope, &ctx, env, overrides)?;
+    if let Some(rule) = &uses.nan {
+        set_nan_rule(&mut ins.pipeline, rule).map_err(|d| vec![d])?;
+    }
     Ok(Instruction {
         name,
         m: shape.m,
@@ -425,6 +428,34 @@ pub(super) fn instantiate(
             evidence,
         },
     })
+}
+
+/// `uses PIPELINE(...) nan RULE`: the instruction's NaN rule in place of the pipeline's
+/// own `nan` stage (fused and sequential pipelines; an integer one makes no NaN, a
+/// composed one's NaN is its last step's).
+fn set_nan_rule(pipeline: &mut Pipeline, rule: &crate::ast::Ident) -> Result<(), Diag> {
+    let policy = super::stages::nan_policy(rule)?;
+    let refuse = |what: &str| {
+        Diag::new(
+            Code::MisplacedStage,
+            rule.span,
+            format!("`nan {}` at the uses line of {what}", rule.name),
+        )
+        .label("no NaN rule to set")
+    };
+    match pipeline {
+        Pipeline::Fused(f) => f.nan = policy,
+        Pipeline::Sequential(s) => s.nan = policy,
+        Pipeline::Integer(_) => {
+            return Err(refuse("an integer pipeline").help("integer dot products make no NaN"));
+        }
+        Pipeline::Composed(_) => {
+            return Err(refuse("a composed pipeline").help(
+                "a composed instruction's NaN is its last step's: state the rule where that step's instruction is declared",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What instantiating a pipeline gives: its IR, its resolved arguments, and the

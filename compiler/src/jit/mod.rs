@@ -556,6 +556,17 @@ fn plan<'i>(inst: &'i Instruction, info: &ArithmeticInfo) -> Result<Lowering<'i>
             inst.k()
         ));
     }
+    let nan = match &inst.arithmetic.pipeline {
+        Pipeline::Fused(f) => Some(f.nan),
+        Pipeline::Sequential(s) => Some(s.nan),
+        _ => None,
+    };
+    if let Some(rule @ crate::ir::NanPolicy::Propagate(_)) = nan {
+        return Err(format!(
+            "`nan {}` (an input NaN's payload in d) is not lowered by the JIT",
+            rule.word()
+        ));
+    }
     Ok(match (&inst.arithmetic.pipeline, &info.fused) {
         (Pipeline::Fused(f), Some(fi)) => Lowering::Fused(f, fused::plan(inst, f, fi)?),
         (Pipeline::Sequential(s), None) => Lowering::Sequential(s, sequential::plan(inst, s)?),

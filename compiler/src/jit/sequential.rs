@@ -387,10 +387,10 @@ fn result_bits(
         bits
     };
     // the interpreter encodes every NaN as d's canonical NaN; under `nan ieee` any NaN
-    // is right, under `nan canonical` only that one
+    // is right, under `nan canonical` only that one (`plan` refuses `nan propagate_*`)
     match s.nan {
         NanPolicy::Ieee => bits,
-        NanPolicy::Canonical => {
+        NanPolicy::Canonical | NanPolicy::Propagate(_) => {
             let is_nan = em.b.ins().fcmp(FloatCC::Unordered, acc, acc);
             let nan = em.i64c(inst.arithmetic.d.encode_nan().unwrap_or(0) as i64);
             em.sel(is_nan, nan, bits)

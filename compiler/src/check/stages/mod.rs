@@ -222,17 +222,19 @@ pub(super) fn conditioning_of(p: &ast::PipelineDecl) -> Conditioning {
     c
 }
 
-pub(super) fn nan_policy(id: &Ident) -> Result<NanPolicy, Diag> {
+pub(crate) fn nan_policy(id: &Ident) -> Result<NanPolicy, Diag> {
     match id.name.as_str() {
         "canonical" => Ok(NanPolicy::Canonical),
         "ieee" => Ok(NanPolicy::Ieee),
+        "propagate_c_first" => Ok(NanPolicy::Propagate(NanOrder::CFirst)),
+        "propagate_products_first" => Ok(NanPolicy::Propagate(NanOrder::ProductsFirst)),
         _ => Err(Diag::new(
             Code::UnknownName,
             id.span,
             format!("unknown NaN policy `{}`", id.name),
         )
         .label("not a NaN policy")
-        .help("`nan canonical` (the format's canonical NaN) or `nan ieee` (payload not pinned)")),
+        .help("`canonical` (the format's canonical NaN), `ieee` (payload not pinned), `propagate_c_first` or `propagate_products_first` (the first input NaN, quieted)")),
     }
 }
 
