@@ -91,4 +91,20 @@ fn c_program_loads_a_spec_at_run_time() {
         out.contains("`instruction y` is missing its closing `}`"),
         "{out}"
     );
+
+    // nesting deep enough to overflow the program's stack is a load error, not SIGSEGV
+    let deep = dir.path().join("deep.mma");
+    let n = 100_000;
+    std::fs::write(
+        &deep,
+        format!(
+            "arch x\nimport std\ninstruction y {{\n shape 1 x 1 x 16\n types a = f16, b = f16, c = f32, d = f32\n uses t_fdpa(F = {}25{}, L = 16, e_zero = -133)\n}}\n",
+            "(".repeat(n),
+            ")".repeat(n)
+        ),
+    )
+    .unwrap();
+    let (code, out) = run(&exe, &[deep.to_str().unwrap(), "--find", "y"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("mmac::too-deep"), "{out}");
 }

@@ -73,6 +73,28 @@ def test_a_spec_that_does_not_check_raises_spec_error_with_the_cli_diagnostics(t
         mmac.load(tmp_path / "missing.mma")
 
 
+def test_hostile_specs_raise_spec_error_and_never_crash():
+    """Nesting deep enough to overflow a stack (it killed the interpreter) and a diagnostic
+    past column 65,535 (a PanicException, which `except Exception` misses) are SpecErrors."""
+    def uses(f):
+        return (
+            "arch t\nimport std\ninstruction x {\n shape 1 x 1 x 16\n"
+            " types a = f16, b = f16, c = f32, d = f32\n"
+            f" uses t_fdpa(F = {f}, L = 16, e_zero = -133)\n}}\n"
+        )
+    for depth in (700, 10_000, 100_000):
+        with pytest.raises(mmac.SpecError, match="too-deep"):
+            mmac.loads(uses("(" * depth + "25" + ")" * depth))
+    with pytest.raises(mmac.SpecError, match="too-deep"):
+        mmac.loads(uses(" + ".join(["1"] * 7000)))
+    try:
+        mmac.loads(uses(" " * 70_000 + "unknown_name"))
+    except Exception as e:  # a PanicException would not be caught here
+        assert isinstance(e, mmac.SpecError) and "unknown name" in str(e)
+    else:
+        raise AssertionError("the spec checked")
+
+
 def test_an_unknown_instruction_is_a_key_error_with_did_you_mean(spec):
     with pytest.raises(KeyError, match=r"did you mean `mma.m16n8k16.f32.f16.f16.f32`\?"):
         spec("hopper")["mma.m16n8k16.f32.f16.f16.f3"]
