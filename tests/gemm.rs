@@ -273,12 +273,19 @@ fn errors_name_what_was_expected() {
             run("mma", "a32.npy", &["--c", &p("c.npy")]),
             "A must have dtype <f2 (the raw encoding of `f16`), found <f4",
         ),
+        // one whole instruction: each operand against its shape, the wrong one named
+        // (a wrong A was blamed on C)
         (
             run("mma", "a15.npy", &["--c", &p("c.npy")]),
-            "A is 16 x 15 but B is 16 x 8",
+            "A is 16 x 15, but `mma.m16n8k16.f32.f16.f16.f32` (m16n8k16) takes A 16 x 16",
         ),
         (
             run("mma", "a_big.npy", &["--c", &p("c.npy")]),
+            "A is 24 x 16, but `mma.m16n8k16.f32.f16.f16.f32` (m16n8k16) takes A 16 x 16",
+        ),
+        (run("gemm", "a15.npy", &[]), "A is 16 x 15 but B is 16 x 8"),
+        (
+            run("gemm", "a_big.npy", &["--c", &p("c.npy")]),
             "C is 16 x 8 but A x B is 24 x 8",
         ),
         (

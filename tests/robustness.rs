@@ -554,3 +554,178 @@ fn carriage_return_line_ends_end_comments() {
     let d = mmac_compiler::compile("cr.mma", &broken).unwrap_err();
     assert!(d.short().starts_with("cr.mma:7:"), "{}", d.short());
 }
+
+/// Integer extremes: `i64::MIN`, `i64::MAX`, -1, 0, and shifts and powers past 63, the
+/// ones that break unchecked arithmetic (`MIN / -1`, `-MIN`) weighted up.
+const EXTREME_ATOMS: &[&str] = &[
+    "(0 - 9223372036854775807 - 1)",
+    "(0 - 9223372036854775807 - 1)",
+    "(0 - 9223372036854775807 - 1)",
+    "(0 - 9223372036854775807 - 1)",
+    "9223372036854775807",
+    "9223372036854775807",
+    "99999999999999999999",
+    "-1",
+    "-1",
+    "-1",
+    "0",
+    "0",
+    "1",
+    "2",
+    "8",
+    "63",
+    "64",
+    "65",
+    "-64",
+    "2^62",
+    "2^63",
+    "2^64",
+    "(0 - 2^63)",
+    "4096",
+    "-133",
+];
+
+/// A random expression at the integer extremes: atoms combined with every operator,
+/// negated, nested a few levels.
+fn extreme_expression(rng: &mut Rng, depth: usize) -> String {
+    if depth == 0 || rng.below(3) == 0 {
+        return EXTREME_ATOMS[rng.below(EXTREME_ATOMS.len())].to_string();
+    }
+    let (l, r) = (
+        extreme_expression(rng, depth - 1),
+        extreme_expression(rng, depth - 1),
+    );
+    match rng.below(7) {
+        0 => format!("-({l})"),
+        1 => format!("({l}) + ({r})"),
+        2 => format!("({l}) - ({r})"),
+        3 => format!("({l}) * ({r})"),
+        4 => format!("({l}) / ({r})"),
+        5 => format!("({l}) ^ ({r})"),
+        _ => format!("match {l} {{ 0 => {r}, _ => {l} }}"),
+    }
+}
+
+/// Every place an expression can stand, as `{E}` in one spec: format fields, pipeline
+/// parameter defaults, every stage parameter, shapes, scale blocks, `for` ranges and
+/// their steps, composed runs' k ranges and patterns, and the arguments of a `uses`.
+const EXPRESSION_PLACES: &str = r#"arch extremes "expressions at the integer extremes"
+import std
+format fx { exponent = {E}, mantissa = {E}, bias = {E}, storage = {E}, ignore_low = {E} }
+format ix { integer = {E}, signed = true }
+pipeline fused_x(F, L = {E}, Z = {E}) {
+    chain every {E} bytes
+    multiply exact, overflow at 2^{E}
+    group {E} products exact as g
+    zero exponent {E} for products
+    align products.even to max exponent keep {E} bits round toward_zero as even
+    align products.odd to exponent {E} keep F bits round down as odd
+    align even keep {E} bits round up, odd keep {E} bits round down drop below {E}, g keep {E} bits round toward_zero, c keep {E} bits round down to max exponent
+    normalize range f32 precision {E} round down
+    normalize to out precision {E} round nearest_even overflow saturate
+    nan canonical
+}
+pipeline seq_x(P = {E}) {
+    multiply round to f32 nearest_even
+    add pairwise groups of {E} in f32 round nearest_even
+    accumulate in f32 round nearest_even
+}
+pipeline composed_x(inner) {
+    let part = 0
+    for j in {E} .. {E} step {E} {
+        let part = run inner over k in {E} .. {E} step {E} and k mod {E} in [{E}, {E}] with c = part
+    }
+    result part
+}
+instruction fused.{N} {
+    for N in {E} .. {E} step {E}
+    shape {E} x {E} x {E}
+    types a = f16, b = f16, c = f32, d = f32
+    scale ue8m0 block {E}
+    uses fused_x(F = {E}, L = {E}, Z = match N { {E} => {E}, _ => {E} })
+}
+instruction seq.x {
+    shape 16 x 8 x {E}
+    types a = f16, b = f16, c = f32, d = f32
+    uses seq_x(P = {E})
+}
+instruction int.x {
+    shape 16 x 8 x {E}
+    types a = ix, b = s8, c = s32, d = s32
+    uses int_mma()
+}
+instruction fmt.x {
+    shape 16 x 8 x 16
+    types a = fx, b = fx, c = f32, d = f32
+    uses t_fdpa(F = {E}, L = {E}, e_zero = {E}, P = {E})
+}
+instruction composed.x {
+    shape 16 x 8 x {E}
+    types a = f16, b = f16, c = f32, d = f32
+    uses composed_x(inner = "seq.x")
+}
+"#;
+
+/// Expressions at the integer extremes in every place an expression can stand: each
+/// spec is refused with located errors (or checks), never a panic, in debug and release
+/// builds alike (a debug build panics on an unchecked overflow, a release build wraps).
+/// `i64::MIN / -1` panicked the checker, `-(i64::MIN)` wrapped.
+#[test]
+fn expressions_at_the_integer_extremes_are_refused_with_located_errors() {
+    let mut rng = Rng(0xe7e7_e5e5);
+    let rounds: usize = std::env::var("MMAC_FUZZ_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(400, |r: usize| r / 4);
+    let places = EXPRESSION_PLACES.matches("{E}").count();
+    assert!(places > 50, "{places}");
+    let mut located = 0;
+    for round in 0..rounds {
+        // every place extreme (half the rounds), or one place extreme and the others
+        // ordinary (so that the checker gets past the other places to it)
+        let focus = if rng.below(2) == 0 {
+            places
+        } else {
+            rng.below(places)
+        };
+        let mut text = String::new();
+        let mut rest = EXPRESSION_PLACES;
+        let mut i = 0;
+        while let Some(at) = rest.find("{E}") {
+            text.push_str(&rest[..at]);
+            let e = if focus == places || i == focus {
+                extreme_expression(&mut rng, 3)
+            } else {
+                ["4", "8", "16", "1", "2", "0"][rng.below(6)].to_string()
+            };
+            text.push_str(&e);
+            rest = &rest[at + 3..];
+            i += 1;
+        }
+        text.push_str(rest);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            mmac_compiler::compile("extremes.mma", &text)
+                .map(|_| ())
+                .map_err(|d| {
+                    let short = d.short();
+                    let _ = d.render_plain(100);
+                    short
+                })
+        }));
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err(short)) => {
+                // every error names its line and column
+                assert!(
+                    short.lines().all(
+                        |l| l.starts_with("extremes.mma:") || l.starts_with("std/prelude.mma:")
+                    ),
+                    "round {round}: an error without its place:\n{short}"
+                );
+                located += 1;
+            }
+            Err(_) => panic!("the checker panicked on round {round}:\n-----\n{text}\n-----"),
+        }
+    }
+    assert!(located > rounds / 2, "{located} of {rounds} refused");
+}

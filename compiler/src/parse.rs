@@ -111,6 +111,7 @@ fn rule_name(r: &Rule) -> &'static str {
         Rule::match_arm => "a match arm `pattern => value`",
         Rule::term_class => "`products`, `c` or `groups`",
         Rule::keep_round => "`keep N bits round MODE`",
+        Rule::uses_nan => "`nan RULE` (a NaN rule for the instruction)",
         _ => "more input",
     }
 }
@@ -243,6 +244,7 @@ const RULE_KEYWORDS: &[(Rule, &[&[&str]])] = &[
     (Rule::accumulate, &[&["accumulate", "in"]]),
     (Rule::pairwise, &[&["add", "pairwise", "groups", "of"]]),
     (Rule::nan_rule, &[&["nan"]]),
+    (Rule::uses_nan, &[&["nan"]]),
     (Rule::convert, &[&["convert"]]),
     (Rule::let_step, &[&["let"]]),
     (Rule::result_step, &[&["result"]]),

@@ -106,7 +106,7 @@ pub(super) fn eval(e: &Expr, scope: &Scope) -> Result<Value, Diag> {
         }
         ExprKind::Neg(x) => {
             let v = expect_int(x, scope)?;
-            Ok(Value::Int(-v))
+            v.checked_neg().map(Value::Int).ok_or_else(|| overflow(e))
         }
         ExprKind::Binary(op, l, r) => {
             let a = expect_int(l, scope)?;
@@ -116,7 +116,8 @@ pub(super) fn eval(e: &Expr, scope: &Scope) -> Result<Value, Diag> {
                 BinOp::Sub => a.checked_sub(b),
                 BinOp::Mul => a.checked_mul(b),
                 BinOp::Div => {
-                    if b == 0 || a % b != 0 {
+                    // (i64::MIN / -1 is the one quotient that does not fit)
+                    if b == 0 || a.checked_rem(b).is_some_and(|r| r != 0) {
                         return Err(Diag::new(
                             Code::NumberRange,
                             e.span,
@@ -125,15 +126,11 @@ pub(super) fn eval(e: &Expr, scope: &Scope) -> Result<Value, Diag> {
                         .label("inexact division")
                         .help("division in a spec must be exact"));
                     }
-                    Some(a / b)
+                    a.checked_div(b)
                 }
                 BinOp::Pow => u32::try_from(b).ok().and_then(|b| a.checked_pow(b)),
             };
-            v.map(Value::Int).ok_or_else(|| {
-                Diag::new(Code::NumberRange, e.span, "arithmetic overflow")
-                    .label("this value does not fit in 64 bits")
-                    .help("exponents and widths in a spec are small integers; powers must have a non-negative exponent")
-            })
+            v.map(Value::Int).ok_or_else(|| overflow(e))
         }
         ExprKind::Match(scrut, arms) => {
             let v = eval(scrut, scope)?;
@@ -189,6 +186,13 @@ fn interpolate(s: &str, e: &Expr, scope: &Scope) -> Result<String, Diag> {
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Integer arithmetic in an expression that leaves 64 bits.
+fn overflow(e: &Expr) -> Diag {
+    Diag::new(Code::NumberRange, e.span, "arithmetic overflow")
+        .label("this value does not fit in 64 bits")
+        .help("exponents and widths in a spec are small integers; powers must have a non-negative exponent")
 }
 
 pub(super) fn unknown_name(id: &Ident, scope: &Scope) -> Diag {
