@@ -227,7 +227,7 @@ def encodings(x, fmt: dict, operand: str, native, key: str, ndim: int | None) ->
         return arr.view(_unsigned_of_size(dt.itemsize)).astype(np.uint64)
     if dt.kind == "u":
         return arr.astype(np.uint64)
-    if dt.kind == "V" and dt.itemsize in (1, 2, 4, 8):
+    if dt.type is np.void and dt.itemsize in (1, 2, 4, 8):
         # np.save writes ml_dtypes arrays as raw void bytes, and np.load gives them back so
         uint = _unsigned_of_size(dt.itemsize).name
         raise ValueError(
