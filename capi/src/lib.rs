@@ -1,12 +1,12 @@
 //! libmmac: the C API over the JIT for programs that load a spec at run time
-//! (`include/mmac.h` is its contract). A loaded spec owns its checked IR, its compiled
-//! kernels and one handle per instruction; the handles hold their kernel (or fall back to
-//! the reference interpreter) and are dropped before the code they point into. No panic
-//! crosses the boundary: every entry catches one and reports it as an error.
+//! (`include/mmac.h` is its contract). A loaded spec owns its checked IR and one handle
+//! per instruction; each handle holds its kernel (which holds its code), or falls back to
+//! the reference interpreter. No panic crosses the boundary: every entry catches one and
+//! reports it as an error.
 
 use mmac_compiler::engine::Operands;
 use mmac_compiler::interp;
-use mmac_compiler::jit::{self, CompiledSpec, Kernel};
+use mmac_compiler::jit::{self, Kernel};
 use mmac_runtime::specs::{self, LoadedSpec};
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_int};
@@ -35,21 +35,20 @@ pub struct Instruction {
     k: usize,
     scales: usize,
     /// The JIT's kernel; `None` when the JIT refused the instruction (the interpreter runs
-    /// it). Borrows `Spec::compiled`, which outlives it (see `Spec`).
-    kernel: Option<Kernel<'static>>,
+    /// it).
+    kernel: Option<Kernel>,
     /// The spec that owns this handle (boxed, so its address is stable).
     spec: *const Spec,
 }
 
-/// A loaded spec. Fields drop in order: the handles (and their kernels) before the code.
+/// A loaded spec.
 pub struct Spec {
     instructions: Vec<Instruction>,
-    compiled: Option<CompiledSpec>,
     loaded: LoadedSpec,
 }
 
 // SAFETY: the handles' raw pointer only ever reads the immutable spec that owns them; the
-// kernels are `Send + Sync` and `CompiledSpec` is `Sync`; nothing is mutated after load.
+// kernels are `Send + Sync`; nothing is mutated after load.
 unsafe impl Send for Spec {}
 unsafe impl Sync for Spec {}
 
@@ -68,19 +67,13 @@ fn load(path: &Path) -> Result<Box<Spec>, String> {
     let compiled = jit::compile(&loaded.spec, &loaded.info).ok();
     let mut spec = Box::new(Spec {
         instructions: vec![],
-        compiled,
         loaded,
     });
     let owner: *const Spec = &*spec;
     let mut handles = vec![];
     for (index, inst) in spec.loaded.spec.instructions.iter().enumerate() {
-        let kernel = spec
-            .compiled
-            .as_ref()
-            .and_then(|c| c.kernel(&inst.name).ok())
-            // SAFETY: the kernel borrows `spec.compiled`, which is dropped after
-            // `spec.instructions` (field order) and never replaced; the box keeps it in place.
-            .map(|k| unsafe { std::mem::transmute::<Kernel<'_>, Kernel<'static>>(k) });
+        // a kernel holds its code's memory
+        let kernel = compiled.as_ref().and_then(|c| c.kernel(&inst.name).ok());
         handles.push(Instruction {
             name: CString::new(inst.name.clone()).map_err(|e| e.to_string())?,
             index,

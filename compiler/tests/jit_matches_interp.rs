@@ -413,7 +413,7 @@ fn mma_entry_equals_dot_products() {
 #[test]
 fn kernels_are_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
-    assert_send_sync::<jit::Kernel<'static>>();
+    assert_send_sync::<jit::Kernel>();
 }
 
 /// Exact sums wider than i128 (c added in a sticky window): c chosen to nearly cancel the

@@ -34,7 +34,7 @@ impl Jit {
             name: inst.name.clone(),
         })
     }
-    fn kernel(&self) -> Result<Kernel<'_>, JitError> {
+    fn kernel(&self) -> Result<Kernel, JitError> {
         self.compiled.kernel(&self.name)
     }
 }
@@ -176,7 +176,7 @@ fn eval_error(e: EvalError) -> PyErr {
 
 /// The JIT kernel for `Engine::Jit`/`Auto`, None for the interpreter; `Jit` on a refused
 /// instruction is an error.
-fn kernel(spec: &Loaded, index: usize, engine: Engine) -> Result<Option<Kernel<'_>>, PyErr> {
+fn kernel(spec: &Loaded, index: usize, engine: Engine) -> Result<Option<Kernel>, PyErr> {
     let refused = |e: &str| {
         PyRuntimeError::new_err(format!(
             "{e}\n  help: engine='interp' runs the reference interpreter"

@@ -191,7 +191,7 @@ pub fn run_with(
             }
         })
         .collect();
-    let kernel_of = |arch: &str, name: &str| -> Option<Result<jit::Kernel<'_>, jit::JitError>> {
+    let kernel_of = |arch: &str, name: &str| -> Option<Result<jit::Kernel, jit::JitError>> {
         compiled
             .iter()
             .find(|(a, c)| *a == arch && c.has(name))
@@ -337,7 +337,7 @@ pub fn run_with(
 /// d for each case whose operands have the instruction's widths (`None` for the others),
 /// from one call of the kernel's batch entry.
 fn batch(
-    kernel: &jit::Kernel<'_>,
+    kernel: &jit::Kernel,
     inst: &Instruction,
     cases: &[vectors::Case],
 ) -> Result<Vec<Option<u64>>, String> {

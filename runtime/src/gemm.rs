@@ -81,7 +81,7 @@ impl DotEngine for Interpreter<'_> {
     }
 }
 
-impl DotEngine for mmac_compiler::jit::Kernel<'_> {
+impl DotEngine for mmac_compiler::jit::Kernel {
     fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {
         mmac_compiler::jit::Kernel::dot(self, ops)
     }

@@ -35,8 +35,8 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module, default_libcall_names};
 use fpenv::IeeeDefaults;
 use std::collections::HashMap;
-use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Why an instruction (or the whole backend) could not be compiled.
@@ -131,9 +131,31 @@ impl Code {
     }
 }
 
-/// The native code of a spec. Kernels borrow it; the code is freed when it is dropped.
+/// The memory of one JIT module: its machine code and data, freed when the last holder
+/// (the [`CompiledSpec`] and every [`Kernel`] taken from it) is dropped.
+struct ModuleMemory(Option<JITModule>);
+
+impl Drop for ModuleMemory {
+    fn drop(&mut self) {
+        if let Some(m) = self.0.take() {
+            // SAFETY: every function pointer into this memory is held by a `Code` inside a
+            // `CompiledSpec` or a `Kernel`, each of which holds this memory's `Arc`: this
+            // runs after the last of them is gone.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+// SAFETY: the module (whose memory provider and symbol table are not `Sync`) is touched
+// only by `Drop`, which has it alone; everything else reads finalized, immutable machine
+// code through function pointers.
+unsafe impl Send for ModuleMemory {}
+unsafe impl Sync for ModuleMemory {}
+
+/// The native code of a spec. Each [`Kernel`] taken from it holds the code's memory too,
+/// so a kernel outlives the `CompiledSpec` it came from; the memory is freed with the last.
 pub struct CompiledSpec {
-    module: Option<JITModule>,
+    memory: Arc<ModuleMemory>,
     codes: Vec<Code>,
     /// Instruction name -> its kernel (index into `codes`) or why it was refused.
     by_name: HashMap<String, Result<usize, JitError>>,
@@ -143,22 +165,6 @@ pub struct CompiledSpec {
     /// Wall time of [`compile`], lowering and code generation included.
     pub compile_time: Duration,
 }
-
-impl Drop for CompiledSpec {
-    fn drop(&mut self) {
-        if let Some(m) = self.module.take() {
-            // SAFETY: every `Kernel` borrows `self`, so no function pointer outlives this.
-            unsafe { m.free_memory() };
-        }
-    }
-}
-
-// SAFETY: the JIT module (whose memory provider and symbol table are not `Sync`) is
-// touched only when the spec is compiled and dropped, both with exclusive access; no
-// method taking `&self` reaches it: they read the kernel table and copy the finalized
-// entries' function pointers, which `Kernel` already shares between threads. So a
-// compiled spec can be shared, e.g. cached once and used by every thread of an embedder.
-unsafe impl Sync for CompiledSpec {}
 
 impl std::fmt::Debug for CompiledSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -171,7 +177,7 @@ impl std::fmt::Debug for CompiledSpec {
 
 impl CompiledSpec {
     /// The kernel of an instruction, or why it was not compiled.
-    pub fn kernel(&self, name: &str) -> Result<Kernel<'_>, JitError> {
+    pub fn kernel(&self, name: &str) -> Result<Kernel, JitError> {
         match self.by_name.get(name) {
             None => Err(JitError {
                 instruction: Some(name.to_string()),
@@ -182,11 +188,11 @@ impl CompiledSpec {
                 let (shape, k, scales) = self.shapes[name];
                 Ok(Kernel {
                     code: self.codes[*i].clone(),
+                    _memory: self.memory.clone(),
                     name: name.to_string(),
                     shape,
                     k,
                     scales,
-                    _spec: PhantomData,
                 })
             }
         }
@@ -223,22 +229,21 @@ impl CompiledSpec {
     }
 }
 
-/// The compiled entries of one instruction. `Send + Sync`: the code is read-only.
+/// The compiled entries of one instruction, holding the memory of their code (so a
+/// kernel lives on its own, as long as it is needed). `Send + Sync`: the code is
+/// finalized, immutable machine code that reads its arguments and writes only its output.
 #[derive(Clone)]
-pub struct Kernel<'a> {
+pub struct Kernel {
     code: Code,
+    /// Keeps the code's memory (and the code of the kernels a composed one calls).
+    _memory: Arc<ModuleMemory>,
     name: String,
     shape: Shape,
     k: usize,
     scales: usize,
-    /// Borrows the compiled code's lifetime only (so `Kernel` is `Send + Sync` without
-    /// `unsafe impl`): the code is finalized, immutable machine code that reads its
-    /// arguments and writes only its output, freed only when the `CompiledSpec` is
-    /// dropped, which this lifetime prevents while a kernel lives.
-    _spec: PhantomData<&'a ()>,
 }
 
-impl Kernel<'_> {
+impl Kernel {
     pub fn k(&self) -> usize {
         self.k
     }
@@ -1192,7 +1197,7 @@ fn compile_jobs<'s>(
         by_name.insert(inst.name.clone(), r);
     }
     Ok(CompiledSpec {
-        module: Some(module),
+        memory: Arc::new(ModuleMemory(Some(module))),
         codes,
         by_name,
         shapes,

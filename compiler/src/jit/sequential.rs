@@ -582,8 +582,7 @@ mod tests {
             ieee_entry.flush_to_zero = false;
             let ieee = Kernel {
                 code: Code::Native(ieee_entry),
-                name: kernel.name.clone(),
-                ..kernel
+                ..kernel.clone()
             };
             let f = inst.arithmetic.a.as_float().unwrap();
             let (m, bias) = (f.mantissa_bits as i64, f.bias as i64);
