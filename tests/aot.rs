@@ -165,7 +165,8 @@ fn check_mma(spec: &str, arch: &str, name: &str, seed: u64) {
         &[&header, &prefix, src.to_str().unwrap(), o.to_str().unwrap()],
     );
     let loaded = specs::load_file(&root().join(spec)).unwrap();
-    let (inst, info) = loaded.instruction(name).unwrap();
+    let checked = loaded.instruction(name).unwrap();
+    let inst = checked.instruction();
     let ar = &inst.arithmetic;
     let (m, n, k, s) = (
         inst.m as usize,
@@ -212,7 +213,7 @@ fn check_mma(spec: &str, arch: &str, name: &str, seed: u64) {
                 sa: sa[i * s..(i + 1) * s].to_vec(),
                 sb: sb[j * s..(j + 1) * s].to_vec(),
             };
-            let want = interp::run(inst, info, &input.operands()).unwrap();
+            let want = interp::run(checked, &input.operands()).unwrap();
             let nan = |v: u64| ar.d.decode(v).is_nan();
             assert!(
                 d[i * n + j] == want || (nan(want) && nan(d[i * n + j])),
@@ -245,11 +246,11 @@ fn every_spec_compiles_to_an_object_that_links() {
     let mut loaded = specs::load_all(&root().join("specs")).0;
     loaded.extend(specs::load_all(&root().join("specs/examples")).0);
     // (the prelude declares pipelines, no instructions)
-    loaded.retain(|l| !l.spec.instructions.is_empty());
+    loaded.retain(|l| !l.spec().instructions.is_empty());
     assert!(loaded.len() >= 15);
     let gxx = Command::new("g++").arg("--version").output().is_ok();
     for l in &loaded {
-        let arch = &l.spec.arch;
+        let arch = &l.spec().arch;
         let spec = l.path.strip_prefix(root()).unwrap().to_str().unwrap();
         let o = object(spec, arch, dir.path());
         // a program that walks the descriptors and prints each name with its shape
@@ -279,7 +280,7 @@ fn every_spec_compiles_to_an_object_that_links() {
         let listed: Vec<String> = text(&run.stdout).lines().map(str::to_string).collect();
         let header = std::fs::read_to_string(dir.path().join(format!("{arch}.h"))).unwrap();
         // every instruction is in the object, or the header lists it as absent
-        for inst in &l.spec.instructions {
+        for inst in &l.spec().instructions {
             let line = format!(
                 "{} m{}n{}k{} {}",
                 inst.name,
@@ -476,9 +477,9 @@ fn objects_reproduce_every_public_vector() {
     let dir = tempfile::tempdir().unwrap();
     let mut files_run = 0;
     for l in specs::load_all(&root().join("specs")).0 {
-        let arch = l.spec.arch.clone();
+        let arch = l.spec().arch.clone();
         let folder = public.join(&arch);
-        if l.spec.instructions.is_empty() || !folder.is_dir() {
+        if l.spec().instructions.is_empty() || !folder.is_dir() {
             continue;
         }
         let spec = l.path.strip_prefix(root()).unwrap().to_str().unwrap();

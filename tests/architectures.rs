@@ -30,7 +30,7 @@ fn load(p: &Path) -> LoadedSpec {
 fn listings_and_probes_are_pinned() {
     for p in spec_files() {
         let loaded = load(&p);
-        let spec = &loaded.spec;
+        let spec = loaded.spec();
         let listing: String = spec
             .instructions
             .iter()
@@ -41,13 +41,17 @@ fn listings_and_probes_are_pinned() {
         // instructions with the same arithmetic answer every probe alike: probe the
         // first of each such group
         let mut out = String::new();
-        for (i, info, n) in loaded.distinct() {
+        for (checked, n) in loaded.distinct() {
             let more = if n > 1 {
                 format!(" (and {} more with the same arithmetic)", n - 1)
             } else {
                 String::new()
             };
-            out.push_str(&format!("{}{more}\n{}\n", i.name, probes::report(i, info)));
+            out.push_str(&format!(
+                "{}{more}\n{}\n",
+                checked.name(),
+                probes::report(checked)
+            ));
         }
         insta::assert_snapshot!(format!("probes_{}", spec.arch), out);
     }
@@ -62,7 +66,7 @@ fn architectures_markdown() -> String {
          instructions that differ only in their m/n shape are collapsed into one row.\n\n",
     );
     for p in spec_files() {
-        out.push_str(&listing::markdown(&load(&p).spec));
+        out.push_str(&listing::markdown(load(&p).spec()));
         out.push('\n');
     }
     out
@@ -90,10 +94,7 @@ fn probes_tell_architectures_apart() {
     let h = load(&root.join("specs/hopper.mma"));
     let a = load(&root.join("specs/ampere.mma"));
     let name = "mma.m16n8k16.f32.f16.f16.f32";
-    let report = |s: &LoadedSpec| {
-        let (i, info) = s.instruction(name).unwrap();
-        probes::report(i, info)
-    };
+    let report = |s: &LoadedSpec| probes::report(s.instruction(name).unwrap());
     let (rh, ra) = (report(&h), report(&a));
     let pick = |r: &str| {
         r.lines()
@@ -111,23 +112,29 @@ fn probes_tell_architectures_apart() {
 /// names are checked by name as well.
 #[test]
 fn probes_see_every_wrong_parameter() {
-    let mut checked = 0;
+    let mut seen = 0;
     let mut missed = vec![];
     for p in spec_files() {
         let loaded = load(&p);
         let text = std::fs::read_to_string(&p).unwrap();
         let shown = p.display().to_string();
-        for (inst, info, _) in loaded.distinct() {
-            let report = probes::report(inst, info);
+        for (original, _) in loaded.distinct() {
+            let inst = original.instruction();
+            let report = probes::report(original);
             for n in mutants::neighbours(&shown, &text, inst) {
                 if !n.same_interface(inst)
-                    || observability::proven_equivalent(inst, info, &n.instruction).is_some()
+                    || observability::proven_equivalent(original, n.instruction()).is_some()
                 {
                     continue;
                 }
-                checked += 1;
-                if probes::report(&n.instruction, &n.info) == report {
-                    missed.push(format!("{} {}: {}", loaded.spec.arch, inst.name, n.label()));
+                seen += 1;
+                if probes::report(n.checked.checked()) == report {
+                    missed.push(format!(
+                        "{} {}: {}",
+                        loaded.spec().arch,
+                        inst.name,
+                        n.label()
+                    ));
                 }
             }
         }
@@ -137,7 +144,7 @@ fn probes_see_every_wrong_parameter() {
         "the probes do not see:\n{}",
         missed.join("\n")
     );
-    assert!(checked > 1000, "only {checked} neighbours");
+    assert!(seen > 1000, "only {seen} neighbours");
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for (arch, name, label) in [
@@ -170,14 +177,15 @@ fn probes_see_every_wrong_parameter() {
         let path = root.join(format!("specs/{arch}.mma"));
         let loaded = load(&path);
         let text = std::fs::read_to_string(&path).unwrap();
-        let (inst, info) = loaded.instruction(name).unwrap();
+        let checked = loaded.instruction(name).unwrap();
+        let inst = checked.instruction();
         let n = mutants::neighbours(&path.display().to_string(), &text, inst)
             .into_iter()
             .find(|n| n.label() == label)
             .unwrap_or_else(|| panic!("{arch} {name} has no neighbour {label}"));
         assert_ne!(
-            probes::report(inst, info),
-            probes::report(&n.instruction, &n.info),
+            probes::report(checked),
+            probes::report(n.checked.checked()),
             "{arch} {name} {label}"
         );
     }

@@ -19,7 +19,7 @@ fn compile(
     path: &Path,
 ) -> (
     String,
-    Result<mmac_compiler::Validated, mmac_compiler::diagnostic::Diagnostics>,
+    Result<mmac_compiler::CheckedSpec, mmac_compiler::diagnostic::Diagnostics>,
 ) {
     let text = std::fs::read_to_string(path).unwrap();
     let name = format!(
@@ -110,9 +110,9 @@ fn accepted_edge_cases_run_on_both_engines() {
     for p in mma_files("tests/checker/pass") {
         let (_, r) = compile(&p);
         let v = r.unwrap_or_else(|d| panic!("{}", d.render_plain(100)));
-        let compiled = jit::compile(&v.spec, &v.info).expect("the backend starts");
-        for (index, inst) in v.spec.instructions.iter().enumerate() {
-            let info = v.info.instruction(index);
+        let compiled = jit::compile(&v).expect("the backend starts");
+        for checked in v.instructions() {
+            let inst = checked.instruction();
             let kernel = compiled
                 .kernel(&inst.name)
                 .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
@@ -138,7 +138,7 @@ fn accepted_edge_cases_run_on_both_engines() {
                     sa: &sa,
                     sb: &sb,
                 };
-                let want = interp::run(inst, info, &ops).unwrap();
+                let want = interp::run(checked, &ops).unwrap();
                 let got = kernel.dot(&ops).unwrap();
                 let nan = |x: u64| ar.d.decode(x).is_nan();
                 assert!(

@@ -624,8 +624,9 @@ fn symlink_loops_are_reported() {
 fn show_and_list_give_the_datapath_from_the_validator() {
     let (file, name) = ("specs/cdna3.mma", "v_mfma_f32_16x16x32_fp8_fp8");
     let spec = mmac_runtime::specs::load_file(Path::new(file)).unwrap();
-    let (inst, info) = spec.instruction(name).unwrap();
-    let fused = info.fused.as_ref().unwrap();
+    let checked = spec.instruction(name).unwrap();
+    let inst = checked.instruction();
+    let fused = checked.info().fused().unwrap();
     let o = mmac(&["show", file, "--instr", name]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);

@@ -327,14 +327,13 @@ fn divisor_neighbours(
             ) else {
                 continue;
             };
-            let instruction = v.spec.instructions[0].clone();
-            if instruction.arithmetic != inst.arithmetic {
+            let checked = v.take(0);
+            if checked.instruction().arithmetic != inst.arithmetic {
                 out.push(Neighbour {
                     parameter: parameter.clone(),
                     old,
                     new,
-                    info: v.info.instruction(0).clone(),
-                    instruction,
+                    checked,
                 });
             }
         }
@@ -366,15 +365,15 @@ fn single_parameter_neighbours_have_small_witnesses_or_proofs() {
         let (spec, index) = loaded
             .iter()
             .find_map(|l| {
-                l.spec
+                l.spec()
                     .instructions
                     .iter()
                     .position(|i| i.provenance.pipeline == pipeline)
                     .map(|i| (l, i))
             })
             .unwrap_or_else(|| panic!("no spec uses {pipeline}"));
-        let inst = &spec.spec.instructions[index];
-        let info = spec.info.instruction(index);
+        let checked = spec.checked.get(index);
+        let inst = checked.instruction();
         let text = std::fs::read_to_string(&spec.path).unwrap();
         let file_name = spec.path.display().to_string();
         let mut ns = neighbours(&file_name, &text, inst);
@@ -385,8 +384,8 @@ fn single_parameter_neighbours_have_small_witnesses_or_proofs() {
                 continue; // another block size takes other scale factors
             }
             let cmp = diff::diff(
-                (inst, info),
-                (&n.instruction, &n.info),
+                checked,
+                n.checked.checked(),
                 &DiffOptions {
                     trials: 2048,
                     seed: 7,
@@ -415,9 +414,9 @@ fn single_parameter_neighbours_have_small_witnesses_or_proofs() {
                         ));
                     }
                     let ops = d.witness.operands();
-                    assert_eq!(interp::run(inst, info, &ops).unwrap(), d.left, "{label}");
+                    assert_eq!(interp::run(checked, &ops).unwrap(), d.left, "{label}");
                     assert_eq!(
-                        interp::run(&n.instruction, &n.info, &ops).unwrap(),
+                        interp::run(n.checked.checked(), &ops).unwrap(),
                         d.right,
                         "{label}"
                     );

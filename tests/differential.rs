@@ -52,15 +52,12 @@ fn generated_spec(rng: &mut Rng, wanted: usize) -> String {
 }
 
 /// The generated cases of every instruction, from `mmac gen`'s generator.
-fn vectors(v: &mmac_compiler::Validated, text: &str, seed: u64) -> Vec<Vec<Case>> {
+fn vectors(v: &mmac_compiler::CheckedSpec, text: &str, seed: u64) -> Vec<Vec<Case>> {
     let options = generate::Options { random: 48, seed };
-    v.spec
-        .instructions
-        .iter()
-        .enumerate()
-        .map(|(i, inst)| {
-            generate::generate("fuzz.mma", text, inst, v.info.instruction(i), &options)
-                .unwrap_or_else(|e| panic!("gen on `{}`: {e}\n{text}", inst.name))
+    v.instructions()
+        .map(|checked| {
+            generate::generate("fuzz.mma", text, checked, &options)
+                .unwrap_or_else(|e| panic!("gen on `{}`: {e}\n{text}", checked.name()))
                 .cases
         })
         .collect()
@@ -68,14 +65,19 @@ fn vectors(v: &mmac_compiler::Validated, text: &str, seed: u64) -> Vec<Vec<Case>
 
 /// Every case of every instruction through one JIT build's dot and batch entries; returns
 /// how many instructions it ran.
-fn check_jit(v: &mmac_compiler::Validated, text: &str, cases: &[Vec<Case>], quick: bool) -> usize {
+fn check_jit(
+    v: &mmac_compiler::CheckedSpec,
+    text: &str,
+    cases: &[Vec<Case>],
+    quick: bool,
+) -> usize {
     let options = jit::Options {
         quick,
         ..jit::Options::default()
     };
-    let compiled = jit::compile_with(&v.spec, &v.info, options).unwrap();
+    let compiled = jit::compile_with(v, options).unwrap();
     let mut ran = 0;
-    for (inst, cases) in v.spec.instructions.iter().zip(cases) {
+    for (inst, cases) in v.spec().instructions.iter().zip(cases) {
         let Ok(kernel) = compiled.kernel(&inst.name) else {
             continue;
         };
@@ -119,7 +121,7 @@ fn check_jit(v: &mmac_compiler::Validated, text: &str, cases: &[Vec<Case>], quic
 /// The spec's object linked with the C vector checker, over every present instruction's
 /// cases; returns how many instructions it ran.
 fn check_object(
-    v: &mmac_compiler::Validated,
+    v: &mmac_compiler::CheckedSpec,
     text: &str,
     cases: &[Vec<Case>],
     dir: &Path,
@@ -129,7 +131,7 @@ fn check_object(
         header_name: "fuzz.h".into(),
         object_name: "fuzz.o".into(),
     };
-    let object = match mmac_compiler::aot::compile_object(&v.spec, &v.info, &names) {
+    let object = match mmac_compiler::aot::compile_object(v, &names) {
         Ok(o) => o,
         // a host without the FP control helpers has no objects
         Err(e) if e.message.contains("host") => return 0,
@@ -138,7 +140,7 @@ fn check_object(
     std::fs::write(dir.join("fuzz.o"), &object.bytes).unwrap();
     std::fs::write(dir.join("fuzz.h"), &object.header).unwrap();
     let mut files = vec![];
-    for (inst, cases) in v.spec.instructions.iter().zip(cases) {
+    for (inst, cases) in v.spec().instructions.iter().zip(cases) {
         if !object.present.contains(&inst.name) {
             continue;
         }
@@ -203,7 +205,7 @@ fn generated_specs_agree_on_every_engine() {
         let v = mmac_compiler::compile("fuzz.mma", &text)
             .unwrap_or_else(|d| panic!("{}\n{text}", d.render_plain(100)));
         let cases = vectors(&v, &text, seed.wrapping_add(done as u64));
-        total += v.spec.instructions.len();
+        total += v.spec().instructions.len();
         quick += check_jit(&v, &text, &cases, true);
         optimised += check_jit(&v, &text, &cases, false);
         object += check_object(&v, &text, &cases, dir.path());
@@ -254,8 +256,8 @@ instruction fz.9 {
         let text = format!("{}{text}", spec_gen::header("found"));
         let v = mmac_compiler::compile("found.mma", &text)
             .unwrap_or_else(|e| panic!("{}", e.render_plain(100)));
-        let i = v.spec.position(name).unwrap();
-        let (inst, info) = (&v.spec.instructions[i], v.info.instruction(i));
+        let i = v.spec().position(name).unwrap();
+        let checked = v.get(i);
         let ops = Operands {
             c: *c,
             a,
@@ -263,9 +265,9 @@ instruction fz.9 {
             sa: &[],
             sb: &[],
         };
-        let want = mmac_compiler::interp::run(inst, info, &ops).unwrap();
+        let want = mmac_compiler::interp::run(checked, &ops).unwrap();
         assert_eq!(want, *d, "{name}: the interpreter");
-        let compiled = jit::compile_instruction(inst, info).unwrap();
+        let compiled = jit::compile_instruction(checked).unwrap();
         let got = compiled.kernel(name).unwrap().dot(&ops).unwrap();
         assert_eq!(got, *d, "{name}: the JIT");
     }

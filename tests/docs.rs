@@ -39,7 +39,8 @@ fn documented_specs_check() {
             match mmac_compiler::compile(&name, &spec) {
                 Ok(v) => {
                     // and every instruction runs on zeros
-                    for (index, i) in v.spec.instructions.iter().enumerate() {
+                    for checked in v.instructions() {
+                        let i = checked.instruction();
                         let z = vec![0u64; i.k()];
                         let sc = vec![0u64; i.scale_count()];
                         let ops = mmac_compiler::engine::Operands {
@@ -49,7 +50,7 @@ fn documented_specs_check() {
                             sa: &sc,
                             sb: &sc,
                         };
-                        mmac_compiler::interp::run(i, v.info.instruction(index), &ops).unwrap();
+                        mmac_compiler::interp::run(checked, &ops).unwrap();
                     }
                 }
                 Err(d) => panic!("example at {name} does not check:\n{}", d.render_plain(100)),

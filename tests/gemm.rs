@@ -2,11 +2,11 @@
 //! and the documented GEMM order, errors name what was expected, and the error report is
 //! computed against the exact result.
 
-use mmac_compiler::engine::Operands;
+use mmac_compiler::Checked;
+use mmac_compiler::engine::{Engine, Operands};
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
 use mmac_compiler::records::Rng;
-use mmac_compiler::valid::ArithmeticInfo;
 use mmac_runtime::gemm::{self, Problem};
 use mmac_runtime::matrix::{self, Matrix};
 use mmac_runtime::specs::LoadedSpec;
@@ -81,14 +81,14 @@ fn write_problem(
 
 /// One whole instruction through the interpreter: D = C + A*B element by element.
 fn mma_by_elements(
-    inst: &Instruction,
-    info: &ArithmeticInfo,
+    checked: Checked,
     a: &Matrix,
     b: &Matrix,
     c: &Matrix,
     sa: Option<&Matrix>,
     sb: Option<&Matrix>,
 ) -> Matrix {
+    let inst = checked.instruction();
     let (m, n, k) = (a.rows, b.cols, a.cols);
     let bt = b.transposed();
     let sbt = sb.map(|x| x.transposed());
@@ -106,7 +106,7 @@ fn mma_by_elements(
                     .map(|x| &x.data[j * s..(j + 1) * s])
                     .unwrap_or(&[]),
             };
-            d.data[i * n + j] = interp::run(inst, info, &ops).unwrap();
+            d.data[i * n + j] = interp::run(checked, &ops).unwrap();
         }
     }
     d
@@ -132,7 +132,8 @@ fn mma_equals_the_per_element_dot_products() {
         ("specs/ampere.mma", "mma.m16n8k32.satfinite.s32.s8.u8.s32"),
     ] {
         let s = spec(file);
-        let (inst, info) = s.instruction(name).unwrap();
+        let checked = s.instruction(name).unwrap();
+        let inst = checked.instruction();
         let tmp = tempfile::TempDir::new().unwrap();
         let dir = tmp.path();
         let (m, n, k) = (inst.m as usize, inst.n as usize, inst.k());
@@ -166,7 +167,7 @@ fn mma_equals_the_per_element_dot_products() {
         let d = matrix::read(&dir.join("d.npy"), &inst.arithmetic.d, "D").unwrap();
         assert_eq!(
             d,
-            mma_by_elements(inst, info, &p.a, &p.b, &p.c, p.sa.as_ref(), p.sb.as_ref()),
+            mma_by_elements(checked, &p.a, &p.b, &p.c, p.sa.as_ref(), p.sb.as_ref()),
             "{name}"
         );
     }
@@ -175,7 +176,8 @@ fn mma_equals_the_per_element_dot_products() {
 #[test]
 fn gemm_equals_a_loop_of_mma_calls_in_order() {
     let s = spec("specs/hopper.mma");
-    let (inst, info) = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let checked = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let inst = checked.instruction();
     let tmp = tempfile::TempDir::new().unwrap();
     let dir = tmp.path();
     let (m, n, k) = (32, 24, 48);
@@ -188,8 +190,7 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
             let mut d = sub(&p.c, ti * tm, tm, tj * tn, tn);
             for s in 0..k / tk {
                 d = mma_by_elements(
-                    inst,
-                    info,
+                    checked,
                     &sub(&p.a, ti * tm, tm, s * tk, tk),
                     &sub(&p.b, s * tk, tk, tj * tn, tn),
                     &d,
@@ -235,14 +236,17 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
         );
     }
     // and the library with the interpreter engine agrees
-    let lib = gemm::gemm(inst, &gemm::Interpreter(inst, info), &p, &|_| {}).unwrap();
+    let lib = gemm::gemm(&Engine::interpreter(checked), &p, &|_| {}).unwrap();
     assert_eq!(lib, want);
 }
 
 #[test]
 fn errors_name_what_was_expected() {
     let s = spec("specs/hopper.mma");
-    let (inst, _) = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let inst = s
+        .instruction("mma.m16n8k16.f32.f16.f16.f32")
+        .unwrap()
+        .instruction();
     let tmp = tempfile::TempDir::new().unwrap();
     let dir = tmp.path();
     write_problem(dir, inst, 16, 8, 16, 3);
@@ -306,7 +310,7 @@ fn errors_name_what_was_expected() {
     // a block-scaled instruction without scales
     let rb = "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3";
     let s2 = spec("specs/rtx_blackwell.mma");
-    let (i2, _) = s2.instruction(rb).unwrap();
+    let i2 = s2.instruction(rb).unwrap().instruction();
     write_problem(dir, i2, 16, 8, 64, 5);
     let out = mmac(&[
         "mma",
@@ -334,7 +338,8 @@ fn error_report_is_exact() {
     // An exactly rounded design (the Kulisch example): every element is within half an
     // f32 ulp of the exact result, and an integer instruction has no error at all.
     let s = spec("specs/examples/kulisch.mma");
-    let (inst, info) = s.instruction("kulisch.m16n8k16.f32.f16.f16.f32").unwrap();
+    let checked = s.instruction("kulisch.m16n8k16.f32.f16.f16.f32").unwrap();
+    let inst = checked.instruction();
     let p = Problem {
         a: random(&inst.arithmetic.a, 32, 16, 1),
         b: random(&inst.arithmetic.b, 16, 16, 2),
@@ -342,7 +347,7 @@ fn error_report_is_exact() {
         sa: None,
         sb: None,
     };
-    let d = gemm::gemm(inst, &gemm::Interpreter(inst, info), &p, &|_| {}).unwrap();
+    let d = gemm::gemm(&Engine::interpreter(checked), &p, &|_| {}).unwrap();
     let r = gemm::error_report(inst, &p, &d);
     assert_eq!(r.compared, 512, "{r:?}");
     // one instruction, one rounding to nearest: at most half an ulp, 2^-24 relative
@@ -350,7 +355,8 @@ fn error_report_is_exact() {
     assert!(r.max_rel > 0.0, "some results must be inexact: {r:?}");
 
     let s = spec("specs/ampere.mma");
-    let (inst, info) = s.instruction("mma.m16n8k32.s32.s8.s8.s32").unwrap();
+    let checked = s.instruction("mma.m16n8k32.s32.s8.s8.s32").unwrap();
+    let inst = checked.instruction();
     let mut c = random(&inst.arithmetic.c, 16, 8, 9);
     for v in &mut c.data {
         *v &= 0xffff; // small accumulators: no wrap-around
@@ -362,13 +368,14 @@ fn error_report_is_exact() {
         sa: None,
         sb: None,
     };
-    let d = gemm::gemm(inst, &gemm::Interpreter(inst, info), &p, &|_| {}).unwrap();
+    let d = gemm::gemm(&Engine::interpreter(checked), &p, &|_| {}).unwrap();
     let r = gemm::error_report(inst, &p, &d);
     assert_eq!((r.compared, r.max_abs, r.mean_signed), (128, 0.0, 0.0));
 
     // Hopper's truncation shows as a bias toward zero on positive data
     let s = spec("specs/hopper.mma");
-    let (inst, info) = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let checked = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let inst = checked.instruction();
     let pos = |f: &mmac_compiler::format::Format, r, c, seed| {
         let mut m = random(f, r, c, seed);
         for v in &mut m.data {
@@ -383,7 +390,7 @@ fn error_report_is_exact() {
         sa: None,
         sb: None,
     };
-    let d = gemm::gemm(inst, &gemm::Interpreter(inst, info), &p, &|_| {}).unwrap();
+    let d = gemm::gemm(&Engine::interpreter(checked), &p, &|_| {}).unwrap();
     let r = gemm::error_report(inst, &p, &d);
     assert!(r.mean_signed < 0.0 && r.max_abs > 0.0, "{r:?}");
 }
@@ -414,9 +421,10 @@ fn gemm_block_scaled(dir: &Path, out: &str, extra: &[&str]) -> Output {
 #[test]
 fn the_output_is_never_an_input() {
     let s = spec("specs/rtx_blackwell.mma");
-    let (inst, _) = s
+    let inst = s
         .instruction("mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3")
-        .unwrap();
+        .unwrap()
+        .instruction();
     let dir = tempfile::TempDir::new().unwrap();
     std::fs::create_dir(dir.path().join("x")).unwrap();
     write_problem(dir.path(), inst, 16, 8, 64, 21);
@@ -498,7 +506,10 @@ fn an_output_that_cannot_be_created_is_refused_before_any_work() {
 #[test]
 fn a_failed_write_leaves_the_previous_output_whole() {
     let s = spec("specs/hopper.mma");
-    let (inst, _) = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let inst = s
+        .instruction("mma.m16n8k16.f32.f16.f16.f32")
+        .unwrap()
+        .instruction();
     let dir = tempfile::TempDir::new().unwrap();
     write_problem(dir.path(), inst, 64, 64, 16, 31);
     let p = |x: &str| dir.path().join(x).display().to_string();

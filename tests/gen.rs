@@ -32,7 +32,7 @@ fn generated_vectors_kill_every_neighbour_over_the_library() {
     for l in &loaded {
         let text = std::fs::read_to_string(&l.path).unwrap();
         let shown = l.path.display().to_string();
-        for (i, _) in l.info.distinct() {
+        for (i, _) in l.checked.distinct() {
             jobs.push((l, text.clone(), shown.clone(), i));
         }
     }
@@ -43,22 +43,22 @@ fn generated_vectors_kill_every_neighbour_over_the_library() {
     let report: Vec<(String, usize, Vec<String>, Vec<String>)> = jobs
         .par_iter()
         .map(|(l, text, shown, i)| {
-            let inst = &l.spec.instructions[*i];
-            let info = l.info.instruction(*i);
-            let label = format!("{} {}", l.spec.arch, inst.name);
-            let g = generate::generate(shown, text, inst, info, &options)
+            let checked = l.checked.get(*i);
+            let inst = checked.instruction();
+            let label = format!("{} {}", l.spec().arch, inst.name);
+            let g = generate::generate(shown, text, checked, &options)
                 .unwrap_or_else(|e| panic!("{label}: {e}"));
             let nan = nan_any(inst);
             // every case is the spec's own result
             for c in &g.cases {
-                let d = interp::run(inst, info, &c.input.operands()).unwrap();
+                let d = interp::run(checked, &c.input.operands()).unwrap();
                 assert_eq!(d, c.d, "{label}: {}", c.label);
             }
             let mut unobservable = vec![];
             let mut survivors = vec![];
             for n in neighbours(shown, text, inst) {
                 let killed = g.cases.iter().any(|c| {
-                    !matches!(interp::run(&n.instruction, &n.info, &c.input.operands()),
+                    !matches!(interp::run(n.checked.checked(), &c.input.operands()),
                         Ok(d) if matches(&inst.arithmetic.d, c.d, d, nan))
                 });
                 let fate = &g
@@ -73,7 +73,7 @@ fn generated_vectors_kill_every_neighbour_over_the_library() {
                         "{label} {}: killed, but the generator says {fate:?}",
                         n.label()
                     );
-                } else if let Some(why) = proven_equivalent(inst, info, &n.instruction) {
+                } else if let Some(why) = proven_equivalent(checked, n.instruction()) {
                     unobservable.push(format!("{} ({why})", n.label()));
                 } else {
                     survivors.push(n.label());

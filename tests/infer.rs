@@ -6,8 +6,9 @@
 //! accumulator) must be either recovered in the same way or refused: never reported as
 //! verified while it disagrees.
 
+use mmac_compiler::engine::{self, Engine};
 use mmac_compiler::ir::Instruction;
-use mmac_compiler::valid::ArithmeticInfo;
+use mmac_compiler::{Checked, CheckedInstruction};
 use mmac_runtime::blackbox::{Interface, SpecBox, evaluate};
 use mmac_runtime::conformance::matches;
 use mmac_runtime::infer::{Inference, Naming, Options, infer};
@@ -65,14 +66,9 @@ fn all_vectors() -> HashMap<(String, String), Vec<(bool, vectors::Case)>> {
 
 /// One arithmetic to recover: its file, an instruction with it, and the vector cases of
 /// every instruction of the file that shares it.
-type Item = (
-    String,
-    Instruction,
-    ArithmeticInfo,
-    Vec<(bool, vectors::Case)>,
-);
+type Item = (String, CheckedInstruction, Vec<(bool, vectors::Case)>);
 
-struct Checked {
+struct Recovery {
     inference: Inference,
     /// Vector cases of the original's instructions the inferred spec was run on.
     vector_cases: usize,
@@ -82,14 +78,10 @@ struct Checked {
 
 /// Infer `inst` from a box serving it, and check the inferred spec against the vectors of
 /// every instruction that shares its arithmetic and against fresh random cases.
-fn recover(
-    inst: &Instruction,
-    info: &ArithmeticInfo,
-    cases: &[&(bool, vectors::Case)],
-    options: &Options,
-) -> Checked {
+fn recover(original: Checked, cases: &[&(bool, vectors::Case)], options: &Options) -> Recovery {
+    let inst = original.instruction();
     let iface = Interface::of(inst);
-    let mut bx = SpecBox::new(inst, info);
+    let mut bx = SpecBox::new(original);
     let naming = Naming::default_for(&iface);
     let inference = infer(&mut bx, &iface, &naming, "in-process", options)
         .unwrap_or_else(|e| panic!("{}: {e}", inst.name));
@@ -98,8 +90,7 @@ fn recover(
     if inference.verified() {
         let v = mmac_compiler::compile("inferred.mma", &inference.spec)
             .unwrap_or_else(|d| panic!("{}: {}", inst.name, d.render_plain(100)));
-        let (ii, iinfo) = (&v.spec.instructions[0], v.info.instruction(0));
-        let jit = mmac_compiler::jit::compile_instruction(ii, iinfo).ok();
+        let inferred = Engine::new(v.get(0), engine::Choice::QUICK);
         let d = &inst.arithmetic.d;
         let inputs: Vec<Input> = cases
             .iter()
@@ -112,7 +103,7 @@ fn recover(
             })
             .collect();
         vector_cases = inputs.len();
-        let got = evaluate(ii, iinfo, jit.as_ref(), &inputs).unwrap();
+        let got = evaluate(&inferred, &inputs).unwrap();
         for (i, (nan_file, case)) in cases.iter().enumerate() {
             if !matches(d, case.d, got[i], *nan_file || nan_any(inst)) {
                 wrong.push(format!(
@@ -127,10 +118,10 @@ fn recover(
         let focus = Focus::of(&[inst]);
         let mut random = RandomInputs::new(inst, &focus, 0xf7e5_4a11);
         let fresh: Vec<Input> = (0..2000).map(|_| random.draw()).collect();
-        let want = SpecBox::new(inst, info)
+        let want = SpecBox::new(original)
             .answer_all(&fresh)
             .expect("the original evaluates");
-        let got = evaluate(ii, iinfo, jit.as_ref(), &fresh).unwrap();
+        let got = evaluate(&inferred, &fresh).unwrap();
         for i in 0..fresh.len() {
             if !matches(d, want[i], got[i], nan_any(inst)) {
                 wrong.push(format!(
@@ -142,7 +133,7 @@ fn recover(
             }
         }
     }
-    Checked {
+    Recovery {
         inference,
         vector_cases,
         wrong,
@@ -178,12 +169,13 @@ fn recover_all(
     items: Vec<Item>,
     must_recover: impl Fn(&Instruction) -> bool + Sync,
 ) -> Vec<String> {
-    let results: Vec<(String, bool, Checked, bool)> = items
+    let results: Vec<(String, bool, Recovery, bool)> = items
         .par_iter()
-        .map(|(file, inst, info, cases)| {
+        .map(|(file, original, cases)| {
+            let inst = original.instruction();
             let refs: Vec<&(bool, vectors::Case)> = cases.iter().collect();
             let started = std::time::Instant::now();
-            let checked = recover(inst, info, &refs, &options());
+            let checked = recover(original.checked(), &refs, &options());
             eprintln!(
                 "{file}: {}: {:.1}s",
                 inst.name,
@@ -239,19 +231,20 @@ fn library_items(files: &[&str]) -> Vec<Item> {
     for file in files {
         let path = root().join(file);
         let s = mmac_runtime::specs::load_file(&path).unwrap();
-        for (inst, info, _) in s.distinct() {
+        for (checked, _) in s.distinct() {
+            let inst = checked.instruction();
             let cases: Vec<(bool, vectors::Case)> = s
-                .spec
+                .spec()
                 .instructions
                 .iter()
                 .filter(|i| i.arithmetic == inst.arithmetic)
                 .flat_map(|i| {
-                    vecs.get(&(s.spec.arch.clone(), i.name.clone()))
+                    vecs.get(&(s.spec().arch.clone(), i.name.clone()))
                         .cloned()
                         .unwrap_or_default()
                 })
                 .collect();
-            items.push((file.to_string(), inst.clone(), info.clone(), cases));
+            items.push((file.to_string(), checked.to_instruction(), cases));
         }
     }
     items
@@ -294,7 +287,8 @@ fn the_library_is_recovered() {
     let mut seen = std::collections::HashSet::new();
     let items: Vec<Item> = library_items(&refs)
         .into_iter()
-        .filter(|(_, inst, _, _)| {
+        .filter(|(_, original, _)| {
+            let inst = original.instruction();
             let ar = &inst.arithmetic;
             let pipeline = &inst.provenance.pipeline;
             let keys = [
@@ -347,12 +341,12 @@ fn hypothetical_variants_are_recovered() {
 fn a_box_outside_the_space_is_refused_with_a_witness() {
     let path = root().join("tests/infer/outside.mma");
     let s = mmac_runtime::specs::load_file(&path).unwrap();
-    let (inst, info) = s.instructions().next().unwrap();
-    let checked = recover(inst, info, &[], &options());
-    let inf = checked.inference;
+    let checked = s.instructions().next().unwrap();
+    let recovery = recover(checked, &[], &options());
+    let inf = recovery.inference;
     assert!(!inf.verified(), "{}", inf.spec);
     let m = inf.failure.unwrap();
-    let box_d = SpecBox::new(inst, info)
+    let box_d = SpecBox::new(checked)
         .answer_all(std::slice::from_ref(&m.input))
         .unwrap()[0];
     assert_eq!(box_d, m.box_d);

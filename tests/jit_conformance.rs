@@ -5,7 +5,7 @@
 //! public set, `../shared/vectors`, runs through the JIT both ways in `.ci/run`, `mmac
 //! test specs --vectors ../shared/vectors [--optimized]`, whose default engine is the JIT.)
 
-use mmac_runtime::conformance::{self, Engine};
+use mmac_runtime::conformance::{self, Mode};
 use std::path::Path;
 
 #[test]
@@ -14,13 +14,13 @@ fn vectors_pass_through_the_jit() {
     let vectors = root.join("tests/vectors");
     let (specs, errors) = mmac_runtime::specs::load_all(&root.join("specs"));
     assert!(errors.is_empty(), "the specs check");
-    for engine in [Engine::Jit, Engine::JitOptimized] {
+    for engine in [Mode::Jit, Mode::JitOptimized] {
         let sum = conformance::run_with(&specs, &vectors, engine).unwrap();
         check(&sum, &vectors, engine);
     }
 }
 
-fn check(sum: &conformance::Summary, vectors: &Path, engine: Engine) {
+fn check(sum: &conformance::Summary, vectors: &Path, engine: Mode) {
     assert_eq!(sum.failed, 0, "{engine:?}: {}", sum.report);
     assert!(sum.passed > 1000, "only {} cases ran", sum.passed);
     // the JIT compiles every instruction of specs/: no file falls back to the interpreter
@@ -55,7 +55,7 @@ fn a_flipped_bit_fails_on_the_jit() {
     let dir = tempfile::TempDir::new().unwrap();
     let file = dir.path().join("flip.mmv");
     std::fs::write(&file, format!("{}\n{case}\n{flipped}\n", header.join("\n"))).unwrap();
-    for engine in [Engine::Jit, Engine::JitOptimized] {
+    for engine in [Mode::Jit, Mode::JitOptimized] {
         let sum = conformance::run_with(&specs, &file, engine).unwrap();
         assert_eq!(
             (sum.passed, sum.failed),

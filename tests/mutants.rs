@@ -7,10 +7,9 @@
 //! hardening issue names are checked by name. The test prints every unobservable
 //! neighbour with the reason, and the counts.
 
+use mmac_compiler::Checked;
 use mmac_compiler::engine::Operands;
 use mmac_compiler::interp;
-use mmac_compiler::ir::Instruction;
-use mmac_compiler::valid::ArithmeticInfo;
 use mmac_runtime::conformance::matches;
 use mmac_runtime::mutants::neighbours;
 use mmac_runtime::observability::proven_equivalent;
@@ -42,7 +41,8 @@ struct Outcome {
 }
 
 /// Does any case of `file` fail on `inst`?
-fn fails_any(inst: &Instruction, info: &ArithmeticInfo, file: &VectorFile) -> bool {
+fn fails_any(checked: Checked, file: &VectorFile) -> bool {
+    let inst = checked.instruction();
     file.cases.iter().any(|case| {
         let ops = Operands {
             c: case.c,
@@ -51,7 +51,7 @@ fn fails_any(inst: &Instruction, info: &ArithmeticInfo, file: &VectorFile) -> bo
             sa: &case.sa,
             sb: &case.sb,
         };
-        !matches!(interp::run(inst, info, &ops),
+        !matches!(interp::run(checked, &ops),
             Ok(d) if matches(&inst.arithmetic.d, case.d, d, file.nan_any))
     })
 }
@@ -62,11 +62,11 @@ fn outcomes() -> Vec<Outcome> {
     assert!(errors.is_empty(), "the specs check");
     let by_arch: BTreeMap<String, (LoadedSpec, String, String)> = loaded
         .into_iter()
-        .filter(|l| !l.spec.instructions.is_empty())
+        .filter(|l| !l.spec().instructions.is_empty())
         .map(|l| {
             let text = std::fs::read_to_string(&l.path).unwrap();
             let shown = l.path.display().to_string();
-            (l.spec.arch.clone(), (l, text, shown))
+            (l.spec().arch.clone(), (l, text, shown))
         })
         .collect();
     // (arch, instruction) -> (public files, spec-pinned files)
@@ -92,9 +92,10 @@ fn outcomes() -> Vec<Outcome> {
         .par_iter()
         .flat_map_iter(|((arch, name), (public, pinned))| {
             let (spec, text, shown) = &by_arch[arch];
-            let (inst, info) = spec
+            let checked = spec
                 .instruction(name)
                 .unwrap_or_else(|| panic!("{arch} declares no {name}"));
+            let inst = checked.instruction();
             neighbours(shown, text, inst)
                 .into_iter()
                 .map(|n| {
@@ -109,16 +110,16 @@ fn outcomes() -> Vec<Outcome> {
                                     sa: &c.sa,
                                     sb: &c.sb,
                                 };
-                                interp::run(&n.instruction, &n.info, &ops).is_err()
+                                interp::run(n.checked.checked(), &ops).is_err()
                             })
                         });
                         assert!(refused, "{arch} {name} {}", n.label());
                         Fate::Interface
-                    } else if public.iter().any(|f| fails_any(&n.instruction, &n.info, f)) {
+                    } else if public.iter().any(|f| fails_any(n.checked.checked(), f)) {
                         Fate::Public
-                    } else if pinned.iter().any(|f| fails_any(&n.instruction, &n.info, f)) {
+                    } else if pinned.iter().any(|f| fails_any(n.checked.checked(), f)) {
                         Fate::SpecPinned
-                    } else if let Some(why) = proven_equivalent(inst, info, &n.instruction) {
+                    } else if let Some(why) = proven_equivalent(checked, n.instruction()) {
                         Fate::Unobservable(why)
                     } else {
                         Fate::Survives
@@ -243,7 +244,8 @@ fn without_spec_pinned_cases_e_zero_survives() {
     let spec = specs::load_file(&spec_path).unwrap();
     let text = std::fs::read_to_string(&spec_path).unwrap();
     let name = "mma.m16n8k16.f32.bf16.bf16.f32";
-    let (inst, info) = spec.instruction(name).unwrap();
+    let checked = spec.instruction(name).unwrap();
+    let inst = checked.instruction();
     let (public, _) =
         vectors::read(&root.join(format!("tests/vectors/hopper/{name}.mmv"))).unwrap();
     let (pinned, _) =
@@ -252,9 +254,9 @@ fn without_spec_pinned_cases_e_zero_survives() {
         .into_iter()
         .find(|n| n.label() == "e_zero -133 -> -132")
         .unwrap();
-    assert!(!fails_any(&n.instruction, &n.info, &public));
-    assert!(fails_any(&n.instruction, &n.info, &pinned));
-    assert!(proven_equivalent(inst, info, &n.instruction).is_none());
+    assert!(!fails_any(n.checked.checked(), &public));
+    assert!(fails_any(n.checked.checked(), &pinned));
+    assert!(proven_equivalent(checked, n.instruction()).is_none());
     // and the instruction itself passes both
-    assert!(!fails_any(inst, info, &public) && !fails_any(inst, info, &pinned));
+    assert!(!fails_any(checked, &public) && !fails_any(checked, &pinned));
 }

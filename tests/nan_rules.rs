@@ -3,7 +3,7 @@
 //! engines where the JIT lowers the rule.
 
 use mmac_compiler::engine::Operands;
-use mmac_compiler::{Validated, interp, jit};
+use mmac_compiler::{CheckedSpec, interp, jit};
 
 const SPEC: &str = "arch n
 import std
@@ -29,12 +29,12 @@ instruction fma_ieee {
 }
 ";
 
-fn spec() -> Validated {
+fn spec() -> CheckedSpec {
     mmac_compiler::compile("n.mma", SPEC).unwrap_or_else(|d| panic!("{}", d.render_plain(100)))
 }
 
-fn run(v: &Validated, name: &str, c: u64, a: [u64; 2], b: [u64; 2]) -> u64 {
-    let i = v.spec.position(name).unwrap();
+fn run(v: &CheckedSpec, name: &str, c: u64, a: [u64; 2], b: [u64; 2]) -> u64 {
+    let i = v.spec().position(name).unwrap();
     let ops = Operands {
         c,
         a: &a,
@@ -42,7 +42,7 @@ fn run(v: &Validated, name: &str, c: u64, a: [u64; 2], b: [u64; 2]) -> u64 {
         sa: &[],
         sb: &[],
     };
-    interp::run(&v.spec.instructions[i], v.info.instruction(i), &ops).unwrap()
+    interp::run(v.get(i), &ops).unwrap()
 }
 
 const ONE_F16: u64 = 0x3c00;
@@ -81,7 +81,7 @@ fn the_first_input_nan_is_propagated_in_the_rules_order() {
 #[test]
 fn a_rule_at_the_uses_line_holds_on_both_engines() {
     let v = spec();
-    let compiled = jit::compile(&v.spec, &v.info).unwrap();
+    let compiled = jit::compile(&v).unwrap();
     // the host's FMA propagates c's payload; `nan canonical` pins the canonical NaN
     let (c, a, b) = (0x7fc0_1234u64, [0x3f80_0000u64; 2], [0x3f80_0000u64; 2]);
     let ops = Operands {
@@ -97,7 +97,7 @@ fn a_rule_at_the_uses_line_holds_on_both_engines() {
     // `ieee` leaves it unpinned: some NaN
     let jit_ieee = compiled.kernel("fma_ieee").unwrap().dot(&ops).unwrap();
     assert!(
-        v.spec.instructions[0]
+        v.spec().instructions[0]
             .arithmetic
             .d
             .decode(jit_ieee)
@@ -109,12 +109,7 @@ fn a_rule_at_the_uses_line_holds_on_both_engines() {
     };
     assert!(e.message.contains("nan propagate_c_first"), "{e}");
     // the printer writes the rule back
-    let i = v.spec.position("products_first").unwrap();
-    let shown = mmac_compiler::printer::print_instruction(
-        "n",
-        &v.spec.instructions[i],
-        v.info.instruction(i),
-    );
+    let shown = mmac_compiler::printer::print_instruction("n", v.find("products_first").unwrap());
     assert!(shown.contains("nan propagate_products_first"), "{shown}");
 }
 

@@ -19,8 +19,9 @@ fn printed_instructions_check_to_the_same_ir() {
             }
             let spec = mmac_runtime::specs::load_file(&path)
                 .unwrap_or_else(|e| panic!("{}", e.render(false)));
-            for (inst, info, _) in spec.distinct() {
-                let text = mmac_compiler::printer::print_instruction(&spec.spec.arch, inst, info);
+            for (checked, _) in spec.distinct() {
+                let inst = checked.instruction();
+                let text = mmac_compiler::printer::print_instruction(&spec.spec().arch, checked);
                 let again = mmac_compiler::compile("printed.mma", &text).unwrap_or_else(|d| {
                     panic!(
                         "printed spec does not check:\n{text}\n{}",
@@ -29,10 +30,9 @@ fn printed_instructions_check_to_the_same_ir() {
                 });
                 // a composed instruction is printed with the instructions it runs
                 let index = again
-                    .spec
                     .position(&inst.name)
                     .unwrap_or_else(|| panic!("{} is not printed:\n{text}", inst.name));
-                let back = &again.spec.instructions[index];
+                let back = again.get(index).instruction();
                 assert_eq!(
                     (&back.arithmetic, back.shape()),
                     (&inst.arithmetic, inst.shape()),
@@ -40,7 +40,7 @@ fn printed_instructions_check_to_the_same_ir() {
                     inst.name
                 );
                 // and the validator sizes the printed spec's sums alike
-                assert_eq!(again.info.instruction(index), info, "{}", inst.name);
+                assert_eq!(again.get(index).info(), checked.info(), "{}", inst.name);
                 printed += 1;
             }
         }

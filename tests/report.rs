@@ -39,7 +39,8 @@ fn close(a: f64, b: f64) -> bool {
 fn direct(file: &str, name: &str, k_total: usize, options: &ReportOptions) -> [f64; 8] {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let spec = specs::load_file(&root.join(file)).unwrap();
-    let (inst, info) = spec.instruction(name).unwrap();
+    let checked = spec.instruction(name).unwrap();
+    let inst = checked.instruction();
     let ar = &inst.arithmetic;
     let k = inst.k();
     let value = |f: &mmac_compiler::format::Format, r: u64| match f.decode(r) {
@@ -54,8 +55,7 @@ fn direct(file: &str, name: &str, k_total: usize, options: &ReportOptions) -> [f
         for step in 0..k_total / k {
             let r = step * k..(step + 1) * k;
             c = interp::run(
-                inst,
-                info,
+                checked,
                 &Operands {
                     c,
                     a: &a[r.clone()],

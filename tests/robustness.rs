@@ -190,16 +190,17 @@ fn spec_texts() -> Vec<(String, String)> {
 /// Run a checked (mutated) spec: for a few of its distinct arithmetics, random records
 /// (any encoding, NaN and Inf included) through the interpreter, and through the JIT
 /// unless it refuses the instruction with a reason. Returns whether a kernel ran.
-fn run_on_both_engines(v: &mmac_compiler::Validated, rng: &mut Rng) -> Result<bool, String> {
+fn run_on_both_engines(v: &mmac_compiler::CheckedSpec, rng: &mut Rng) -> Result<bool, String> {
     use mmac_compiler::engine::Operands;
     use mmac_compiler::{interp, jit};
-    let distinct: Vec<usize> = v.info.distinct().map(|(i, _)| i).collect();
+    let distinct: Vec<usize> = v.info().distinct().map(|(i, _)| i).collect();
     let mut ran = false;
     for _ in 0..2.min(distinct.len()) {
         let index = distinct[rng.below(distinct.len())];
-        let (inst, info) = (&v.spec.instructions[index], v.info.instruction(index));
+        let checked = v.get(index);
+        let inst = checked.instruction();
         let ar = &inst.arithmetic;
-        let kernel = match jit::compile_instruction(inst, info) {
+        let kernel = match jit::compile_instruction(checked) {
             Ok(c) => Some(c),
             Err(e) if e.message.contains("internal error") => {
                 return Err(format!("the JIT failed on `{}`: {e}", inst.name));
@@ -228,7 +229,7 @@ fn run_on_both_engines(v: &mmac_compiler::Validated, rng: &mut Rng) -> Result<bo
                 sa: &sa,
                 sb: &sb,
             };
-            let want = interp::run(inst, info, &ops).map_err(|e| e.to_string())?;
+            let want = interp::run(checked, &ops).map_err(|e| e.to_string())?;
             if let Some(k) = &kernel {
                 let got = k.dot(&ops).map_err(|e| e.to_string())?;
                 let nan = |x: u64| ar.d.decode(x).is_nan();
@@ -400,7 +401,7 @@ fn compile_on_small_stack(name: &str, text: String) -> Result<usize, (Vec<String
     std::thread::Builder::new()
         .stack_size(512 * 1024)
         .spawn(move || match mmac_compiler::compile(&name, &text) {
-            Ok(v) => Ok(v.spec.instructions.len()),
+            Ok(v) => Ok(v.spec().instructions.len()),
             Err(d) => Err((
                 d.codes().iter().map(|c| c.as_str().to_string()).collect(),
                 d.render_plain(100) + &d.short(),
@@ -545,10 +546,10 @@ fn carriage_return_line_ends_end_comments() {
     let cr = lf.replace('\n', "\r");
     let a = mmac_compiler::compile("lf.mma", lf).unwrap();
     let b = mmac_compiler::compile("cr.mma", &cr).unwrap();
-    assert_eq!(b.spec.instructions.len(), 1);
+    assert_eq!(b.spec().instructions.len(), 1);
     assert_eq!(
-        a.spec.instructions[0].arithmetic,
-        b.spec.instructions[0].arithmetic
+        a.spec().instructions[0].arithmetic,
+        b.spec().instructions[0].arithmetic
     );
     let broken = cr.replace("F = 25", "F = nope");
     let d = mmac_compiler::compile("cr.mma", &broken).unwrap_err();

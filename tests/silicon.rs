@@ -3,7 +3,7 @@
 //! passes bit for bit through both engines, every file matched by an instruction of
 //! `specs/`, the emulated fp8 `mma.m16n8k32` of Hopper and Blackwell included.
 
-use mmac_runtime::conformance::{self, Engine};
+use mmac_runtime::conformance::{self, Mode};
 use std::path::Path;
 
 #[test]
@@ -14,7 +14,7 @@ fn silicon_captures_pass_on_both_engines() {
     let captures = root.join("tests/silicon");
     let files = mmac_runtime::vectors::find_files(&captures).unwrap();
     assert_eq!(files.len(), 48, "one file per GPU and format pair");
-    for engine in [Engine::Interp, Engine::Jit] {
+    for engine in [Mode::Interp, Mode::Jit] {
         let sum = conformance::run_with(&specs, &captures, engine).unwrap();
         assert_eq!(
             (sum.failed, sum.skipped),
@@ -54,7 +54,7 @@ pipeline halves(inner) {
     let sum = conformance::run_with(
         std::slice::from_ref(&spec),
         &root.join("tests/silicon/H100/E4M3_fp16.mmv"),
-        Engine::Jit,
+        Mode::Jit,
     )
     .unwrap();
     assert!(sum.failed > 20, "{} of 200 failed", sum.failed);

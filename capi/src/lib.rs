@@ -1,12 +1,10 @@
 //! libmmac: the C API over the JIT for programs that load a spec at run time
 //! (`include/mmac.h` is its contract). A loaded spec owns its checked IR and one handle
-//! per instruction; each handle holds its kernel (which holds its code), or falls back to
-//! the reference interpreter. No panic crosses the boundary: every entry catches one and
+//! per instruction; each handle holds what the engine facade prepared for it (its kernel,
+//! which holds its code, or the reference interpreter). No panic crosses the boundary: every entry catches one and
 //! reports it as an error.
 
-use mmac_compiler::engine::Operands;
-use mmac_compiler::interp;
-use mmac_compiler::jit::{self, Kernel};
+use mmac_compiler::engine::{Choice, Engine, Engines, Operands, Prepared};
 use mmac_runtime::specs::{self, LoadedSpec};
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_int};
@@ -34,9 +32,8 @@ pub struct Instruction {
     index: usize,
     k: usize,
     scales: usize,
-    /// The JIT's kernel; `None` when the JIT refused the instruction (the interpreter runs
-    /// it).
-    kernel: Option<Kernel>,
+    /// What the engine facade prepared for it: the JIT's kernel, or the interpreter.
+    prepared: Prepared,
     /// The spec that owns this handle (boxed, so its address is stable).
     spec: *const Spec,
 }
@@ -64,22 +61,31 @@ fn guarded<T>(fallback: T, f: impl FnOnce() -> T) -> T {
 
 fn load(path: &Path) -> Result<Box<Spec>, String> {
     let loaded = specs::load_file(path).map_err(|e| e.render(false))?;
-    let compiled = jit::compile(&loaded.spec, &loaded.info).ok();
+    let engines = Engines::new(&loaded.checked, Choice::OPTIMISED);
+    let prepared: Vec<Prepared> = (0..loaded.checked.len())
+        .map(|i| engines.get(i).to_prepared())
+        .collect();
+    drop(engines);
     let mut spec = Box::new(Spec {
         instructions: vec![],
         loaded,
     });
     let owner: *const Spec = &*spec;
     let mut handles = vec![];
-    for (index, inst) in spec.loaded.spec.instructions.iter().enumerate() {
-        // a kernel holds its code's memory
-        let kernel = compiled.as_ref().and_then(|c| c.kernel(&inst.name).ok());
+    for ((index, inst), prepared) in spec
+        .loaded
+        .spec()
+        .instructions
+        .iter()
+        .enumerate()
+        .zip(prepared)
+    {
         handles.push(Instruction {
             name: CString::new(inst.name.clone()).map_err(|e| e.to_string())?,
             index,
             k: inst.k(),
             scales: inst.scale_count(),
-            kernel,
+            prepared,
             spec: owner,
         });
     }
@@ -149,7 +155,7 @@ pub unsafe extern "C" fn mmac_find(spec: *const Spec, name: *const c_char) -> *c
             None => {
                 let names = spec
                     .loaded
-                    .spec
+                    .spec()
                     .instructions
                     .iter()
                     .map(|i| i.name.as_str());
@@ -250,14 +256,8 @@ pub unsafe extern "C" fn mmac_dot(
         let ops = Operands { c, a, b, sa, sb };
         // SAFETY: a handle lives inside its spec, which is live.
         let spec = unsafe { &*ins.spec };
-        let result = match &ins.kernel {
-            Some(k) => k.dot(&ops),
-            None => interp::run(
-                &spec.loaded.spec.instructions[ins.index],
-                spec.loaded.info.instruction(ins.index),
-                &ops,
-            ),
-        };
+        let checked = spec.loaded.checked.get(ins.index);
+        let result = Engine::prepared(checked, &ins.prepared).dot(&ops);
         match result {
             Ok(v) => {
                 // SAFETY: d is writable.

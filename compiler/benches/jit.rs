@@ -24,7 +24,7 @@ const TRACKED: &[(&str, &str)] = &[
     ("ampere", "mma.m8n8k4.f64.f64.f64.f64"),
 ];
 
-fn load(arch: &str) -> Option<mmac_compiler::Validated> {
+fn load(arch: &str) -> Option<mmac_compiler::CheckedSpec> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../specs/{arch}.mma"));
     let text = std::fs::read_to_string(&path).ok()?;
     mmac_compiler::compile(&path.display().to_string(), &text).ok()
@@ -37,11 +37,12 @@ fn bench(c: &mut Criterion) {
             eprintln!("note: specs/{arch}.mma is missing; skipping {name}");
             continue;
         };
-        let Some(index) = v.spec.position(name) else {
+        let Some(index) = v.spec().position(name) else {
             eprintln!("note: {arch} has no {name}; skipping");
             continue;
         };
-        let (inst, info) = (&v.spec.instructions[index], v.info.instruction(index));
+        let checked = v.get(index);
+        let inst = checked.instruction();
         let k = inst.k();
         let rec = Records::random(inst, N);
         let mut group = c.benchmark_group(format!("{arch}/{name}"));
@@ -50,8 +51,7 @@ fn bench(c: &mut Criterion) {
         group.measurement_time(Duration::from_secs(2));
         group.sample_size(20);
 
-        let compiled =
-            jit::compile_instruction(inst, info).expect("the tracked instructions compile");
+        let compiled = jit::compile_instruction(checked).expect("the tracked instructions compile");
         let kernel = compiled.kernel(name).expect("kernel");
         let mut d = vec![0u64; N];
         group.bench_function(BenchmarkId::new("jit", N), |bch| {
@@ -70,7 +70,7 @@ fn bench(c: &mut Criterion) {
             bch.iter(|| {
                 for i in 0..m {
                     let ops = rec.operands(i);
-                    black_box(interp::run(inst, info, &ops).unwrap());
+                    black_box(interp::run(checked, &ops).unwrap());
                 }
             })
         });

@@ -1,6 +1,13 @@
-//! What every engine shares: the inputs of one dot-product-add ([`Operands`]) and why an
-//! evaluation could not run ([`EvalError`]). The interpreter and the JIT both speak these
-//! types; neither imports the other's.
+//! The engines behind one door: [`Engine`] gives a checked instruction's JIT kernel, or
+//! the reference interpreter with the reason it runs instead, and computes dot products
+//! and batches of them through whichever it is; [`Engines`] does so for every instruction
+//! of a spec compiled once. Nothing else chooses between the JIT and the interpreter. It
+//! also holds what both engines speak: the inputs of one dot-product-add ([`Operands`])
+//! and why an evaluation could not run ([`EvalError`]).
+
+use crate::checked::{Checked, CheckedSpec};
+use crate::{interp, jit};
+use std::sync::Arc;
 
 /// The inputs of one dot product, as raw encodings.
 #[derive(Clone, Copy, Debug)]
@@ -39,4 +46,306 @@ pub enum EvalError {
         instruction: String,
         message: String,
     },
+}
+
+/// Which engine to use: the JIT (with the interpreter for what it refuses), or the
+/// interpreter alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// JIT kernels compiled with these options ([`jit::Options::quick`] for short jobs).
+    Jit(jit::Options),
+    /// The reference interpreter for everything.
+    Interp,
+}
+
+impl Choice {
+    /// The JIT with optimised kernels (for GEMMs, benchmarks, a box that serves many).
+    pub const OPTIMISED: Choice = Choice::Jit(jit::Options {
+        emit_clif: false,
+        emit_asm: false,
+        verify: false,
+        quick: false,
+    });
+    /// The JIT with quickly compiled kernels (for a few thousand dot products).
+    pub const QUICK: Choice = Choice::Jit(jit::Options {
+        emit_clif: false,
+        emit_asm: false,
+        verify: false,
+        quick: true,
+    });
+}
+
+/// One checked instruction's engine: its JIT kernel, or the interpreter (with why).
+#[derive(Clone)]
+pub struct Engine<'a> {
+    checked: Checked<'a>,
+    route: Route,
+}
+
+#[derive(Clone)]
+enum Route {
+    Jit(jit::Kernel),
+    /// The interpreter, and why (the JIT's refusal), or `None` when it was asked for.
+    Interp(Option<Arc<str>>),
+}
+
+/// What [`Engine::prepare`] made for one instruction (its compiled kernel, or why the
+/// interpreter runs it), borrowing nothing: kept across calls by an embedder (the C API,
+/// the Python bindings), each call taking an [`Engine`] with [`Engine::prepared`].
+#[derive(Clone)]
+pub struct Prepared {
+    name: Arc<str>,
+    route: Route,
+}
+
+impl Prepared {
+    /// Does the JIT compute it?
+    pub fn is_jit(&self) -> bool {
+        matches!(self.route, Route::Jit(_))
+    }
+    /// Why the interpreter computes it when the JIT was asked for.
+    pub fn fallback(&self) -> Option<&str> {
+        match &self.route {
+            Route::Interp(Some(why)) => Some(why),
+            _ => None,
+        }
+    }
+}
+
+impl<'a> Engine<'a> {
+    /// The engine `choice` gives `checked`, compiling it on its own.
+    pub fn new(checked: Checked<'a>, choice: Choice) -> Engine<'a> {
+        let route = Engine::prepare(checked, choice).route;
+        Engine { checked, route }
+    }
+    /// Compile `checked` as `choice` says, to keep ([`Engine::prepared`] takes it back).
+    pub fn prepare(checked: Checked, choice: Choice) -> Prepared {
+        let route = match choice {
+            Choice::Interp => Route::Interp(None),
+            Choice::Jit(options) => match jit::compile_instruction_with(checked, options)
+                .and_then(|c| c.kernel(checked.name()))
+            {
+                Ok(k) => Route::Jit(k),
+                Err(e) => Route::Interp(Some(e.message.into())),
+            },
+        };
+        Prepared {
+            name: checked.name().into(),
+            route,
+        }
+    }
+    /// The engine of `checked` from what [`Engine::prepare`] made for it (made for
+    /// another instruction, it is the interpreter, saying so).
+    pub fn prepared(checked: Checked<'a>, prepared: &Prepared) -> Engine<'a> {
+        let route = if *prepared.name == *checked.name() {
+            prepared.route.clone()
+        } else {
+            Route::Interp(Some(
+                format!("the engine was prepared for `{}`", prepared.name).into(),
+            ))
+        };
+        Engine { checked, route }
+    }
+    /// The engine of `checked` in a spec compiled before (compiled with `checked`
+    /// among its instructions): its kernel, or the interpreter with the JIT's reason.
+    pub fn from_compiled(checked: Checked<'a>, compiled: &jit::CompiledSpec) -> Engine<'a> {
+        let route = match compiled.kernel(checked.name()) {
+            Ok(k) => Route::Jit(k),
+            Err(e) => Route::Interp(Some(e.message.into())),
+        };
+        Engine { checked, route }
+    }
+    /// The reference interpreter.
+    pub fn interpreter(checked: Checked<'a>) -> Engine<'a> {
+        Engine {
+            checked,
+            route: Route::Interp(None),
+        }
+    }
+    /// What it holds, to keep without its borrow ([`Engine::prepared`] takes it back).
+    pub fn to_prepared(&self) -> Prepared {
+        Prepared {
+            name: self.checked.name().into(),
+            route: self.route.clone(),
+        }
+    }
+    /// The instruction it computes.
+    pub fn checked(&self) -> Checked<'a> {
+        self.checked
+    }
+    /// Does the JIT compute it?
+    pub fn is_jit(&self) -> bool {
+        matches!(self.route, Route::Jit(_))
+    }
+    /// Why the interpreter computes it when the JIT was asked for (the JIT's refusal).
+    pub fn fallback(&self) -> Option<&str> {
+        match &self.route {
+            Route::Interp(Some(why)) => Some(why),
+            _ => None,
+        }
+    }
+    /// The JIT's kernel, when it computes it.
+    pub fn kernel(&self) -> Option<&jit::Kernel> {
+        match &self.route {
+            Route::Jit(k) => Some(k),
+            Route::Interp(_) => None,
+        }
+    }
+
+    /// One dot-product-add.
+    pub fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {
+        match &self.route {
+            Route::Jit(k) => k.dot(ops),
+            Route::Interp(_) => interp::run(self.checked, ops),
+        }
+    }
+
+    /// `d[i] = dot(c[i], a[i*k..], b[i*k..], sa[i*s..], sb[i*s..])` for every record i.
+    pub fn batch(
+        &self,
+        c: &[u64],
+        a: &[u64],
+        b: &[u64],
+        sa: &[u64],
+        sb: &[u64],
+        d: &mut [u64],
+    ) -> Result<(), EvalError> {
+        let (k, s) = (self.checked.k(), self.checked.scale_count());
+        self.batch_strided(c, (a, k), (b, k), (sa, s), (sb, s), d)
+    }
+
+    /// Like [`Engine::batch`], each operand with its record stride in elements (0 repeats
+    /// one slice for every record): the JIT's batch entry, or the interpreter record by
+    /// record, with the same checks of counts and strides.
+    pub fn batch_strided(
+        &self,
+        c: &[u64],
+        a: (&[u64], usize),
+        b: (&[u64], usize),
+        sa: (&[u64], usize),
+        sb: (&[u64], usize),
+        d: &mut [u64],
+    ) -> Result<(), EvalError> {
+        if let Route::Jit(kernel) = &self.route {
+            return kernel.batch_strided(c, a, b, sa, sb, d);
+        }
+        let (k, s) = (self.checked.k(), self.checked.scale_count());
+        let name = self.checked.name();
+        check_strides(
+            name,
+            c.len(),
+            [("a", a, k), ("b", b, k), ("sa", sa, s), ("sb", sb, s)],
+        )?;
+        if d.len() != c.len() {
+            return Err(EvalError::OperandCount {
+                instruction: name.to_string(),
+                operand: "d",
+                got: d.len(),
+                want: c.len(),
+            });
+        }
+        for (r, d) in d.iter_mut().enumerate() {
+            *d = interp::run(
+                self.checked,
+                &Operands {
+                    c: c[r],
+                    a: slice(a, r, k),
+                    b: slice(b, r, k),
+                    sa: slice(sa, r, s),
+                    sb: slice(sb, r, s),
+                },
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Record `r`'s slice of an operand (inside it: [`check_strides`] checked).
+fn slice((x, stride): (&[u64], usize), r: usize, len: usize) -> &[u64] {
+    &x[r * stride..r * stride + len]
+}
+
+/// An operand of a strided batch: its name, its elements and record stride, and how many
+/// elements of each record it holds.
+type StridedOperand<'a> = (&'static str, (&'a [u64], usize), usize);
+
+/// Every record of `n` lies inside each operand: `(n - 1) * stride + len` elements, with
+/// checked arithmetic (a wrapped bound would index anywhere).
+fn check_strides(
+    instruction: &str,
+    n: usize,
+    operands: [StridedOperand; 4],
+) -> Result<(), EvalError> {
+    for (operand, (x, stride), len) in operands {
+        let need = if n == 0 {
+            Some(0)
+        } else {
+            (n - 1).checked_mul(stride).and_then(|v| v.checked_add(len))
+        };
+        match need {
+            Some(want) if x.len() >= want => {}
+            Some(want) => {
+                return Err(EvalError::OperandCount {
+                    instruction: instruction.to_string(),
+                    operand,
+                    got: x.len(),
+                    want,
+                });
+            }
+            None => {
+                return Err(EvalError::Stride {
+                    instruction: instruction.to_string(),
+                    operand,
+                    records: n,
+                    stride,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The engines of every instruction of a spec, its kernels compiled once.
+pub struct Engines<'a> {
+    spec: &'a CheckedSpec,
+    compiled: Result<jit::CompiledSpec, Arc<str>>,
+    choice: Choice,
+}
+
+impl<'a> Engines<'a> {
+    /// Compile every instruction of `spec` as `choice` says (nothing, for the interpreter).
+    pub fn new(spec: &'a CheckedSpec, choice: Choice) -> Engines<'a> {
+        let compiled = match choice {
+            Choice::Interp => Err(Arc::from("the interpreter was asked for")),
+            Choice::Jit(options) => {
+                jit::compile_with(spec, options).map_err(|e| Arc::from(e.to_string()))
+            }
+        };
+        Engines {
+            spec,
+            compiled,
+            choice,
+        }
+    }
+    /// The engine of instruction `index`.
+    pub fn get(&self, index: usize) -> Engine<'a> {
+        let checked = self.spec.get(index);
+        let route = match (&self.compiled, self.choice) {
+            (_, Choice::Interp) => Route::Interp(None),
+            (Ok(c), _) => match c.kernel(checked.name()) {
+                Ok(k) => Route::Jit(k),
+                Err(e) => Route::Interp(Some(e.message.into())),
+            },
+            (Err(why), _) => Route::Interp(Some(why.clone())),
+        };
+        Engine { checked, route }
+    }
+    /// The engine of the instruction called `name`.
+    pub fn find(&self, name: &str) -> Option<Engine<'a>> {
+        self.spec.position(name).map(|i| self.get(i))
+    }
+    /// The compiled spec, when the JIT was asked for and the backend ran.
+    pub fn compiled(&self) -> Option<&jit::CompiledSpec> {
+        self.compiled.as_ref().ok()
+    }
 }

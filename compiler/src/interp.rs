@@ -7,31 +7,27 @@
 //! the validator computed ([`crate::valid::NodeInfo::holds`]): the JIT sizes its
 //! accumulators by that analysis, so every test that runs the interpreter also tests it.
 
+use crate::checked::Checked;
 use crate::engine::{EvalError, Operands};
 use crate::exact::Dyadic;
 use crate::format::{Decoded, Finite, Format};
 use crate::ieee::{self, Num};
 use crate::ir::*;
-use crate::valid::{ArithmeticInfo, FusedInfo};
+use crate::valid::{ArithmeticInfo, CheckedFused, CheckedInteger, Kind};
 use num_bigint::BigInt;
 
-/// Compute `d` for one dot product. `info` is what the validator established about the
-/// instruction's arithmetic ([`crate::valid::SpecInfo::instruction`]).
-pub fn run(inst: &Instruction, info: &ArithmeticInfo, ops: &Operands) -> Result<u64, EvalError> {
+/// Compute `d` for one dot product of a checked instruction.
+pub fn run(inst: Checked, ops: &Operands) -> Result<u64, EvalError> {
     let mut t = Trace { lines: None };
-    evaluate(Target::of(inst), info, ops, &mut t)
+    evaluate(Target::of(inst.instruction()), inst.info(), ops, &mut t)
 }
 
 /// Compute `d` and return the trace of every stage.
-pub fn run_traced(
-    inst: &Instruction,
-    info: &ArithmeticInfo,
-    ops: &Operands,
-) -> Result<(u64, Vec<String>), EvalError> {
+pub fn run_traced(inst: Checked, ops: &Operands) -> Result<(u64, Vec<String>), EvalError> {
     let mut t = Trace {
         lines: Some(vec![]),
     };
-    let d = evaluate(Target::of(inst), info, ops, &mut t)?;
+    let d = evaluate(Target::of(inst.instruction()), inst.info(), ops, &mut t)?;
     Ok((d, t.lines.unwrap_or_default()))
 }
 
@@ -103,23 +99,17 @@ fn evaluate(
     t: &mut Trace,
 ) -> Result<u64, EvalError> {
     check_counts(inst, ops)?;
-    match (&inst.arithmetic.pipeline, &info.fused) {
-        (Pipeline::Fused(f), Some(fi)) => {
-            let d = fused(inst, f, fi, ops, t)?;
-            Ok(propagate_nan(inst, f.nan, ops, d, t))
+    match info.kind() {
+        Kind::Fused(f) => {
+            let d = fused(inst, f, ops, t)?;
+            Ok(propagate_nan(inst, f.pipeline.nan, ops, d, t))
         }
-        (Pipeline::Sequential(s), None) => {
-            let d = sequential(inst, s, ops, t)?;
-            Ok(propagate_nan(inst, s.nan, ops, d, t))
+        Kind::Sequential(s) => {
+            let d = sequential(inst, &s.pipeline, ops, t)?;
+            Ok(propagate_nan(inst, s.pipeline.nan, ops, d, t))
         }
-        (Pipeline::Integer(i), None) => integer(inst, i, ops, t),
-        (Pipeline::Composed(c), None) if info.steps.len() == c.steps.len() => {
-            composed(inst, c, info, ops, t)
-        }
-        _ => Err(EvalError::Internal {
-            instruction: inst.name.to_string(),
-            message: "the validation info does not belong to this instruction".into(),
-        }),
+        Kind::Integer(i) => integer(inst, i, ops, t),
+        Kind::Composed(c) => composed(inst, &c.pipeline, &c.runs, ops, t),
     }
 }
 
@@ -129,7 +119,7 @@ fn evaluate(
 fn composed(
     inst: Target,
     c: &Composed,
-    info: &ArithmeticInfo,
+    runs: &[Option<ArithmeticInfo>],
     ops: &Operands,
     t: &mut Trace,
 ) -> Result<u64, EvalError> {
@@ -207,8 +197,10 @@ fn composed(
                 positions,
                 c: cv,
             } => {
-                let sub_info = info.steps[i]
-                    .as_ref()
+                // (the validator gives every run its info, at its step's position)
+                let sub_info = runs
+                    .get(i)
+                    .and_then(Option::as_ref)
                     .ok_or_else(|| internal(format!("step {i} has no validation info")))?;
                 let (name, provenance) =
                     match inst.provenance.steps.get(i).and_then(|p| p.run.as_ref()) {
@@ -494,12 +486,11 @@ fn encode(inst: Target, n: &Num) -> Result<u64, EvalError> {
 
 fn fused(
     inst: Target,
-    f: &Fused,
-    info: &FusedInfo,
+    checked: &CheckedFused,
     ops: &Operands,
     t: &mut Trace,
 ) -> Result<u64, EvalError> {
-    let l = f.chain as usize;
+    let l = checked.pipeline.chain as usize;
     let mut c = ops.c;
     let mut c_format = &inst.arithmetic.c;
     for (step, start) in (0..inst.k()).step_by(l).enumerate() {
@@ -513,29 +504,25 @@ fn fused(
                 )
             });
         }
-        let (sa, sb) = match &inst.arithmetic.scale {
-            Some(s) => {
-                let (b0, b1) = (
-                    start / s.block as usize,
-                    (start + l).div_ceil(s.block as usize),
-                );
-                (&ops.sa[b0..b1], &ops.sb[b0..b1])
+        let scales = inst.arithmetic.scale.as_ref().map(|s| {
+            let block = s.block as usize;
+            let blocks = start / block..(start + l).div_ceil(block);
+            Scales {
+                format: &s.format,
+                block,
+                sa: &ops.sa[blocks.clone()],
+                sb: &ops.sb[blocks],
             }
-            None => (&[][..], &[][..]),
-        };
-        c = fused_step(
-            inst,
-            f,
-            info,
+        });
+        let operands = StepOperands {
             c_format,
             c,
-            &ops.a[start..start + l],
-            &ops.b[start..start + l],
-            sa,
-            sb,
-            start,
-            t,
-        )?;
+            a: &ops.a[start..start + l],
+            b: &ops.b[start..start + l],
+            scales,
+            k0: start,
+        };
+        c = fused_step(inst, checked, &operands, t)?;
         c_format = &inst.arithmetic.d;
         if inst.k() > l {
             t.line(|| format!("   step result {}", describe_raw(&inst.arithmetic.d, c)));
@@ -554,25 +541,99 @@ fn node_name(inst: Target, i: usize, count: usize) -> String {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The operands of one chained step of a fused pipeline.
+struct StepOperands<'a> {
+    /// c's format: c's in the first step, d's after.
+    c_format: &'a Format,
+    c: u64,
+    a: &'a [u64],
+    b: &'a [u64],
+    scales: Option<Scales<'a>>,
+    /// The position of the step's first product in the dot product (for traces).
+    k0: usize,
+}
+
+/// The block scale factors of one chained step.
+struct Scales<'a> {
+    format: &'a Format,
+    block: usize,
+    sa: &'a [u64],
+    sb: &'a [u64],
+}
+
+impl Scales<'_> {
+    /// The scale factors of the step's product `k`.
+    fn of_product(&self, k: usize) -> (Decoded, Decoded) {
+        let j = k / self.block;
+        (
+            self.format.decode(self.sa[j]),
+            self.format.decode(self.sb[j]),
+        )
+    }
+}
+
+/// A product of a chained step: its value, its exponent, and whether it is zero.
+struct StepProduct {
+    value: Num,
+    exponent: i64,
+    zero: bool,
+}
+
 fn fused_step(
     inst: Target,
-    f: &Fused,
-    info: &FusedInfo,
-    c_format: &Format,
-    c_raw: u64,
-    a: &[u64],
-    b: &[u64],
-    sa: &[u64],
-    sb: &[u64],
-    k0: usize,
+    checked: &CheckedFused,
+    ops: &StepOperands,
     t: &mut Trace,
 ) -> Result<u64, EvalError> {
-    let cond = f.conditioning;
+    let f = &checked.pipeline;
     let mut specials = Specials::default();
-    let c_dec = decode(c_format, c_raw, cond.flush_c);
-    t.line(|| format!("c = {}", describe_raw(c_format, c_raw)));
-    let c_term = match &c_dec {
+    let c_term = c_term(f, ops, &mut specials, t);
+    let products = step_products(inst, f, ops, &mut specials, t);
+    let groups = step_groups(f, ops, &products, &mut specials, t);
+    if let Some(sp) = specials.result() {
+        t.line(|| format!("special inputs give {}", sp.show()));
+        return encode(inst, &sp);
+    }
+    // every product is finite here (a special one returned above; one that is not is
+    // left out, as it would be of no finite sum)
+    let product_terms: Vec<Term> = products
+        .into_iter()
+        .filter_map(|p| {
+            let Num::Fin(_, value) = p.value else {
+                return None;
+            };
+            let exponent = if p.zero {
+                zero_exp(f.zero_exponent.products, p.exponent)
+            } else {
+                Some(p.exponent)
+            };
+            Some(Term { value, exponent })
+        })
+        .collect();
+    let mut node_terms: Vec<Term> = vec![];
+    for ni in 0..f.nodes.len() {
+        let sources = Sources {
+            c: &c_term,
+            products: &product_terms,
+            groups: &groups,
+            nodes: &node_terms,
+            k0: ops.k0,
+        };
+        let term = align(inst, checked, ni, &sources, t)?;
+        node_terms.push(term);
+    }
+    let root = node_terms
+        .last()
+        .map(|x| x.value.clone())
+        .unwrap_or_else(Dyadic::zero);
+    normalize(inst, checked, root, t)
+}
+
+/// c as an alignment term (a NaN or an infinity noted in `specials`).
+fn c_term(f: &Fused, ops: &StepOperands, specials: &mut Specials, t: &mut Trace) -> Term {
+    let c_dec = decode(ops.c_format, ops.c, f.conditioning.flush_c);
+    t.line(|| format!("c = {}", describe_raw(ops.c_format, ops.c)));
+    match &c_dec {
         Decoded::Finite(x) => {
             let exponent = if x.is_zero() {
                 zero_exp(f.zero_exponent.c, x.exponent as i64)
@@ -585,36 +646,34 @@ fn fused_step(
             }
         }
         other => {
-            specials.add(&match other {
-                Decoded::Nan => Num::Nan,
-                Decoded::Inf { negative } => Num::Inf(*negative),
-                _ => unreachable!(),
-            });
+            specials.add(&Num::of(other));
             Term {
                 value: Dyadic::zero(),
                 exponent: None,
             }
         }
-    };
-    let block = inst
-        .arithmetic
-        .scale
-        .as_ref()
-        .map(|s| s.block as usize)
-        .unwrap_or(1);
-    let scale_of = |j: usize| -> (Decoded, Decoded) {
-        let s = inst.arithmetic.scale.as_ref().unwrap();
-        (s.format.decode(sa[j]), s.format.decode(sb[j]))
-    };
+    }
+}
 
-    // products
-    let mut products: Vec<(Num, i64, bool)> = vec![]; // product, exponent, is zero
-    for k in 0..a.len() {
-        let da = decode(&inst.arithmetic.a, a[k], cond.flush_a);
-        let db = decode(&inst.arithmetic.b, b[k], cond.flush_b);
+/// The step's exact products, scaled where the pipeline scales them, an overflowing one
+/// made infinite where the pipeline says so (NaNs and infinities noted in `specials`).
+fn step_products(
+    inst: Target,
+    f: &Fused,
+    ops: &StepOperands,
+    specials: &mut Specials,
+    t: &mut Trace,
+) -> Vec<StepProduct> {
+    let cond = f.conditioning;
+    let ar = inst.arithmetic;
+    let product_scales = ops.scales.as_ref().filter(|_| f.scaled_products);
+    let mut products = Vec::with_capacity(ops.a.len());
+    for k in 0..ops.a.len() {
+        let da = decode(&ar.a, ops.a[k], cond.flush_a);
+        let db = decode(&ar.b, ops.b[k], cond.flush_b);
         let (mut p, mut e) = product(&da, &db);
-        if f.scaled_products {
-            let (x, y) = scale_of(k / block);
+        if let Some(s) = product_scales {
+            let (x, y) = s.of_product(k);
             let (s, se) = product(&x, &y);
             p = num_mul(&p, &s);
             e += se;
@@ -628,46 +687,57 @@ fn fused_step(
         t.line(|| {
             let shown = match &p {
                 Num::Fin(_, v) if !v.is_zero() => format!("{} (e = {e})", show(v)),
-                Num::Fin(neg, _) => format!("{}0", if *neg { "-" } else { "+" }),
-                Num::Nan => "nan".into(),
-                Num::Inf(n) => {
-                    if *n {
-                        "-inf".into()
-                    } else {
-                        "inf".into()
-                    }
-                }
+                other => other.show(),
             };
-            let sc = if f.scaled_products {
-                let (x, y) = (sa[k / block], sb[k / block]);
-                format!(" * sa {:02x} * sb {:02x}", x, y)
-            } else {
-                String::new()
+            let sc = match product_scales {
+                Some(s) => {
+                    let j = k / s.block;
+                    format!(" * sa {:02x} * sb {:02x}", s.sa[j], s.sb[j])
+                }
+                None => String::new(),
             };
             format!(
                 "p[{:>2}] = a {} * b {}{} = {}",
-                k0 + k,
-                describe_raw(&inst.arithmetic.a, a[k]),
-                describe_raw(&inst.arithmetic.b, b[k]),
+                ops.k0 + k,
+                describe_raw(&ar.a, ops.a[k]),
+                describe_raw(&ar.b, ops.b[k]),
                 sc,
                 shown
             )
         });
         specials.add(&p);
-        products.push((p, e, zero));
+        products.push(StepProduct {
+            value: p,
+            exponent: e,
+            zero,
+        });
     }
+    products
+}
 
-    // groups of products, summed exactly
-    let mut groups: Vec<Term> = vec![];
-    if let Some(g) = f.grouping {
-        for (gi, chunk) in products.chunks(g.size as usize).enumerate() {
-            let sum = Dyadic::sum(chunk.iter().filter_map(|(p, _, _)| match p {
-                Num::Fin(_, v) => Some(v),
-                _ => None,
-            }));
-            let all_zero = chunk.iter().all(|(_, _, z)| *z);
-            let (value, exp, zero_scale) = if g.scaled {
-                let (x, y) = scale_of(gi * g.size as usize / block);
+/// The step's groups of products, each summed exactly and scaled where the pipeline
+/// scales groups (none without grouping).
+fn step_groups(
+    f: &Fused,
+    ops: &StepOperands,
+    products: &[StepProduct],
+    specials: &mut Specials,
+    t: &mut Trace,
+) -> Vec<Term> {
+    let Some(g) = f.grouping else {
+        return vec![];
+    };
+    let mut groups = vec![];
+    for (gi, chunk) in products.chunks(g.size as usize).enumerate() {
+        let sum = Dyadic::sum(chunk.iter().filter_map(|p| match &p.value {
+            Num::Fin(_, v) => Some(v),
+            _ => None,
+        }));
+        let all_zero = chunk.iter().all(|p| p.zero);
+        let group_scales = ops.scales.as_ref().filter(|_| g.scaled);
+        let (value, exp, zero_scale) = match group_scales {
+            Some(s) => {
+                let (x, y) = s.of_product(gi * g.size as usize);
                 match product(&x, &y) {
                     (Num::Fin(_, s), e) => (sum.mul(&s), e, s.is_zero()),
                     (other, _) => {
@@ -675,170 +745,148 @@ fn fused_step(
                         (Dyadic::zero(), 0, false)
                     }
                 }
-            } else {
-                (sum, 0, false)
-            };
-            // the group's exponent is the scale exponent; the group value is the exact
-            // sum of its products' values scaled by the scale significands
-            let exponent = if all_zero || zero_scale {
-                zero_exp(f.zero_exponent.groups, exp)
-            } else {
-                Some(exp)
-            };
+            }
+            None => (sum, 0, false),
+        };
+        // the group's exponent is the scale exponent; the group value is the exact sum
+        // of its products' values scaled by the scale significands
+        let exponent = if all_zero || zero_scale {
+            zero_exp(f.zero_exponent.groups, exp)
+        } else {
+            Some(exp)
+        };
+        t.line(|| {
+            format!(
+                "group[{gi}] = {} (e = {})",
+                show(&value),
+                exponent.map(|e| e.to_string()).unwrap_or("never".into())
+            )
+        });
+        groups.push(Term { value, exponent });
+    }
+    groups
+}
+
+/// The terms an alignment node may take, computed so far in a step.
+struct Sources<'a> {
+    c: &'a Term,
+    products: &'a [Term],
+    groups: &'a [Term],
+    /// The earlier nodes' sums.
+    nodes: &'a [Term],
+    k0: usize,
+}
+
+/// Alignment node `ni`: its terms aligned to the reference exponent, each rounded to the
+/// grid its `keep` gives or dropped below its `drop_below`, and summed exactly.
+fn align(
+    inst: Target,
+    checked: &CheckedFused,
+    ni: usize,
+    sources: &Sources,
+    t: &mut Trace,
+) -> Result<Term, EvalError> {
+    let f = &checked.pipeline;
+    let node = &f.nodes[ni];
+    let mut items: Vec<(&Term, &AlignTerm, String)> = vec![];
+    for at in &node.terms {
+        match at.source {
+            TermSource::Products(part) => {
+                for (k, p) in sources.products.iter().enumerate() {
+                    let take = match part {
+                        ProductsPart::All => true,
+                        ProductsPart::Even => k % 2 == 0,
+                        ProductsPart::Odd => k % 2 == 1,
+                    };
+                    if take {
+                        items.push((p, at, format!("p[{}]", sources.k0 + k)));
+                    }
+                }
+            }
+            TermSource::C => items.push((sources.c, at, "c".into())),
+            TermSource::Groups => {
+                for (gi, g) in sources.groups.iter().enumerate() {
+                    items.push((g, at, format!("group[{gi}]")));
+                }
+            }
+            TermSource::Node(i) => {
+                items.push((&sources.nodes[i], at, node_name(inst, i, f.nodes.len())))
+            }
+        }
+    }
+    let reference = match node.reference {
+        Reference::Fixed(r) => Some(r as i64),
+        Reference::MaxExponent => items.iter().filter_map(|(x, _, _)| x.exponent).max(),
+    };
+    let label = node_name(inst, ni, f.nodes.len());
+    t.line(|| {
+        format!(
+            "align {label}: reference exponent {}",
+            reference
+                .map(|r| r.to_string())
+                .unwrap_or("none (all terms zero)".into())
+        )
+    });
+    let mut sum = Dyadic::zero();
+    for (term, at, name) in &items {
+        let kept = match reference {
+            None => Dyadic::zero(),
+            Some(r) => match (at.drop_below, term.exponent) {
+                (Some(n), Some(e)) if e < r - n as i64 => {
+                    t.line(|| format!("  {name}: dropped (e = {e} < {r} - {n})"));
+                    Dyadic::zero()
+                }
+                _ => match at.keep {
+                    Some((fb, mode)) => term.value.round_to_grid(r - fb as i64, mode),
+                    None => term.value.clone(),
+                },
+            },
+        };
+        if t.on() && !term.value.is_zero() {
+            let lost = term.value.add(&kept.neg());
+            let how = at
+                .keep
+                .map(|(fb, m)| format!("keep {fb} bits {}", m.short()))
+                .unwrap_or("exact".into());
             t.line(|| {
                 format!(
-                    "group[{gi}] = {} (e = {})",
-                    show(&value),
-                    exponent.map(|e| e.to_string()).unwrap_or("never".into())
+                    "  {name}: {} -> {} ({how}, dropped {})",
+                    show(&term.value),
+                    show(&kept),
+                    show(&lost)
                 )
             });
-            groups.push(Term { value, exponent });
         }
+        sum = sum.add(&kept);
     }
-
-    if let Some(sp) = specials.result() {
-        t.line(|| {
-            format!(
-                "special inputs give {}",
-                match sp {
-                    Num::Nan => "nan".to_string(),
-                    Num::Inf(n) =>
-                        if n {
-                            "-inf".into()
-                        } else {
-                            "inf".into()
-                        },
-                    _ => unreachable!(),
-                }
-            )
-        });
-        return encode(inst, &sp);
-    }
-
-    let product_terms: Vec<Term> = products
-        .iter()
-        .map(|(p, e, zero)| {
-            let Num::Fin(_, v) = p else {
-                unreachable!("specials returned above")
-            };
-            let exponent = if *zero {
-                zero_exp(f.zero_exponent.products, *e)
-            } else {
-                Some(*e)
-            };
-            Term {
-                value: v.clone(),
-                exponent,
-            }
-        })
-        .collect();
-
-    // alignment nodes, in order
-    let mut node_terms: Vec<Term> = vec![];
-    for (ni, node) in f.nodes.iter().enumerate() {
-        let mut items: Vec<(Term, &AlignTerm, String)> = vec![];
-        for at in &node.terms {
-            match at.source {
-                TermSource::Products(part) => {
-                    for (k, p) in product_terms.iter().enumerate() {
-                        let take = match part {
-                            ProductsPart::All => true,
-                            ProductsPart::Even => k % 2 == 0,
-                            ProductsPart::Odd => k % 2 == 1,
-                        };
-                        if take {
-                            items.push((p.clone(), at, format!("p[{}]", k0 + k)));
-                        }
-                    }
-                }
-                TermSource::C => items.push((c_term.clone(), at, "c".into())),
-                TermSource::Groups => {
-                    for (gi, g) in groups.iter().enumerate() {
-                        items.push((g.clone(), at, format!("group[{gi}]")));
-                    }
-                }
-                TermSource::Node(i) => {
-                    items.push((node_terms[i].clone(), at, node_name(inst, i, f.nodes.len())))
-                }
-            }
-        }
-        let reference = match node.reference {
-            Reference::Fixed(r) => Some(r as i64),
-            Reference::MaxExponent => items.iter().filter_map(|(x, _, _)| x.exponent).max(),
-        };
-        let label = node_name(inst, ni, f.nodes.len());
-        t.line(|| {
-            format!(
-                "align {label}: reference exponent {}",
-                reference
-                    .map(|r| r.to_string())
-                    .unwrap_or("none (all terms zero)".into())
-            )
-        });
-        let mut sum = Dyadic::zero();
-        for (term, at, name) in &items {
-            let kept = match reference {
-                None => Dyadic::zero(),
-                Some(r) => {
-                    let dropped = matches!((at.drop_below, term.exponent), (Some(n), Some(e)) if e < r - n as i64);
-                    if dropped {
-                        t.line(|| {
-                            format!(
-                                "  {name}: dropped (e = {} < {} - {})",
-                                term.exponent.unwrap(),
-                                r,
-                                at.drop_below.unwrap()
-                            )
-                        });
-                        Dyadic::zero()
-                    } else {
-                        match at.keep {
-                            Some((fb, mode)) => term.value.round_to_grid(r - fb as i64, mode),
-                            None => term.value.clone(),
-                        }
-                    }
-                }
-            };
-            if t.on() && !term.value.is_zero() {
-                let lost = term.value.add(&kept.neg());
-                let how = at
-                    .keep
-                    .map(|(fb, m)| format!("keep {fb} bits {}", m.short()))
-                    .unwrap_or("exact".into());
-                t.line(|| {
-                    format!(
-                        "  {name}: {} -> {} ({how}, dropped {})",
-                        show(&term.value),
-                        show(&kept),
-                        show(&lost)
-                    )
-                });
-            }
-            sum = sum.add(&kept);
-        }
-        t.line(|| format!("  {label} = {}", show(&sum)));
-        // the JIT sizes its accumulators by the validator's analysis: check it here
-        if cfg!(debug_assertions) && !info.nodes[ni].holds(&sum, reference) {
-            return Err(EvalError::Internal {
-                instruction: inst.name.to_string(),
-                message: format!(
-                    "alignment {label} summed {}, outside the {}-bit accumulator the validator sized ({:?})",
-                    show(&sum),
-                    info.nodes[ni].width_bits,
-                    info.nodes[ni].grid
-                ),
-            });
-        }
-        node_terms.push(Term {
-            value: sum,
-            exponent: reference,
+    t.line(|| format!("  {label} = {}", show(&sum)));
+    // the JIT sizes its accumulators by the validator's analysis: check it here
+    let facts = &checked.facts.nodes[ni];
+    if cfg!(debug_assertions) && !facts.holds(&sum, reference) {
+        return Err(EvalError::Internal {
+            instruction: inst.name.to_string(),
+            message: format!(
+                "alignment {label} summed {}, outside the {}-bit accumulator the validator sized ({:?})",
+                show(&sum),
+                facts.width_bits,
+                facts.grid
+            ),
         });
     }
+    Ok(Term {
+        value: sum,
+        exponent: reference,
+    })
+}
 
-    let root = node_terms
-        .last()
-        .map(|x| x.value.clone())
-        .unwrap_or_else(Dyadic::zero);
+/// The last alignment's sum through every normalisation step into d.
+fn normalize(
+    inst: Target,
+    checked: &CheckedFused,
+    root: Dyadic,
+    t: &mut Trace,
+) -> Result<u64, EvalError> {
+    let f = &checked.pipeline;
     let exact_zero = root.is_zero();
     let mut v = root.clone();
     for (si, step) in f.normalize.iter().enumerate() {
@@ -864,11 +912,11 @@ fn fused_step(
                     return encode(inst, &Num::Inf(neg));
                 }
                 Overflow::Saturate => {
-                    let ff = inst.arithmetic.d.as_float().unwrap();
+                    let d = &checked.operands.d;
                     let max = Dyadic::from_parts(
                         neg,
-                        ff.max_significand() as u128,
-                        emax as i64 - ff.mantissa_bits as i64,
+                        d.max_significand() as u128,
+                        emax as i64 - d.mantissa_bits as i64,
                     );
                     t.line(|| "overflow -> saturate".to_string());
                     return encode(inst, &Num::Fin(neg, max));
@@ -956,14 +1004,19 @@ fn sequential(
             .chunks(*g as usize)
             .enumerate()
             .map(|(gi, chunk)| {
+                // adjacent pairs, level by level (an empty sum is +0)
+                let sum = |terms: &[Num]| {
+                    terms
+                        .iter()
+                        .cloned()
+                        .reduce(|x, y| ieee::add(&x, &y, ar))
+                        .unwrap_or_else(Num::zero)
+                };
                 let mut level = chunk.to_vec();
                 while level.len() > 1 {
-                    level = level
-                        .chunks(2)
-                        .map(|pair| ieee::add(&pair[0], &pair[1], ar))
-                        .collect();
+                    level = level.chunks(2).map(sum).collect();
                 }
-                let r = level.pop().unwrap();
+                let r = sum(&level);
                 t.line(|| format!("group[{gi}] (pairwise) = {}", r.show()));
                 r
             })
@@ -989,7 +1042,13 @@ fn int_value(f: &Format, raw: u64) -> i128 {
     }
 }
 
-fn integer(inst: Target, p: &IntegerDot, ops: &Operands, t: &mut Trace) -> Result<u64, EvalError> {
+fn integer(
+    inst: Target,
+    checked: &CheckedInteger,
+    ops: &Operands,
+    t: &mut Trace,
+) -> Result<u64, EvalError> {
+    let p = &checked.pipeline;
     let mut sum: i128 = int_value(&inst.arithmetic.c, ops.c);
     t.line(|| format!("c = {}", describe_raw(&inst.arithmetic.c, ops.c)));
     for k in 0..inst.k() {
@@ -1013,11 +1072,7 @@ fn integer(inst: Target, p: &IntegerDot, ops: &Operands, t: &mut Trace) -> Resul
         });
     }
     t.line(|| format!("exact sum = {sum}"));
-    let fi = inst
-        .arithmetic
-        .d
-        .as_int()
-        .expect("validated: integer pipelines produce integers");
+    let fi = &checked.operands.d;
     let (lo, hi) = crate::format::int_range(fi);
     let v = match p.overflow {
         Overflow::Saturate => sum.clamp(lo as i128, hi as i128),

@@ -504,10 +504,14 @@ impl Composed {
         match v {
             StepValue::C => Some(self.convert_c.as_ref().map_or(c, |x| &x.format)),
             StepValue::Zero => None,
-            StepValue::Step(i) => Some(match &self.steps[i] {
-                Step::Run { arithmetic, .. } => &arithmetic.d,
-                Step::Add { op, .. } | Step::Fma { op, .. } => &op.format,
-            }),
+            StepValue::Step(i) => Some(self.step_format(i)),
+        }
+    }
+    /// The format of step `i`'s result.
+    pub fn step_format(&self, i: usize) -> &Format {
+        match &self.steps[i] {
+            Step::Run { arithmetic, .. } => &arithmetic.d,
+            Step::Add { op, .. } | Step::Fma { op, .. } => &op.format,
         }
     }
 }

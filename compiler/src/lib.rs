@@ -13,6 +13,7 @@
 pub mod aot;
 pub mod ast;
 pub mod check;
+pub mod checked;
 pub mod diagnostic;
 pub mod engine;
 pub mod exact;
@@ -34,12 +35,7 @@ pub const STD_PRELUDE: &str = include_str!("../../specs/std/prelude.mma");
 /// The name diagnostics show for the prelude.
 pub const STD_PRELUDE_NAME: &str = "std/prelude.mma";
 
-/// A spec that checked and validated: the IR and what the engines need to know about it.
-#[derive(Clone, Debug)]
-pub struct Validated {
-    pub spec: ir::Spec,
-    pub info: valid::SpecInfo,
-}
+pub use checked::{Checked, CheckedInstruction, CheckedSpec};
 
 /// Parse a prelude; its spans point into [`FileId::Std`]. A prelude that does not parse
 /// is mmac's own failure, reported as such.
@@ -64,7 +60,7 @@ fn std_ast() -> Result<&'static ast::File, Diag> {
 }
 
 /// Parse, check and validate a spec: the whole front end in one call.
-pub fn compile(file_name: &str, text: &str) -> Result<Validated, Diagnostics> {
+pub fn compile(file_name: &str, text: &str) -> Result<CheckedSpec, Diagnostics> {
     let std = std_ast().map_err(|d| Diagnostics::new(file_name, text, vec![d]))?;
     compile_with(file_name, text, std, &[])
 }
@@ -75,7 +71,7 @@ pub fn compile_with_overrides(
     file_name: &str,
     text: &str,
     overrides: &[check::Override],
-) -> Result<Validated, Diagnostics> {
+) -> Result<CheckedSpec, Diagnostics> {
     let std = std_ast().map_err(|d| Diagnostics::new(file_name, text, vec![d]))?;
     compile_with(file_name, text, std, overrides)
 }
@@ -88,7 +84,7 @@ pub fn compile_instruction_with_overrides(
     text: &str,
     instruction: &str,
     overrides: &[check::Override],
-) -> Result<Validated, Diagnostics> {
+) -> Result<CheckedSpec, Diagnostics> {
     let std = std_ast().map_err(|d| Diagnostics::new(file_name, text, vec![d]))?;
     let fail = |diags| Diagnostics::new(file_name, text, diags);
     let ast = parse::parse(text).map_err(|d| fail(vec![d]))?;
@@ -103,8 +99,7 @@ pub fn compile_instruction_with_overrides(
             .label("not declared here"),
         ]));
     }
-    let info = valid::validate(&spec).map_err(fail)?;
-    Ok(Validated { spec, info })
+    valid::validate(spec).map_err(fail)
 }
 
 fn compile_with(
@@ -112,12 +107,11 @@ fn compile_with(
     text: &str,
     std: &ast::File,
     overrides: &[check::Override],
-) -> Result<Validated, Diagnostics> {
+) -> Result<CheckedSpec, Diagnostics> {
     let fail = |diags| Diagnostics::new(file_name, text, diags);
     let ast = parse::parse(text).map_err(|d| fail(vec![d]))?;
     let spec = check::check_with(&ast, std, overrides).map_err(fail)?;
-    let info = valid::validate(&spec).map_err(fail)?;
-    Ok(Validated { spec, info })
+    valid::validate(spec).map_err(fail)
 }
 
 #[cfg(test)]
@@ -136,7 +130,7 @@ mod tests {
             value: v,
         };
         let moved = compile_with_overrides("x.mma", text, &[o("F2", 30)]).unwrap();
-        let (v0, v1) = (&base.spec.instructions[0], &moved.spec.instructions[0]);
+        let (v0, v1) = (&base.spec().instructions[0], &moved.spec().instructions[0]);
         assert_ne!(v0.arithmetic, v1.arithmetic);
         assert!(
             v1.provenance
@@ -145,8 +139,8 @@ mod tests {
         );
         // the other instruction is untouched
         assert_eq!(
-            base.spec.instructions[1].arithmetic,
-            moved.spec.instructions[1].arithmetic
+            base.spec().instructions[1].arithmetic,
+            moved.spec().instructions[1].arithmetic
         );
         let Err(d) = compile_with_overrides("x.mma", text, &[o("G", 3)]) else {
             panic!("an unknown parameter is refused")
@@ -167,18 +161,18 @@ mod tests {
             value: 30,
         };
         let one = compile_instruction_with_overrides("x.mma", text, "v16", &[]).unwrap();
-        assert_eq!(one.spec.instructions.len(), 1);
+        assert_eq!(one.spec().instructions.len(), 1);
         assert_eq!(
-            one.spec.instructions[0].arithmetic,
-            whole.spec.instruction("v16").unwrap().arithmetic
+            one.spec().instructions[0].arithmetic,
+            whole.spec().instruction("v16").unwrap().arithmetic
         );
         let moved =
             compile_instruction_with_overrides("x.mma", text, "v16", std::slice::from_ref(&o))
                 .unwrap();
         let moved_whole = compile_with_overrides("x.mma", text, &[o]).unwrap();
         assert_eq!(
-            moved.spec.instructions[0].arithmetic,
-            moved_whole.spec.instruction("v16").unwrap().arithmetic
+            moved.spec().instructions[0].arithmetic,
+            moved_whole.spec().instruction("v16").unwrap().arithmetic
         );
         let Err(d) = compile_instruction_with_overrides("x.mma", text, "v32", &[]) else {
             panic!("an instruction the file does not declare is an error")
@@ -200,12 +194,12 @@ mod tests {
                 let text = std::fs::read_to_string(&path).unwrap();
                 let name = path.display().to_string();
                 let whole = compile(&name, &text).unwrap();
-                for inst in whole.spec.instructions.iter().step_by(23) {
+                for inst in whole.spec().instructions.iter().step_by(23) {
                     let one = compile_instruction_with_overrides(&name, &text, &inst.name, &[])
                         .unwrap_or_else(|d| panic!("{}", d.render_plain(100)));
-                    assert_eq!(one.spec.instructions.len(), 1, "{}", inst.name);
-                    assert_eq!(one.spec.instructions[0].name, inst.name);
-                    assert_eq!(one.spec.instructions[0].arithmetic, inst.arithmetic);
+                    assert_eq!(one.spec().instructions.len(), 1, "{}", inst.name);
+                    assert_eq!(one.spec().instructions[0].name, inst.name);
+                    assert_eq!(one.spec().instructions[0].arithmetic, inst.arithmetic);
                 }
             }
         }

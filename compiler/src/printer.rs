@@ -2,24 +2,26 @@
 //! every parameter resolved to a number (`mmac show`). Checking the printed text gives the
 //! same IR again (tested for every instruction of the spec library).
 
+use crate::checked::Checked;
 use crate::exact::Rounding;
 use crate::format::{self, Format, FormatKind};
 use crate::ir::*;
-use crate::valid::ArithmeticInfo;
+use crate::valid::{ArithmeticInfo, Kind};
 use std::fmt::Write;
 
-/// Print `inst` as a spec of architecture `arch`: formats it needs, its pipeline (named
-/// after the original, with no parameters) and the instruction. `info` (the validator's)
-/// gives the width of each sum, shown as a comment. A composed instruction is printed
-/// with the instructions its steps run, before it.
-pub fn print_instruction(arch: &str, inst: &Instruction, info: &ArithmeticInfo) -> String {
+/// Print a checked instruction as a spec of architecture `arch`: formats it needs, its
+/// pipeline (named after the original, with no parameters) and the instruction. The
+/// validator's info gives the width of each sum, shown as a comment. A composed
+/// instruction is printed with the instructions its steps run, before it.
+pub fn print_instruction(arch: &str, checked: Checked) -> String {
+    let inst = checked.instruction();
     let mut p = Printer::default();
     p.instruction(
         &inst.name,
         (inst.m, inst.n),
         &inst.arithmetic,
         &inst.provenance,
-        info,
+        checked.info(),
     );
     let mut out = format!("arch {arch}\n\n");
     out.push_str(&p.decls);
@@ -149,14 +151,6 @@ impl Printer {
                         Some((_, p)) => (format!("{name}.run{i}"), p.as_ref().clone()),
                         None => (format!("{name}.run{i}"), Provenance::default()),
                     };
-                    let sub_info =
-                        info.steps
-                            .get(i)
-                            .and_then(|x| x.clone())
-                            .unwrap_or(ArithmeticInfo {
-                                fused: None,
-                                steps: vec![],
-                            });
                     let sub = if sub.pipeline.is_empty() {
                         Provenance {
                             pipeline: "run".into(),
@@ -165,7 +159,12 @@ impl Printer {
                     } else {
                         sub
                     };
-                    self.instruction(&target, (1, 1), arithmetic, &sub, &sub_info);
+                    // (the validator gives every run its info, at its step)
+                    if let Kind::Composed(cc) = info.kind()
+                        && let Some(Some(sub_info)) = cc.runs.get(i)
+                    {
+                        self.instruction(&target, (1, 1), arithmetic, &sub, sub_info);
+                    }
                     let _ = writeln!(
                         s,
                         "    let s{i} = run \"{target}\" over {} with c = {}",
@@ -431,7 +430,7 @@ fn pipeline_body(p: &Pipeline, info: &ArithmeticInfo, extra: &mut String) -> Str
                     s,
                     "    align {} to {reference}{name}    // {}-bit sum",
                     terms.join(", "),
-                    info.fused.as_ref().map_or(0, |fi| fi.nodes[i].width_bits)
+                    info.fused().map_or(0, |fi| fi.nodes[i].width_bits)
                 );
             }
             for step in &f.normalize {

@@ -9,9 +9,10 @@
 //! interpreter asserts (in debug and test builds) that every sum it computes fits the
 //! width computed here, so each test run also tests the analysis the JIT relies on.
 
+use crate::checked::{CheckedInstruction, CheckedSpec};
 use crate::diagnostic::{Code, Diag};
 use crate::exact::Dyadic;
-use crate::format::{Format, FormatKind, Specials};
+use crate::format::{FloatFormat, Format, FormatKind, IntFormat, Specials};
 use crate::ir::*;
 use std::collections::HashMap;
 
@@ -46,14 +47,112 @@ impl SpecInfo {
     }
 }
 
-/// What the validator established about one arithmetic.
+/// What the validator established about one arithmetic: its pipeline by kind ([`Kind`]),
+/// the operand formats refined (float formats for the float pipelines, integer formats
+/// for the integer ones), and the facts the engines compute with. Only the validator
+/// builds one; the engines take it inside a [`crate::checked::Checked`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArithmeticInfo {
-    /// The facts of a fused pipeline (`None` for the other kinds).
-    pub fused: Option<FusedInfo>,
-    /// A composed pipeline's steps: the info of each `run`'s arithmetic (`None` for the
-    /// other steps; empty for the other kinds).
-    pub steps: Vec<Option<ArithmeticInfo>>,
+    kind: KindInfo,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum KindInfo {
+    Fused(Box<CheckedFused>),
+    Sequential(Box<CheckedSequential>),
+    Integer(CheckedInteger),
+    Composed(Box<CheckedComposed>),
+}
+
+/// A checked arithmetic by pipeline kind.
+#[derive(Clone, Copy, Debug)]
+pub enum Kind<'a> {
+    Fused(&'a CheckedFused),
+    Sequential(&'a CheckedSequential),
+    Integer(&'a CheckedInteger),
+    Composed(&'a CheckedComposed),
+}
+
+/// The operand formats of a pipeline that computes on floats, and its scale factors'.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FloatOperands {
+    pub a: FloatFormat,
+    pub b: FloatFormat,
+    pub c: FloatFormat,
+    pub d: FloatFormat,
+    /// The scale factors' format and block, for block-scaled instructions.
+    pub scale: Option<(FloatFormat, u32)>,
+}
+
+/// The operand formats of an integer pipeline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IntOperands {
+    pub a: IntFormat,
+    pub b: IntFormat,
+    pub c: IntFormat,
+    pub d: IntFormat,
+}
+
+/// A fused pipeline with float operands and the facts of its alignments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckedFused {
+    pub operands: FloatOperands,
+    pub pipeline: Fused,
+    /// Where the block scale factors apply, with their format.
+    pub scaling: Scaling,
+    pub facts: FusedInfo,
+}
+
+/// Where a fused pipeline applies its block scale factors (the instruction has them
+/// exactly when they apply somewhere).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scaling {
+    Unscaled,
+    /// Folded into every product (`multiply exact, scaled`).
+    Products(FloatFormat),
+    /// Applied to every group (`group G products exact, scaled`).
+    Groups(FloatFormat),
+}
+
+/// A sequential pipeline with float operands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckedSequential {
+    pub operands: FloatOperands,
+    pub pipeline: Sequential,
+}
+
+/// An integer pipeline with integer operands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckedInteger {
+    pub operands: IntOperands,
+    pub pipeline: IntegerDot,
+}
+
+/// A composed pipeline, and the info of each step's arithmetic (`None` for the steps that
+/// are not runs), in step order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckedComposed {
+    pub pipeline: Composed,
+    pub runs: Vec<Option<ArithmeticInfo>>,
+}
+
+impl ArithmeticInfo {
+    /// The arithmetic by pipeline kind.
+    pub fn kind(&self) -> Kind<'_> {
+        match &self.kind {
+            KindInfo::Fused(f) => Kind::Fused(f),
+            KindInfo::Sequential(s) => Kind::Sequential(s),
+            KindInfo::Integer(i) => Kind::Integer(i),
+            KindInfo::Composed(c) => Kind::Composed(c),
+        }
+    }
+    /// The facts of a fused pipeline's alignments (`None` for the other kinds).
+    pub fn fused(&self) -> Option<&FusedInfo> {
+        match &self.kind {
+            KindInfo::Fused(f) => Some(&f.facts),
+            _ => None,
+        }
+    }
 }
 
 /// Bounds on the values a term source can take: a nonzero value has its exponent (the
@@ -169,8 +268,13 @@ fn clog2(n: u64) -> i64 {
 
 /// Validate a spec: every instruction's arithmetic keeps the IR's invariants, and every
 /// accumulator fits [`MAX_WIDTH_BITS`]. Errors point at the instruction (and for widths,
-/// at its pipeline, with the `uses` line).
-pub fn validate(spec: &Spec) -> Result<SpecInfo, Vec<Diag>> {
+/// at its pipeline, with the `uses` line). The checked spec is what the engines take.
+pub fn validate(spec: Spec) -> Result<CheckedSpec, Vec<Diag>> {
+    let info = spec_info(&spec)?;
+    Ok(CheckedSpec::new(spec, info))
+}
+
+fn spec_info(spec: &Spec) -> Result<SpecInfo, Vec<Diag>> {
     let mut diags = vec![];
     let mut by_arithmetic: HashMap<&Arithmetic, usize> = HashMap::new();
     let mut arithmetics = vec![];
@@ -181,7 +285,7 @@ pub fn validate(spec: &Spec) -> Result<SpecInfo, Vec<Diag>> {
             of_instruction.push(a);
             continue;
         }
-        match validate_instruction(inst) {
+        match instruction_info(inst) {
             Ok(info) => {
                 by_arithmetic.insert(&inst.arithmetic, arithmetics.len());
                 of_instruction.push(arithmetics.len());
@@ -207,8 +311,13 @@ pub fn validate(spec: &Spec) -> Result<SpecInfo, Vec<Diag>> {
     }
 }
 
-/// Validate one instruction on its own (its info, as [`SpecInfo::instruction`] gives it).
-pub fn validate_instruction(inst: &Instruction) -> Result<ArithmeticInfo, Diag> {
+/// Validate one instruction on its own (a neighbouring spec, a candidate).
+pub fn validate_instruction(inst: Instruction) -> Result<CheckedInstruction, Diag> {
+    let info = instruction_info(&inst)?;
+    Ok(CheckedInstruction::new(inst, info))
+}
+
+fn instruction_info(inst: &Instruction) -> Result<ArithmeticInfo, Diag> {
     let p = &inst.provenance;
     let invalid = |why: String| {
         Diag::new(
@@ -261,26 +370,81 @@ fn arithmetic_info(a: &Arithmetic, depth: usize) -> Result<ArithmeticInfo, Broke
         )));
     }
     arithmetic(a).map_err(Broken::Invariant)?;
-    match &a.pipeline {
-        Pipeline::Fused(f) => Ok(ArithmeticInfo {
-            fused: Some(fused_info(a, f).map_err(Broken::TooWide)?),
-            steps: vec![],
-        }),
+    let kind = match &a.pipeline {
+        Pipeline::Fused(f) => {
+            let operands = float_operands(a).map_err(Broken::Invariant)?;
+            let scale = operands.scale.as_ref().map(|(s, _)| s.clone());
+            let scaling = match (
+                scale,
+                f.scaled_products,
+                f.grouping.is_some_and(|g| g.scaled),
+            ) {
+                (None, false, false) => Scaling::Unscaled,
+                (Some(s), true, false) => Scaling::Products(s),
+                (Some(s), false, true) => Scaling::Groups(s),
+                // (`fused` refused every other combination above)
+                _ => {
+                    return Err(Broken::Invariant(
+                        "scale factors and where they apply disagree".into(),
+                    ));
+                }
+            };
+            KindInfo::Fused(Box::new(CheckedFused {
+                operands,
+                pipeline: f.clone(),
+                scaling,
+                facts: fused_info(a, f).map_err(Broken::TooWide)?,
+            }))
+        }
         Pipeline::Composed(c) => {
-            let mut steps = Vec::with_capacity(c.steps.len());
+            let mut runs = Vec::with_capacity(c.steps.len());
             for s in &c.steps {
-                steps.push(match s {
+                runs.push(match s {
                     Step::Run { arithmetic, .. } => Some(arithmetic_info(arithmetic, depth + 1)?),
                     _ => None,
                 });
             }
-            Ok(ArithmeticInfo { fused: None, steps })
+            KindInfo::Composed(Box::new(CheckedComposed {
+                pipeline: c.clone(),
+                runs,
+            }))
         }
-        Pipeline::Sequential(_) | Pipeline::Integer(_) => Ok(ArithmeticInfo {
-            fused: None,
-            steps: vec![],
-        }),
-    }
+        Pipeline::Sequential(s) => KindInfo::Sequential(Box::new(CheckedSequential {
+            operands: float_operands(a).map_err(Broken::Invariant)?,
+            pipeline: s.clone(),
+        })),
+        Pipeline::Integer(i) => {
+            let int = |f: &Format, role: &str| {
+                f.as_int().cloned().ok_or_else(|| {
+                    Broken::Invariant(format!("{role} `{}` is not an integer format", f.name))
+                })
+            };
+            KindInfo::Integer(CheckedInteger {
+                operands: IntOperands {
+                    a: int(&a.a, "a")?,
+                    b: int(&a.b, "b")?,
+                    c: int(&a.c, "c")?,
+                    d: int(&a.d, "d")?,
+                },
+                pipeline: *i,
+            })
+        }
+    };
+    Ok(ArithmeticInfo { kind })
+}
+
+/// The operands of a float pipeline, each checked to be a float format.
+fn float_operands(a: &Arithmetic) -> Result<FloatOperands, String> {
+    Ok(FloatOperands {
+        a: float(&a.a, "a")?.clone(),
+        b: float(&a.b, "b")?.clone(),
+        c: float(&a.c, "c")?.clone(),
+        d: float(&a.d, "d")?.clone(),
+        scale: match &a.scale {
+            Some(s) => Some((float(&s.format, "the scale format")?.clone(), s.block)),
+            None => None,
+        },
+    })
 }
 
 /// A format the engines can decode: at most 64 bits, a sane float layout.

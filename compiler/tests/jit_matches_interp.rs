@@ -7,14 +7,13 @@
 //! codes, codes clustered around one binade (cancellation, alignment shifts), zeros and
 //! the extreme codes (Inf/NaN, largest finite, smallest subnormal).
 
-use mmac_compiler::Validated;
 use mmac_compiler::engine::Operands;
 use mmac_compiler::format::{Format, FormatKind};
 use mmac_compiler::interp;
 use mmac_compiler::ir::{Instruction, NanPolicy, Pipeline};
 use mmac_compiler::jit;
 use mmac_compiler::records::Rng;
-use mmac_compiler::valid::ArithmeticInfo;
+use mmac_compiler::{Checked, CheckedSpec};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use std::collections::HashSet;
@@ -39,7 +38,7 @@ fn spec_files() -> Vec<PathBuf> {
     out
 }
 
-fn load(p: &Path) -> Option<Validated> {
+fn load(p: &Path) -> Option<CheckedSpec> {
     let text = std::fs::read_to_string(p).ok()?;
     // a spec that does not check is the front end's business, not the JIT's
     mmac_compiler::compile(&p.display().to_string(), &text).ok()
@@ -47,16 +46,13 @@ fn load(p: &Path) -> Option<Validated> {
 
 /// One instruction per distinct arithmetic (instructions that differ only in M and N
 /// share one kernel: test it once), with its info.
-fn distinct(v: &Validated) -> Vec<(&Instruction, &ArithmeticInfo)> {
-    v.info
-        .distinct()
-        .map(|(i, info)| (&v.spec.instructions[i], info))
-        .collect()
+fn distinct(v: &CheckedSpec) -> Vec<(&Instruction, Checked<'_>)> {
+    v.distinct().map(|(_, c)| (c.instruction(), c)).collect()
 }
 
-fn find<'v>(v: &'v Validated, name: &str) -> (&'v Instruction, &'v ArithmeticInfo) {
-    let i = v.spec.position(name).expect("instruction");
-    (&v.spec.instructions[i], v.info.instruction(i))
+fn find<'v>(v: &'v CheckedSpec, name: &str) -> (&'v Instruction, Checked<'v>) {
+    let c = v.find(name).unwrap_or_else(|| panic!("{name}"));
+    (c.instruction(), c)
 }
 
 /// Shape one random draw into an encoding of `f`.
@@ -204,11 +200,11 @@ fn batch_agrees(
 fn assert_agree(
     kernel: &jit::Kernel,
     inst: &Instruction,
-    info: &ArithmeticInfo,
+    info: Checked,
     ops: &Operands,
     what: &str,
 ) -> u64 {
-    let want = interp::run(inst, info, ops).unwrap();
+    let want = interp::run(info, ops).unwrap();
     let got = kernel.dot(ops).unwrap();
     assert!(
         same(inst, want, got),
@@ -225,7 +221,7 @@ fn assert_agree(
 fn check_instruction(
     kernel: &jit::Kernel,
     inst: &Instruction,
-    info: &ArithmeticInfo,
+    info: Checked,
     cases: u32,
 ) -> Result<(), String> {
     let k = inst.k();
@@ -265,8 +261,7 @@ fn check_instruction(
                 sa: &sa,
                 sb: &sb,
             };
-            let want =
-                interp::run(inst, info, &ops).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let want = interp::run(info, &ops).map_err(|e| TestCaseError::fail(e.to_string()))?;
             let got = kernel
                 .dot(&ops)
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -320,7 +315,7 @@ fn jit_matches_interpreter_on_every_spec() {
     let mut checked = 0;
     for path in spec_files() {
         let Some(v) = load(&path) else { continue };
-        let compiled = jit::compile(&v.spec, &v.info).expect("the backend starts");
+        let compiled = jit::compile(&v).expect("the backend starts");
         for (inst, info) in distinct(&v) {
             // refusals are pinned by `refusals_are_exactly_the_expected_ones`
             if let Ok(kernel) = compiled.kernel(&inst.name) {
@@ -349,7 +344,7 @@ fn refusals_are_exactly_the_expected_ones() {
     let mut refused = vec![];
     for path in spec_files() {
         let Some(v) = load(&path) else { continue };
-        let compiled = jit::compile(&v.spec, &v.info).expect("the backend starts");
+        let compiled = jit::compile(&v).expect("the backend starts");
         for e in compiled.refused() {
             refused.push((
                 path.file_name().unwrap().to_string_lossy().into_owned(),
@@ -374,7 +369,7 @@ fn mma_entry_equals_dot_products() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/hopper.mma");
     let v = load(&path).expect("hopper spec");
     let (inst, info) = find(&v, "mma.m16n8k16.f32.f16.f16.f32");
-    let compiled = jit::compile(&v.spec, &v.info).expect("compiles");
+    let compiled = jit::compile(&v).expect("compiles");
     let kernel = compiled.kernel(&inst.name).expect("kernel");
     let (m, n, k) = (16usize, 8usize, 16usize);
     let mut rng = Rng::new(0x1234_5678_9abc_def0);
@@ -393,7 +388,6 @@ fn mma_entry_equals_dot_products() {
         for j in 0..n {
             let col: Vec<u64> = (0..k).map(|kk| b[kk * n + j]).collect();
             let want = interp::run(
-                inst,
                 info,
                 &Operands {
                     c: c[i * n + j],
@@ -423,10 +417,11 @@ fn wide_sums_near_cancellation() {
     let mut checked = 0;
     for path in spec_files() {
         let Some(v) = load(&path) else { continue };
-        let compiled = jit::compile(&v.spec, &v.info).expect("the backend starts");
+        let compiled = jit::compile(&v).expect("the backend starts");
         for (inst, info) in distinct(&v) {
             let wide = info
-                .fused
+                .info()
+                .fused()
                 .as_ref()
                 .and_then(|f| f.nodes.last())
                 .is_some_and(|n| n.width_bits > 125);
@@ -486,11 +481,12 @@ fn bf16_exact_sums_over_the_whole_exponent_range() {
     let mut names = vec![];
     for path in spec_files() {
         let Some(v) = load(&path) else { continue };
-        let compiled = jit::compile(&v.spec, &v.info).expect("the backend starts");
+        let compiled = jit::compile(&v).expect("the backend starts");
         let mut seen = HashSet::new();
         for (inst, info) in distinct(&v) {
             let exact_sum = info
-                .fused
+                .info()
+                .fused()
                 .as_ref()
                 .and_then(|f| f.nodes.last())
                 .is_some_and(|n| n.width_bits > 500);
@@ -757,7 +753,7 @@ instruction rz13.tf32 {
             emit_clif: true,
             ..jit::Options::default()
         };
-        let compiled = jit::compile_with(&v.spec, &v.info, options).expect("compiles");
+        let compiled = jit::compile_with(v, options).expect("compiles");
         assert_eq!(alignment_lanes(&compiled, name), lanes, "{name}");
         // the batch entry's record lanes show as a kernel of their own
         let batch = format!("{name} (batch");
@@ -875,7 +871,7 @@ fn special_c_with_finite_operands() {
     let mut tried = 0;
     for path in spec_files() {
         let Some(v) = load(&path) else { continue };
-        let compiled = jit::compile(&v.spec, &v.info).expect("compiles");
+        let compiled = jit::compile(&v).expect("compiles");
         for (inst, info) in distinct(&v) {
             if !matches!(inst.arithmetic.pipeline, Pipeline::Fused(_)) {
                 continue;
@@ -1067,7 +1063,7 @@ instruction natural.bf8.fp8 {
         load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/cdna3.mma")).expect("spec");
     let variants = mmac_compiler::compile("gtr_variants.mma", variants).expect("checks");
     // (spec, instruction, lanes of the dot entry, whether the batch entry has record lanes)
-    let cases: Vec<(&Validated, &str, &str, bool)> = vec![
+    let cases: Vec<(&CheckedSpec, &str, &str, bool)> = vec![
         (&cdna3, "v_mfma_f32_16x16x32_fp8_fp8", "i32x4", true),
         (&cdna3, "v_mfma_f32_16x16x32_bf8_fp8", "i32x4", true),
         (&cdna3, "v_mfma_f32_32x32x16_fp8_bf8", "i32x4", true),
@@ -1086,7 +1082,7 @@ instruction natural.bf8.fp8 {
             emit_clif: true,
             ..jit::Options::default()
         };
-        let compiled = jit::compile_with(&v.spec, &v.info, options).expect("compiles");
+        let compiled = jit::compile_with(v, options).expect("compiles");
         let (inst, info) = find(v, name);
         let kernel = compiled.kernel(name).expect("kernel");
         assert_eq!(alignment_lanes(&compiled, name), lanes, "{name}");
@@ -1284,9 +1280,8 @@ instruction c_apart.ue8m0 {
         emit_clif: true,
         ..jit::Options::default()
     };
-    let compiled_rtx = jit::compile_with(&rtx.spec, &rtx.info, options).expect("compiles");
-    let compiled_variants =
-        jit::compile_with(&variants.spec, &variants.info, options).expect("compiles");
+    let compiled_rtx = jit::compile_with(&rtx, options).expect("compiles");
+    let compiled_variants = jit::compile_with(&variants, options).expect("compiles");
     for (v, compiled, name) in [
         (
             &rtx,
@@ -1448,7 +1443,7 @@ instruction fused.m8n8k4.f64.f64.f64.f64 {
 }
 "#;
     let v = mmac_compiler::compile("wide.mma", text).expect("the spec checks");
-    let compiled = jit::compile(&v.spec, &v.info).expect("the backend starts");
+    let compiled = jit::compile(&v).expect("the backend starts");
     let err = compiled
         .kernel("fused.m8n8k4.f64.f64.f64.f64")
         .err()

@@ -7,28 +7,21 @@
 //! shared between threads, and the batch entry's groups of four records read no record
 //! past the last.
 
-use mmac_compiler::Validated;
 use mmac_compiler::engine::{EvalError, Operands};
 use mmac_compiler::interp;
 use mmac_compiler::jit;
 use mmac_compiler::records::{Records, Rng};
+use mmac_compiler::{Checked, CheckedSpec};
 use std::path::Path;
 
-fn load(name: &str) -> Validated {
+fn load(name: &str) -> CheckedSpec {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name);
     let text = std::fs::read_to_string(&path).unwrap();
     mmac_compiler::compile(name, &text).unwrap_or_else(|d| panic!("{}", d.render_plain(100)))
 }
 
-fn find<'v>(
-    v: &'v Validated,
-    name: &str,
-) -> (
-    &'v mmac_compiler::ir::Instruction,
-    &'v mmac_compiler::valid::ArithmeticInfo,
-) {
-    let i = v.spec.position(name).expect("instruction");
-    (&v.spec.instructions[i], v.info.instruction(i))
+fn find<'v>(v: &'v CheckedSpec, name: &str) -> Checked<'v> {
+    v.find(name).expect("instruction")
 }
 
 /// `(n - 1) * stride + len` wrapped in release builds: 17 records 9 * 2^60 elements apart
@@ -36,8 +29,9 @@ fn find<'v>(
 #[test]
 fn batch_strides_that_overflow_are_refused() {
     let v = load("specs/hopper.mma");
-    let (inst, info) = find(&v, "mma.m16n8k16.f32.f16.f16.f32");
-    let compiled = jit::compile_instruction(inst, info).unwrap();
+    let checked = find(&v, "mma.m16n8k16.f32.f16.f16.f32");
+    let inst = checked.instruction();
+    let compiled = jit::compile_instruction(checked).unwrap();
     let kernel = compiled.kernel(&inst.name).unwrap();
     let k = inst.k();
     let c = vec![0u64; 17];
@@ -141,7 +135,7 @@ fn no_movable_load_behind_a_guard() {
             emit_clif: true,
             ..jit::Options::default()
         };
-        let compiled = jit::compile_with(&v.spec, &v.info, options).unwrap();
+        let compiled = jit::compile_with(&v, options).unwrap();
         for (label, text) in compiled.clif() {
             for (block, lines) in guarded_blocks(text) {
                 for l in lines.iter().filter(|l| l.contains(" = load")) {
@@ -197,8 +191,9 @@ fn host_fp_state_does_not_change_the_bits() {
     let mut rng = Rng::new(42);
     for (spec, name) in cases {
         let v = load(spec);
-        let (inst, info) = find(&v, name);
-        let compiled = jit::compile_instruction(inst, info).unwrap();
+        let checked = find(&v, name);
+        let inst = checked.instruction();
+        let compiled = jit::compile_instruction(checked).unwrap();
         let kernel = compiled.kernel(name).unwrap();
         let ar = &inst.arithmetic;
         let c_bits = ar.c.storage_bits();
@@ -230,7 +225,7 @@ fn host_fp_state_does_not_change_the_bits() {
                 sa: &[],
                 sb: &[],
             };
-            let want = interp::run(inst, info, &ops).unwrap();
+            let want = interp::run(checked, &ops).unwrap();
             let saved = fp_state::read();
             let hostile = saved | fp_state::FTZ | fp_state::DAZ | fp_state::ROUND_TOWARD_ZERO;
             fp_state::write(hostile);
@@ -264,10 +259,10 @@ fn one_product_steps_compile_and_agree() {
         instruction fp8.l1 { shape 16 x 16 x 32\n types a = fp8, b = bf8, c = f32, d = f32\n uses gtr_fdpa(F = 24, F2 = 31, L = 1) }\n\
         instruction f16.l1 { shape 16 x 16 x 4\n types a = f16, b = f16, c = f32, d = f32\n uses tr_fdpa(F = 24, F2 = 31, L = 1) }\n";
     let v = mmac_compiler::compile("l1.mma", text).unwrap();
-    let compiled = jit::compile(&v.spec, &v.info).unwrap();
+    let compiled = jit::compile(&v).unwrap();
     assert!(compiled.refused().is_empty(), "{:?}", compiled.refused());
-    for (index, inst) in v.spec.instructions.iter().enumerate() {
-        let info = v.info.instruction(index);
+    for checked in v.instructions() {
+        let inst = checked.instruction();
         let kernel = compiled.kernel(&inst.name).unwrap();
         let rec = Records::random(inst, 500);
         let mut d = vec![0u64; rec.n];
@@ -276,30 +271,9 @@ fn one_product_steps_compile_and_agree() {
             .unwrap();
         for (i, &got) in d.iter().enumerate() {
             let ops = rec.operands(i);
-            assert_eq!(got, interp::run(inst, info, &ops).unwrap(), "{}", inst.name);
+            assert_eq!(got, interp::run(checked, &ops).unwrap(), "{}", inst.name);
         }
     }
-}
-
-/// The engines take an instruction with its own validation info: another's is an error,
-/// not a wrong result or a panic.
-#[test]
-fn a_foreign_info_is_an_error() {
-    let v = load("specs/cdna3.mma");
-    let (fused, _) = find(&v, "v_mfma_f32_16x16x16_f16");
-    let (_, fma_info) = find(&v, "v_mfma_f32_16x16x4_f32");
-    let z = vec![0u64; fused.k()];
-    let ops = Operands {
-        c: 0,
-        a: &z,
-        b: &z,
-        sa: &[],
-        sb: &[],
-    };
-    let r = interp::run(fused, fma_info, &ops);
-    assert!(matches!(r, Err(EvalError::Internal { .. })), "{r:?}");
-    let compiled = jit::compile_instruction(fused, fma_info);
-    assert!(compiled.is_err(), "the JIT refuses it too");
 }
 
 /// A compiled spec is `Send + Sync`: one cache of kernels serves every thread of an
@@ -309,14 +283,15 @@ fn a_foreign_info_is_an_error() {
 fn a_compiled_spec_is_shared_between_threads() {
     fn shareable<T: Send + Sync>(_: &T) {}
     let v = load("specs/hopper.mma");
-    let (inst, info) = find(&v, "mma.m16n8k16.f32.f16.f16.f32");
-    let compiled = jit::compile_instruction(inst, info).unwrap();
+    let checked = find(&v, "mma.m16n8k16.f32.f16.f16.f32");
+    let inst = checked.instruction();
+    let compiled = jit::compile_instruction(checked).unwrap();
     shareable(&compiled);
     let rec = Records::random(inst, 300);
     let want: Vec<u64> = (0..rec.n)
         .map(|i| {
             let ops = rec.operands(i);
-            interp::run(inst, info, &ops).unwrap()
+            interp::run(checked, &ops).unwrap()
         })
         .collect();
     std::thread::scope(|s| {
@@ -410,13 +385,13 @@ fn record_lanes_read_no_record_past_the_last() {
         emit_clif: true,
         ..jit::Options::default()
     };
-    let compiled = jit::compile_with(&v.spec, &v.info, options).unwrap();
+    let compiled = jit::compile_with(&v, options).unwrap();
     let batch = format!("{name} (batch");
     assert!(
         compiled.clif().iter().any(|(l, _)| l.starts_with(&batch)),
         "{name} takes record lanes"
     );
-    let (inst, _) = find(&v, name);
+    let inst = find(&v, name).instruction();
     let kernel = compiled.kernel(name).unwrap();
     for n in 1..=9 {
         let rec = Records::random(inst, n);
@@ -470,15 +445,15 @@ fn specials_of_table_decoded_products_survive_every_alignment_rounding() {
             .collect()
     };
     let mut rng = Rng::new(24);
-    let mut checked = 0;
+    let mut cases = 0;
     for quick in [true, false] {
         let options = jit::Options {
             quick,
             ..jit::Options::default()
         };
-        let compiled = jit::compile_with(&v.spec, &v.info, options).unwrap();
-        for (i, inst) in v.spec.instructions.iter().enumerate() {
-            let info = v.info.instruction(i);
+        let compiled = jit::compile_with(&v, options).unwrap();
+        for checked in v.instructions() {
+            let inst = checked.instruction();
             let kernel = compiled.kernel(&inst.name).unwrap();
             let (fa, fb) = (&inst.arithmetic.a, &inst.arithmetic.b);
             let (sa, sb) = (specials(fa), specials(fb));
@@ -505,7 +480,7 @@ fn specials_of_table_decoded_products_survive_every_alignment_rounding() {
                         sa: &[],
                         sb: &[],
                     };
-                    let w = interp::run(inst, info, &ops).unwrap();
+                    let w = interp::run(checked, &ops).unwrap();
                     let got = kernel.dot(&ops).unwrap();
                     assert_eq!(
                         got, w,
@@ -516,7 +491,7 @@ fn specials_of_table_decoded_products_survive_every_alignment_rounding() {
                     avs.extend(a);
                     bvs.extend(b);
                     want.push(w);
-                    checked += 1;
+                    cases += 1;
                 }
             }
             let mut d = vec![0; cs.len()];
@@ -524,7 +499,7 @@ fn specials_of_table_decoded_products_survive_every_alignment_rounding() {
             assert_eq!(d, want, "{} (quick {quick}): the batch entry", inst.name);
         }
     }
-    assert!(checked > 1000, "{checked}");
+    assert!(cases > 1000, "{cases}");
 }
 
 /// With hundreds of threads alive (their stacks, and malloc arenas whose 64 MiB alignment
@@ -535,7 +510,8 @@ fn specials_of_table_decoded_products_survive_every_alignment_rounding() {
 #[test]
 fn many_threads_keep_a_module_in_reach() {
     let v = load("specs/hopper.mma");
-    let (inst, info) = find(&v, "mma.m16n8k16.f32.f16.f16.f32");
+    let checked = find(&v, "mma.m16n8k16.f32.f16.f16.f32");
+    let inst = checked.instruction();
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
@@ -562,7 +538,7 @@ fn many_threads_keep_a_module_in_reach() {
         ready_rx.recv().unwrap();
     }
     for _ in 0..6 {
-        let compiled = jit::compile_instruction(inst, info).unwrap();
+        let compiled = jit::compile_instruction(checked).unwrap();
         let k = compiled.kernel(&inst.name).unwrap();
         let (a, b) = (vec![0x3c00u64; 16], vec![0x3c00u64; 16]);
         let ops = Operands {

@@ -5,13 +5,9 @@
 //! two Python threads compute in parallel).
 
 use crate::spec::Loaded;
-use mmac_compiler::engine::{EvalError, Operands};
+use mmac_compiler::engine::{self as facade, EvalError, Operands};
 use mmac_compiler::format::Format;
-use mmac_compiler::interp;
-use mmac_compiler::ir::Instruction;
-use mmac_compiler::jit::{self, CompiledSpec, JitError, Kernel};
-use mmac_compiler::valid::ArithmeticInfo;
-use mmac_runtime::gemm::{self, ErrorReport, Interpreter, Problem};
+use mmac_runtime::gemm::{self, ErrorReport, Problem};
 use mmac_runtime::matrix::Matrix;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -20,24 +16,6 @@ use rayon::ThreadPool;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-
-/// One instruction compiled on its own by the JIT.
-pub struct Jit {
-    compiled: CompiledSpec,
-    name: String,
-}
-
-impl Jit {
-    pub fn compile(inst: &Instruction, info: &ArithmeticInfo) -> Result<Jit, JitError> {
-        Ok(Jit {
-            compiled: jit::compile_instruction(inst, info)?,
-            name: inst.name.clone(),
-        })
-    }
-    fn kernel(&self) -> Result<Kernel, JitError> {
-        self.compiled.kernel(&self.name)
-    }
-}
 
 /// Which engine computes: `Auto` is the JIT, or the interpreter for an instruction the
 /// JIT refuses; `Jit` insists on the JIT.
@@ -174,18 +152,21 @@ fn eval_error(e: EvalError) -> PyErr {
     PyRuntimeError::new_err(e.to_string())
 }
 
-/// The JIT kernel for `Engine::Jit`/`Auto`, None for the interpreter; `Jit` on a refused
-/// instruction is an error.
-fn kernel(spec: &Loaded, index: usize, engine: Engine) -> Result<Option<Kernel>, PyErr> {
-    let refused = |e: &str| {
-        PyRuntimeError::new_err(format!(
-            "{e}\n  help: engine='interp' runs the reference interpreter"
-        ))
-    };
-    match (engine, spec.jit(index)) {
-        (Engine::Interp, _) | (Engine::Auto, Err(_)) => Ok(None),
-        (_, Ok(jit)) => jit.kernel().map(Some).map_err(|e| refused(&e.to_string())),
-        (Engine::Jit, Err(e)) => Err(refused(e)),
+/// The engine `engine` asks for: the JIT's kernel (compiled once per instruction), or the
+/// interpreter for `Interp` and for an instruction the JIT refuses under `Auto`; `Jit` on
+/// a refused instruction is an error.
+fn engine(spec: &Loaded, index: usize, engine: Engine) -> Result<facade::Engine<'_>, PyErr> {
+    let checked = spec.spec.checked.get(index);
+    if engine == Engine::Interp {
+        return Ok(facade::Engine::interpreter(checked));
+    }
+    let prepared = spec.prepared(index);
+    match (engine, prepared.fallback()) {
+        (Engine::Jit, Some(why)) => Err(PyRuntimeError::new_err(format!(
+            "the JIT refuses `{}`: {why}\n  help: engine='interp' runs the reference interpreter",
+            checked.name()
+        ))),
+        _ => Ok(facade::Engine::prepared(checked, prepared)),
     }
 }
 
@@ -202,12 +183,9 @@ pub fn dot(
     sb: &[u64],
 ) -> PyResult<u64> {
     let ops = Operands { c, a, b, sa, sb };
-    let (inst, info) = spec.instruction(index);
-    match kernel(spec, index, engine)? {
-        Some(k) => k.dot(&ops),
-        None => interp::run(inst, info, &ops),
-    }
-    .map_err(eval_error)
+    self::engine(spec, index, engine)?
+        .dot(&ops)
+        .map_err(eval_error)
 }
 
 /// D of a GEMM (shapes checked here: multiples of the instruction's, or exactly it), with
@@ -221,18 +199,15 @@ pub fn gemm(
     threads: Option<usize>,
     engine: Engine,
 ) -> PyResult<Matrix> {
-    let (inst, info) = spec.instruction(index);
+    let inst = spec.spec.checked.get(index).instruction();
     gemm::check_shapes(inst, problem, whole_instruction).map_err(|e| PyValueError::new_err(e.0))?;
     let pool = pool(threads)?;
     py.detach(|| {
         let _active = Active::enter();
         let run = || -> PyResult<Matrix> {
             let none = |_: usize| {};
-            match kernel(spec, index, engine)? {
-                Some(k) => gemm::gemm(inst, &k, problem, &none),
-                None => gemm::gemm(inst, &Interpreter(inst, info), problem, &none),
-            }
-            .map_err(eval_error)
+            let engine = self::engine(spec, index, engine)?;
+            gemm::gemm(&engine, problem, &none).map_err(eval_error)
         };
         match pool {
             Some(p) => p.install(run),
@@ -250,7 +225,7 @@ pub fn error_report(
     d: &Matrix,
     threads: Option<usize>,
 ) -> PyResult<ErrorReport> {
-    let (inst, _) = spec.instruction(index);
+    let inst = spec.spec.checked.get(index).instruction();
     let pool = pool(threads)?;
     Ok(py.detach(|| {
         let _active = Active::enter();

@@ -5,12 +5,12 @@
 //! Python floats. Compiled kernels are kept per instruction for the spec's lifetime.
 
 use crate::SpecError;
-use crate::compute::{self, Engine, Jit, RawMatrix, unfit_encoding};
+use crate::compute::{self, RawMatrix, unfit_encoding};
 use crate::formats;
 use mmac_compiler::diagnostic::closest;
+use mmac_compiler::engine::{Choice, Engine, Prepared};
 use mmac_compiler::format::Format;
 use mmac_compiler::ir::Instruction;
-use mmac_compiler::valid::ArithmeticInfo;
 use mmac_runtime::gemm::{self, Problem};
 use mmac_runtime::specs::LoadedSpec;
 use pyo3::exceptions::{PyFileNotFoundError, PyKeyError, PyOSError, PyValueError};
@@ -20,44 +20,33 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 /// A checked spec, its source text (a spec travels to Dask workers as its text) and
-/// the JIT kernel of each instruction, compiled on first use.
+/// what the engine facade prepared for each instruction (its JIT kernel, or why the
+/// interpreter runs it), on first use.
 pub struct Loaded {
     pub spec: LoadedSpec,
     pub text: String,
-    kernels: Vec<OnceLock<Result<Jit, String>>>,
+    prepared: Vec<OnceLock<Prepared>>,
 }
 
 impl Loaded {
     fn new(spec: LoadedSpec, text: String) -> Loaded {
-        let kernels = spec
-            .spec
-            .instructions
-            .iter()
-            .map(|_| OnceLock::new())
-            .collect();
+        let prepared = (0..spec.checked.len()).map(|_| OnceLock::new()).collect();
         Loaded {
             spec,
             text,
-            kernels,
+            prepared,
         }
     }
 
-    pub fn instruction(&self, index: usize) -> (&Instruction, &ArithmeticInfo) {
-        (
-            &self.spec.spec.instructions[index],
-            self.spec.info.instruction(index),
-        )
+    /// The IR of instruction `index`.
+    pub fn instruction(&self, index: usize) -> &Instruction {
+        self.spec.checked.get(index).instruction()
     }
 
-    /// The instruction's JIT kernel (compiled once), or why the JIT refuses it.
-    pub fn jit(&self, index: usize) -> Result<&Jit, &str> {
-        self.kernels[index]
-            .get_or_init(|| {
-                let (inst, info) = self.instruction(index);
-                Jit::compile(inst, info).map_err(|e| e.to_string())
-            })
-            .as_ref()
-            .map_err(String::as_str)
+    /// The instruction's JIT kernel, compiled once (or why the JIT refuses it).
+    pub fn prepared(&self, index: usize) -> &Prepared {
+        self.prepared[index]
+            .get_or_init(|| Engine::prepare(self.spec.checked.get(index), Choice::OPTIMISED))
     }
 }
 
@@ -66,8 +55,7 @@ fn compile(name: &str, text: String) -> PyResult<NativeSpec> {
         .map_err(|d| SpecError::new_err(d.render(false).trim_end().to_string()))?;
     let spec = LoadedSpec {
         path: PathBuf::from(name),
-        spec: validated.spec,
-        info: validated.info,
+        checked: validated,
     };
     Ok(NativeSpec {
         inner: Arc::new(Loaded::new(spec, text)),
@@ -113,23 +101,23 @@ impl NativeSpec {
     }
     #[getter]
     fn arch(&self) -> &str {
-        &self.inner.spec.spec.arch
+        &self.inner.spec.spec().arch
     }
     #[getter]
     fn title(&self) -> Option<&str> {
-        self.inner.spec.spec.title.as_deref()
+        self.inner.spec.spec().title.as_deref()
     }
     /// Every instruction's name, in the order of the file.
     fn instructions(&self) -> Vec<String> {
-        let insts = &self.inner.spec.spec.instructions;
+        let insts = &self.inner.spec.spec().instructions;
         insts.iter().map(|i| i.name.clone()).collect()
     }
     /// An instruction by name; a `KeyError` suggests the closest name.
     fn instruction(&self, name: &str) -> PyResult<NativeInstruction> {
         let spec = &self.inner.spec;
-        let Some(index) = spec.spec.position(name) else {
+        let Some(index) = spec.checked.position(name) else {
             let file = spec.path.display();
-            let names = spec.spec.instructions.iter().map(|i| i.name.as_str());
+            let names = spec.spec().instructions.iter().map(|i| i.name.as_str());
             let help = match closest(name, names) {
                 Some(near) => format!("did you mean `{near}`?"),
                 None => "Spec.instructions() lists its instructions".to_string(),
@@ -154,7 +142,7 @@ pub struct NativeInstruction {
 
 impl NativeInstruction {
     fn inst(&self) -> &Instruction {
-        self.spec.instruction(self.index).0
+        self.spec.instruction(self.index)
     }
 
     /// The format of an operand: `a`, `b`, `c`, `d`, or `sa`/`sb` (the scale format).
@@ -222,7 +210,7 @@ impl NativeInstruction {
     }
     #[getter]
     fn arch(&self) -> &str {
-        &self.spec.spec.spec.arch
+        &self.spec.spec.spec().arch
     }
     #[getter]
     fn m(&self) -> u32 {
@@ -263,7 +251,7 @@ impl NativeInstruction {
     fn jit_error(&self, py: Python<'_>) -> Option<String> {
         let spec = &self.spec;
         let index = self.index;
-        py.detach(|| spec.jit(index).err().map(str::to_string))
+        py.detach(|| spec.prepared(index).fallback().map(str::to_string))
     }
 
     /// Exact encodings of Python floats in an operand's format, and None; or, when a
@@ -303,8 +291,8 @@ impl NativeInstruction {
         sb: Vec<u64>,
         engine: &str,
     ) -> PyResult<u64> {
-        let engine = Engine::parse(engine)?;
-        let (inst, _) = self.spec.instruction(self.index);
+        let engine = compute::Engine::parse(engine)?;
+        let inst = self.spec.instruction(self.index);
         let (k, s) = (inst.k(), inst.scale_count());
         for (operand, values, want) in [("a", &a, k), ("b", &b, k), ("sa", &sa, s), ("sb", &sb, s)]
         {
@@ -351,7 +339,7 @@ impl NativeInstruction {
         threads: Option<usize>,
         engine: &str,
     ) -> PyResult<(Bound<'py, PyBytes>, usize, usize)> {
-        let engine = Engine::parse(engine)?;
+        let engine = compute::Engine::parse(engine)?;
         let problem = self.problem(a, b, c, sa, sb)?;
         let d = compute::gemm(
             py,
@@ -381,7 +369,7 @@ impl NativeInstruction {
         threads: Option<usize>,
         engine: &str,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let engine = Engine::parse(engine)?;
+        let engine = compute::Engine::parse(engine)?;
         let problem = self.problem(a, b, c, sa, sb)?;
         let inst = self.inst();
         let d = match d {

@@ -25,11 +25,10 @@
 //! public case fails on its own instruction, or a neighbour is neither told apart nor
 //! proven unobservable.
 
-use mmac_compiler::engine::Operands;
+use mmac_compiler::Checked;
+use mmac_compiler::engine::{Choice, Engine, Operands};
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
-use mmac_compiler::jit;
-use mmac_compiler::valid::ArithmeticInfo;
 use mmac_runtime::conformance::matches;
 use mmac_runtime::generate::mmv_header;
 use mmac_runtime::inputs::{Input, hex};
@@ -109,16 +108,12 @@ fn main() -> ExitCode {
         .iter()
         .filter_map(|o| o.path.split('/').next().map(str::to_string))
         .collect();
-    let spec_only: Vec<(&SpecFile, &Instruction, &ArithmeticInfo)> = specs
+    let spec_only: Vec<(&SpecFile, Checked)> = specs
         .values()
-        .filter(|s| !public_archs.contains(&s.loaded.spec.arch))
-        .flat_map(|s| s.loaded.distinct().map(move |(i, info, _)| (s, i, info)))
+        .filter(|s| !public_archs.contains(&s.loaded.spec().arch))
+        .flat_map(|s| s.loaded.distinct().map(move |(c, _)| (s, c)))
         .collect();
-    outcomes.par_extend(
-        spec_only
-            .par_iter()
-            .map(|(s, i, info)| select_spec_only(s, i, info)),
-    );
+    outcomes.par_extend(spec_only.par_iter().map(|(s, c)| select_spec_only(s, *c)));
 
     // write
     if let Ok(old) = vectors::find_files(&output) {
@@ -210,7 +205,7 @@ fn load_specs(root: &Path) -> Result<BTreeMap<String, SpecFile>, String> {
     let base = root.parent().unwrap_or(Path::new(""));
     let mut out = BTreeMap::new();
     for l in loaded {
-        if l.spec.instructions.is_empty() {
+        if l.spec().instructions.is_empty() {
             continue;
         }
         let text = std::fs::read_to_string(&l.path).map_err(|e| e.to_string())?;
@@ -221,7 +216,7 @@ fn load_specs(root: &Path) -> Result<BTreeMap<String, SpecFile>, String> {
             .display()
             .to_string();
         out.insert(
-            l.spec.arch.clone(),
+            l.spec().arch.clone(),
             SpecFile {
                 loaded: l,
                 shown,
@@ -238,9 +233,8 @@ fn fails(inst: &Instruction, got: Result<u64, String>, case: &Case, nan: bool) -
 }
 
 /// Run every case through an instruction: the JIT's batch entry, or the interpreter.
-fn results(inst: &Instruction, info: &ArithmeticInfo, cases: &[Case]) -> Vec<Result<u64, String>> {
-    let compiled = jit::compile_instruction(inst, info).ok();
-    let kernel = compiled.as_ref().and_then(|c| c.kernel(&inst.name).ok());
+fn results(checked: Checked, cases: &[Case]) -> Vec<Result<u64, String>> {
+    let engine = Engine::new(checked, Choice::OPTIMISED);
     cases
         .iter()
         .map(|case| {
@@ -251,11 +245,7 @@ fn results(inst: &Instruction, info: &ArithmeticInfo, cases: &[Case]) -> Vec<Res
                 sa: &case.sa,
                 sb: &case.sb,
             };
-            match &kernel {
-                Some(k) => k.dot(&ops),
-                None => interp::run(inst, info, &ops),
-            }
-            .map_err(|e| e.to_string())
+            engine.dot(&ops).map_err(|e| e.to_string())
         })
         .collect()
 }
@@ -287,14 +277,15 @@ fn select_public(specs: &BTreeMap<String, SpecFile>, root: &Path, path: &Path) -
         out.failures.push(format!("no spec declares arch `{arch}`"));
         return out;
     };
-    let Some((inst, info)) = spec.loaded.instruction(&name) else {
+    let Some(checked) = spec.loaded.instruction(&name) else {
         out.failures
             .push(format!("`{arch}` has no instruction `{name}`"));
         return out;
     };
+    let inst = checked.instruction();
     let cases = &file.cases;
     // the original passes every case (else the selection means nothing)
-    for (case, got) in cases.iter().zip(results(inst, info, cases)) {
+    for (case, got) in cases.iter().zip(results(checked, cases)) {
         if fails(inst, got, case, file.nan_any) {
             out.failures
                 .push(format!("line {} fails on the spec itself", case.line));
@@ -302,11 +293,11 @@ fn select_public(specs: &BTreeMap<String, SpecFile>, root: &Path, path: &Path) -
     }
     let ns = neighbours(&spec.shown, &spec.text, inst);
     let variants = behaviour_variants(inst);
-    let kill_row = |i: &Instruction, info: &ArithmeticInfo| -> Vec<bool> {
-        results(i, info, cases)
+    let kill_row = |c: Checked| -> Vec<bool> {
+        results(c, cases)
             .into_iter()
             .zip(cases)
-            .map(|(got, case)| fails(i, got, case, file.nan_any))
+            .map(|(got, case)| fails(c.instruction(), got, case, file.nan_any))
             .collect()
     };
     // kills[m][i]: case i fails on mutant m (the neighbours, then the behaviour variants)
@@ -314,13 +305,13 @@ fn select_public(specs: &BTreeMap<String, SpecFile>, root: &Path, path: &Path) -
         .iter()
         .map(|n| {
             if n.same_interface(inst) {
-                kill_row(&n.instruction, &n.info)
+                kill_row(n.checked.checked())
             } else {
                 vec![true; cases.len()]
             }
         })
         .collect();
-    kills.extend(variants.iter().map(|v| kill_row(&v.instruction, &v.info)));
+    kills.extend(variants.iter().map(|v| kill_row(v.checked.checked())));
     let mut keep: Vec<bool> = (0..cases.len()).map(|i| i < RANDOM_CASES).collect();
     let wanted: Vec<usize> = kills
         .iter()
@@ -352,7 +343,7 @@ fn select_public(specs: &BTreeMap<String, SpecFile>, root: &Path, path: &Path) -
         } else if wanted[m] > 0 {
             Fate::Public
         } else {
-            fate_without_public(inst, info, n, &mut pinned)
+            fate_without_public(checked, n, &mut pinned)
         };
         out.fates.push((n.label(), fate));
     }
@@ -415,19 +406,19 @@ fn select_public(specs: &BTreeMap<String, SpecFile>, root: &Path, path: &Path) -
 /// A neighbour no public case kills: proven unobservable, or witnesses (appended to
 /// `pinned` with the instruction's result), or not found.
 fn fate_without_public(
-    inst: &Instruction,
-    info: &ArithmeticInfo,
+    checked: Checked,
     n: &Neighbour,
     pinned: &mut Vec<(String, Input, u64)>,
 ) -> Fate {
-    if let Some(why) = proven_equivalent(inst, info, &n.instruction) {
+    let inst = checked.instruction();
+    if let Some(why) = proven_equivalent(checked, n.instruction()) {
         return Fate::Unobservable(why);
     }
     // a witness found for an earlier neighbour may already tell this one apart
     let nan = nan_any(inst);
     let mut have = 0;
     for (_, input, d) in pinned.iter() {
-        let got = interp::run(&n.instruction, &n.info, &input.operands());
+        let got = interp::run(n.checked.checked(), &input.operands());
         if !matches!(got, Ok(x) if matches(&inst.arithmetic.d, *d, x, nan)) {
             have += 1;
         }
@@ -439,7 +430,7 @@ fn fate_without_public(
         wanted: KILLS_WANTED,
         ..Default::default()
     };
-    match witness::find((inst, info), (&n.instruction, &n.info), &options) {
+    match witness::find(checked, n.checked.checked(), &options) {
         Ok(found) if !found.is_empty() => {
             let mut added = 0;
             for w in found.into_iter().take(KILLS_WANTED - have) {
@@ -459,7 +450,7 @@ fn fate_without_public(
 
 fn spec_file_text(spec: &SpecFile, inst: &Instruction, cases: &[(String, Input, u64)]) -> String {
     let ar = &inst.arithmetic;
-    let mut s = mmv_header(&spec.loaded.spec.arch, inst);
+    let mut s = mmv_header(&spec.loaded.spec().arch, inst);
     let _ = writeln!(
         s,
         "# source: computed from {} by mmac's reference interpreter (not by mmasim, not on hardware)",
@@ -483,9 +474,14 @@ fn spec_file_text(spec: &SpecFile, inst: &Instruction, cases: &[(String, Input, 
 
 /// A spec without public vectors: random cases and witnesses for every neighbour of one
 /// instruction.
-fn select_spec_only(spec: &SpecFile, inst: &Instruction, info: &ArithmeticInfo) -> Outcome {
+fn select_spec_only(spec: &SpecFile, checked: Checked) -> Outcome {
+    let inst = checked.instruction();
     let mut out = Outcome {
-        path: format!("{}/{}", spec.loaded.spec.arch, inst.name.replace("::", "_")),
+        path: format!(
+            "{}/{}",
+            spec.loaded.spec().arch,
+            inst.name.replace("::", "_")
+        ),
         public: None,
         spec_pinned: None,
         report: String::new(),
@@ -497,13 +493,13 @@ fn select_spec_only(spec: &SpecFile, inst: &Instruction, info: &ArithmeticInfo) 
     let mut pinned: Vec<(String, Input, u64)> = (0..SPEC_ONLY_RANDOM)
         .map(|i| {
             let input = random.draw();
-            let d = interp::run(inst, info, &input.operands()).expect("the spec computes");
+            let d = interp::run(checked, &input.operands()).expect("the spec computes");
             (format!("random case {i}"), input, d)
         })
         .collect();
     for n in neighbours(&spec.shown, &spec.text, inst) {
         let fate = if n.same_interface(inst) {
-            fate_without_public(inst, info, &n, &mut pinned)
+            fate_without_public(checked, &n, &mut pinned)
         } else {
             Fate::Interface
         };

@@ -11,8 +11,7 @@
 //! seeded by the seed, K and s, so a report does not depend on the number of threads, and
 //! every instruction of one report sees the same inputs (paired comparisons).
 
-use crate::gemm::DotEngine;
-use mmac_compiler::engine::EvalError;
+use mmac_compiler::engine::{Engine, EvalError};
 use mmac_compiler::exact::{Dyadic, Rounding};
 use mmac_compiler::format::{Decoded, Format};
 use mmac_compiler::ieee::{self, Num};
@@ -411,12 +410,12 @@ const WINDOW: usize = 256;
 /// The rows of one instruction, one per K. `progress` is called with the number of
 /// samples finished. Memory stays bounded whatever the sample count: samples are drawn,
 /// run and folded into [`Stats`] a window of tasks at a time.
-pub fn measure<E: DotEngine + ?Sized>(
-    inst: &Instruction,
-    engine: &E,
+pub fn measure(
+    engine: &Engine,
     options: &ReportOptions,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<Row>, String> {
+    let inst = engine.checked().instruction();
     reportable(inst)?;
     check_sizes(options)?;
     let k = inst.k();
@@ -457,9 +456,9 @@ pub fn measure<E: DotEngine + ?Sized>(
 
 /// The statistics of samples `range` at K = `kt`: drawn, accumulated over K in steps of
 /// the instruction's k (d fed back as c), compared with their exact sums.
-fn chunk_stats<E: DotEngine + ?Sized>(
+fn chunk_stats(
     inst: &Instruction,
-    engine: &E,
+    engine: &Engine,
     options: &ReportOptions,
     kt: usize,
     range: std::ops::Range<usize>,
@@ -484,9 +483,7 @@ fn chunk_stats<E: DotEngine + ?Sized>(
     let mut d = vec![0u64; n];
     for step in 0..kt / k {
         engine
-            .batch(
-                k,
-                blocks,
+            .batch_strided(
                 &c,
                 (&a[step * k..], kt),
                 (&b[step * k..], kt),

@@ -13,11 +13,9 @@
 
 use crate::inputs::{Input, hex};
 use crate::vectors::parse_answer;
+use mmac_compiler::Checked;
+use mmac_compiler::engine::{Choice, Engine};
 use mmac_compiler::format::{self, Format};
-use mmac_compiler::interp;
-use mmac_compiler::ir::Instruction;
-use mmac_compiler::jit;
-use mmac_compiler::valid::ArithmeticInfo;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
@@ -115,7 +113,7 @@ impl Interface {
     }
 
     /// The interface of an instruction.
-    pub fn of(inst: &Instruction) -> Interface {
+    pub fn of(inst: &mmac_compiler::ir::Instruction) -> Interface {
         let ar = &inst.arithmetic;
         Interface {
             a: ar.a.clone(),
@@ -238,46 +236,31 @@ pub trait BlackBox {
     fn answer(&mut self, inputs: &[Input]) -> Result<Vec<u64>, BoxError>;
 }
 
-/// An instruction of a compiled spec as a box: the JIT's kernel, or the interpreter for
-/// an instruction the JIT refuses.
+/// An instruction of a compiled spec as a box: its engine (the JIT's kernel, or the
+/// interpreter for an instruction the JIT refuses).
 pub struct SpecBox<'a> {
-    inst: &'a Instruction,
-    info: &'a ArithmeticInfo,
-    compiled: Option<jit::CompiledSpec>,
+    engine: Engine<'a>,
 }
 
 impl<'a> SpecBox<'a> {
-    pub fn new(inst: &'a Instruction, info: &'a ArithmeticInfo) -> SpecBox<'a> {
+    pub fn new(checked: Checked<'a>) -> SpecBox<'a> {
         SpecBox {
-            inst,
-            info,
-            compiled: jit::compile_instruction(inst, info).ok(),
+            engine: Engine::new(checked, Choice::OPTIMISED),
         }
     }
 }
 
 impl BlackBox for SpecBox<'_> {
     fn answer(&mut self, inputs: &[Input]) -> Result<Vec<u64>, BoxError> {
-        evaluate(self.inst, self.info, self.compiled.as_ref(), inputs)
-            .map_err(|e| BoxError::Eval(e.to_string()))
+        evaluate(&self.engine, inputs).map_err(|e| BoxError::Eval(e.to_string()))
     }
 }
 
-/// Results of an instruction on inputs: the compiled kernel when there is one, else the
-/// interpreter.
+/// Results of an engine on inputs, in one batch.
 pub fn evaluate(
-    inst: &Instruction,
-    info: &ArithmeticInfo,
-    compiled: Option<&jit::CompiledSpec>,
+    engine: &Engine,
     inputs: &[impl std::borrow::Borrow<Input>],
 ) -> Result<Vec<u64>, mmac_compiler::engine::EvalError> {
-    let kernel = compiled.and_then(|c| c.kernel(&inst.name).ok());
-    let Some(kernel) = kernel else {
-        return inputs
-            .iter()
-            .map(|i| interp::run(inst, info, &i.borrow().operands()))
-            .collect();
-    };
     let c: Vec<u64> = inputs.iter().map(|i| i.borrow().c).collect();
     let flat = |f: fn(&Input) -> &[u64]| -> Vec<u64> {
         inputs
@@ -292,7 +275,7 @@ pub fn evaluate(
         flat(|i| &i.sb),
     );
     let mut d = vec![0; inputs.len()];
-    kernel.batch(&c, &a, &b, &sa, &sb, &mut d)?;
+    engine.batch(&c, &a, &b, &sa, &sb, &mut d)?;
     Ok(d)
 }
 

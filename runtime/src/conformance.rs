@@ -6,13 +6,11 @@
 
 use crate::specs::LoadedSpec;
 use crate::vectors;
+use mmac_compiler::Checked;
 use mmac_compiler::diagnostic::closest;
-use mmac_compiler::engine::Operands;
+use mmac_compiler::engine::{Choice, Engine, Engines, Operands};
 use mmac_compiler::format::Format;
-use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
-use mmac_compiler::jit;
-use mmac_compiler::valid::ArithmeticInfo;
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -118,7 +116,7 @@ fn check_widths(inst: &Instruction, case: &vectors::Case) -> Result<(), String> 
 
 /// Which engine computes `d`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Engine {
+pub enum Mode {
     /// The exact reference interpreter.
     Interp,
     /// Native kernels from the Cranelift JIT, compiled quickly (`jit::Options::quick`:
@@ -134,22 +132,12 @@ pub enum Engine {
 
 /// Run every vector file under `vectors` against `specs` with the interpreter.
 pub fn run(specs: &[LoadedSpec], vectors_path: &Path) -> std::io::Result<Summary> {
-    run_with(specs, vectors_path, Engine::Interp)
+    run_with(specs, vectors_path, Mode::Interp)
 }
 
 /// Run every vector file under `vectors` against `specs` with `engine`.
-pub fn run_with(
-    specs: &[LoadedSpec],
-    vectors_path: &Path,
-    engine: Engine,
-) -> std::io::Result<Summary> {
-    let archs: HashSet<&str> = specs.iter().map(|s| s.spec.arch.as_str()).collect();
-    let mut by_name: HashMap<(&str, &str), (&Instruction, &ArithmeticInfo)> = HashMap::new();
-    for s in specs {
-        for (i, info) in s.instructions() {
-            by_name.insert((s.spec.arch.as_str(), i.name.as_str()), (i, info));
-        }
-    }
+pub fn run_with(specs: &[LoadedSpec], vectors_path: &Path, mode: Mode) -> std::io::Result<Summary> {
+    let archs: HashSet<&str> = specs.iter().map(|s| s.checked.arch()).collect();
     let mut sum = Summary::default();
     let files = vectors::find_files(vectors_path)?
         .into_iter()
@@ -160,42 +148,46 @@ pub fn run_with(
         .iter()
         .filter_map(|(_, f, _)| Some((f.arch.as_deref()?, f.instruction.as_deref()?)))
         .collect();
-    let compiled: Vec<(&str, Result<jit::CompiledSpec, String>)> = match engine {
-        Engine::Interp => vec![],
-        Engine::Jit | Engine::JitOptimized => specs
-            .par_iter()
-            .filter(|s| used.iter().any(|(a, _)| *a == s.spec.arch))
-            .map(|s| {
-                let arch = s.spec.arch.as_str();
-                let compiled = s
-                    .subset(|name| used.contains(&(arch, name)))
-                    .map_err(|d| format!("{} does not validate: {}", arch, d[0].message))
-                    .and_then(|sub| {
-                        let options = jit::Options {
-                            quick: engine == Engine::Jit,
-                            ..Default::default()
-                        };
-                        jit::compile_with(&sub.spec, &sub.info, options).map_err(|e| e.to_string())
-                    });
-                (arch, compiled)
-            })
-            .collect(),
+    let choice = match mode {
+        Mode::Interp => Choice::Interp,
+        Mode::Jit => Choice::QUICK,
+        Mode::JitOptimized => Choice::OPTIMISED,
     };
-    let compiled: Vec<(&str, jit::CompiledSpec)> = compiled
+    let subsets: Vec<Result<LoadedSpec, String>> = specs
+        .par_iter()
+        .map(|s| {
+            let arch = s.checked.arch();
+            s.subset(|name| used.contains(&(arch, name)))
+                .map_err(|d| format!("{arch} does not validate: {}", d[0].message))
+        })
+        .collect();
+    let subsets: Vec<LoadedSpec> = subsets
         .into_iter()
-        .filter_map(|(arch, c)| match c {
-            Ok(c) => Some((arch, c)),
+        .filter_map(|s| match s {
+            Ok(s) => Some(s),
             Err(e) => {
                 let _ = writeln!(sum.report, "note: {e}; using the interpreter");
                 None
             }
         })
         .collect();
-    let kernel_of = |arch: &str, name: &str| -> Option<Result<jit::Kernel, jit::JitError>> {
-        compiled
+    let engines: Vec<Engines> = subsets
+        .par_iter()
+        .map(|s| Engines::new(&s.checked, choice))
+        .collect();
+    // every declared instruction, by (arch, name), with its spec's engines
+    let mut by_name: HashMap<(&str, &str), Checked> = HashMap::new();
+    for s in specs {
+        for c in s.instructions() {
+            by_name.insert((s.checked.arch(), c.name()), c);
+        }
+    }
+    let engine_of = |arch: &str, name: &str| -> Option<Engine> {
+        subsets
             .iter()
-            .find(|(a, c)| *a == arch && c.has(name))
-            .map(|(_, c)| c.kernel(name))
+            .zip(&engines)
+            .find(|(s, _)| s.checked.arch() == arch)
+            .and_then(|(_, e)| e.find(name))
     };
     for (path, file, errors) in &files {
         let shown = path.display().to_string();
@@ -232,7 +224,7 @@ pub fn run_with(
             continue;
         }
         let name = file.instruction.as_deref().unwrap_or("?");
-        let Some(&(inst, info)) = by_name.get(&(arch, name)) else {
+        let Some(&checked) = by_name.get(&(arch, name)) else {
             let _ = writeln!(
                 sum.report,
                 "FAIL {shown}: arch `{arch}` declares no instruction `{name}` ({})",
@@ -246,17 +238,14 @@ pub fn run_with(
             sum.failed_files += (cases == 0) as usize;
             continue;
         };
-        let kernel = match kernel_of(arch, name) {
-            Some(Ok(k)) => Some(k),
-            Some(Err(e)) => {
-                let _ = writeln!(sum.report, "note: {e}; {shown} runs on the interpreter");
-                None
-            }
-            None => None,
-        };
+        let inst = checked.instruction();
+        let engine = engine_of(arch, name).unwrap_or_else(|| Engine::interpreter(checked));
+        if let Some(why) = engine.fallback() {
+            let _ = writeln!(sum.report, "note: {why}; {shown} runs on the interpreter");
+        }
         // the optimised engine runs the file's well-formed cases through the batch entry
-        let batched = match (&kernel, engine) {
-            (Some(k), Engine::JitOptimized) => Some(batch(k, inst, &file.cases)),
+        let batched = match (engine.is_jit(), mode) {
+            (true, Mode::JitOptimized) => Some(batch(&engine, &file.cases)),
             _ => None,
         };
         let mut shown_here = 0;
@@ -269,11 +258,11 @@ pub fn run_with(
                 sa: &case.sa,
                 sb: &case.sb,
             };
-            let outcome = check_widths(inst, case).and_then(|_| match (&batched, &kernel) {
-                (Some(Ok(d)), _) => Ok(d[i].expect("a well-formed case is in the batch")),
-                (Some(Err(e)), _) => Err(e.clone()),
-                (None, Some(k)) => k.dot(&ops).map_err(|e| e.to_string()),
-                (None, None) => interp::run(inst, info, &ops).map_err(|e| e.to_string()),
+            let outcome = check_widths(inst, case).and_then(|_| match &batched {
+                // (a well-formed case has its d in the batch)
+                Some(Ok(d)) => d[i].ok_or_else(|| "left out of the batch".to_string()),
+                Some(Err(e)) => Err(e.clone()),
+                None => engine.dot(&ops).map_err(|e| e.to_string()),
             });
             match outcome {
                 Ok(got) if matches(&inst.arithmetic.d, case.d, got, file.nan_any) => {
@@ -336,11 +325,8 @@ pub fn run_with(
 
 /// d for each case whose operands have the instruction's widths (`None` for the others),
 /// from one call of the kernel's batch entry.
-fn batch(
-    kernel: &jit::Kernel,
-    inst: &Instruction,
-    cases: &[vectors::Case],
-) -> Result<Vec<Option<u64>>, String> {
+fn batch(engine: &Engine, cases: &[vectors::Case]) -> Result<Vec<Option<u64>>, String> {
+    let inst = engine.checked().instruction();
     let well_formed: Vec<&vectors::Case> = cases
         .iter()
         .filter(|case| check_widths(inst, case).is_ok())
@@ -354,7 +340,7 @@ fn batch(
     let c: Vec<u64> = well_formed.iter().map(|case| case.c).collect();
     let (a, b, sa, sb) = (cat(|x| &x.a), cat(|x| &x.b), cat(|x| &x.sa), cat(|x| &x.sb));
     let mut d = vec![0u64; c.len()];
-    kernel
+    engine
         .batch(&c, &a, &b, &sa, &sb, &mut d)
         .map_err(|e| e.to_string())?;
     let mut d = d.into_iter();

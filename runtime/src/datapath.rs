@@ -7,8 +7,9 @@
 //! validator's two's-complement accumulator width); per normalisation: the width of the
 //! sum it reads and the precision it rounds to.
 
-use mmac_compiler::ir::{Instruction, Pipeline, ProductRule, Reference, TermSource};
-use mmac_compiler::valid::{ArithmeticInfo, Grid};
+use mmac_compiler::Checked;
+use mmac_compiler::ir::{ProductRule, Reference, TermSource};
+use mmac_compiler::valid::{Grid, Kind};
 use serde::Serialize;
 
 /// One alignment node.
@@ -54,9 +55,10 @@ pub struct Datapath {
     pub steps_round_to: Option<String>,
 }
 
-/// The datapath of `inst`, `info` being its validation info.
-pub fn of(inst: &Instruction, info: &ArithmeticInfo) -> Datapath {
-    let k = inst.k();
+/// The datapath of a checked instruction, from its validation info.
+pub fn of(checked: Checked) -> Datapath {
+    let inst = checked.instruction();
+    let k = checked.k();
     let mut d = Datapath {
         kind: String::new(),
         k,
@@ -67,8 +69,9 @@ pub fn of(inst: &Instruction, info: &ArithmeticInfo) -> Datapath {
         normalisers: vec![],
         steps_round_to: None,
     };
-    match (&inst.arithmetic.pipeline, &info.fused) {
-        (Pipeline::Fused(f), Some(fi)) => {
+    match checked.kind() {
+        Kind::Fused(cf) => {
+            let (f, fi) = (&cf.pipeline, &cf.facts);
             d.kind = "fused".into();
             d.chain = (f.chain as usize).min(k);
             d.chained_steps = k.div_ceil(d.chain.max(1));
@@ -130,7 +133,8 @@ pub fn of(inst: &Instruction, info: &ArithmeticInfo) -> Datapath {
                 });
             }
         }
-        (Pipeline::Sequential(s), _) => {
+        Kind::Sequential(cs) => {
+            let s = &cs.pipeline;
             d.kind = "sequential".into();
             d.chain = 1;
             d.chained_steps = k;
@@ -147,9 +151,8 @@ pub fn of(inst: &Instruction, info: &ArithmeticInfo) -> Datapath {
                 s.accumulate.rounding.short()
             ));
         }
-        (Pipeline::Integer(_), _) => d.kind = "integer".into(),
-        (Pipeline::Composed(_), _) => d.kind = "composed".into(),
-        (Pipeline::Fused(_), None) => d.kind = "fused".into(),
+        Kind::Integer(_) => d.kind = "integer".into(),
+        Kind::Composed(_) => d.kind = "composed".into(),
     }
     d
 }

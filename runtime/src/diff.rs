@@ -10,13 +10,13 @@ use crate::conformance::matches;
 use crate::inputs::{Input, encode, hex};
 use crate::observability::proven_equivalent;
 use crate::witness::{SearchError, SearchOptions, nan_any, search};
+use mmac_compiler::Checked;
 use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::{Decoded, Format};
 use mmac_compiler::interp;
 use mmac_compiler::ir::{
     Instruction, Overflow, Pipeline, ProductRule, Reference, RoundedOp, TermSource, ZeroExponent,
 };
-use mmac_compiler::valid::ArithmeticInfo;
 use num_bigint::BigInt;
 use num_traits::Signed;
 
@@ -120,11 +120,7 @@ impl Comparison {
 const WITNESSES: usize = 4;
 
 /// Compare two instructions that take the same operands: search, shrink, explain.
-pub fn diff(
-    x: (&Instruction, &ArithmeticInfo),
-    y: (&Instruction, &ArithmeticInfo),
-    options: &DiffOptions,
-) -> Result<Comparison, SearchError> {
+pub fn diff(x: Checked, y: Checked, options: &DiffOptions) -> Result<Comparison, SearchError> {
     let found = search(
         x,
         y,
@@ -136,7 +132,7 @@ pub fn diff(
     )?;
     // the probe battery of each, and the probes read from both IRs, as more structured
     // candidates (on the interpreter: a few hundred)
-    let probes: Vec<Input> = [x.0, y.0]
+    let probes: Vec<Input> = [x.instruction(), y.instruction()]
         .iter()
         .flat_map(|i| {
             let battery = crate::probes::battery(i).into_iter().map(|p| p.input());
@@ -146,7 +142,9 @@ pub fn diff(
             battery.chain(read).collect::<Vec<_>>()
         })
         .filter(|p| {
-            p.a.len() == x.0.k() && p.sa.len() == x.0.scale_count() && p.sb.len() == p.sa.len()
+            p.a.len() == x.instruction().k()
+                && p.sa.len() == x.instruction().scale_count()
+                && p.sb.len() == p.sa.len()
         })
         .collect();
     let from_probes: Vec<Input> = probes
@@ -168,7 +166,7 @@ pub fn diff(
             }
             shrunk = again;
         }
-        let s = simplicity(x.0, &shrunk);
+        let s = simplicity(x.instruction(), &shrunk);
         if best.as_ref().is_none_or(|(b, _)| s < *b) {
             best = Some((s, shrunk));
         }
@@ -178,7 +176,7 @@ pub fn diff(
         None => None,
     };
     let proof = if difference.is_none() {
-        proven_equivalent(x.0, x.1, y.0)
+        proven_equivalent(x, y.instruction())
     } else {
         None
     };
@@ -190,17 +188,10 @@ pub fn diff(
     })
 }
 
-fn differs(
-    x: (&Instruction, &ArithmeticInfo),
-    y: (&Instruction, &ArithmeticInfo),
-    i: &Input,
-) -> bool {
-    let nan = nan_any(x.0) || nan_any(y.0);
-    match (
-        interp::run(x.0, x.1, &i.operands()),
-        interp::run(y.0, y.1, &i.operands()),
-    ) {
-        (Ok(l), Ok(r)) => !matches(&x.0.arithmetic.d, l, r, nan),
+fn differs(x: Checked, y: Checked, i: &Input) -> bool {
+    let nan = nan_any(x.instruction()) || nan_any(y.instruction());
+    match (interp::run(x, &i.operands()), interp::run(y, &i.operands())) {
+        (Ok(l), Ok(r)) => !matches(&x.instruction().arithmetic.d, l, r, nan),
         _ => false,
     }
 }
@@ -304,12 +295,8 @@ fn simpler(f: &Format, raw: u64) -> Vec<u64> {
 
 /// Shrink an input on which `x` and `y` differ: drop products (both elements to +0) while
 /// they still differ, then simplify values while that lowers [`simplicity`].
-pub fn shrink(
-    x: (&Instruction, &ArithmeticInfo),
-    y: (&Instruction, &ArithmeticInfo),
-    input: &Input,
-) -> Input {
-    let inst = x.0;
+pub fn shrink(x: Checked, y: Checked, input: &Input) -> Input {
+    let inst = x.instruction();
     let ar = &inst.arithmetic;
     let (za, zb) = (
         crate::inputs::zero(&ar.a, false),
@@ -1130,12 +1117,12 @@ fn decisive_arguments(
         else {
             continue;
         };
-        let (hybrid, info) = (&v.spec.instructions[0], v.info.instruction(0));
-        if let Ok(d) = interp::run(hybrid, info, &witness.operands())
+        let hybrid = v.get(0);
+        if let Ok(d) = interp::run(hybrid, &witness.operands())
             && matches(&x.arithmetic.d, d, right, nan)
         {
             out.extend(
-                parameter_differences(x, hybrid)
+                parameter_differences(x, hybrid.instruction())
                     .into_iter()
                     .filter(|p| p.kind != "pipeline")
                     .map(|p| p.message),
@@ -1146,13 +1133,13 @@ fn decisive_arguments(
 }
 
 fn explain(
-    x: (&Instruction, &ArithmeticInfo),
-    y: (&Instruction, &ArithmeticInfo),
+    x: Checked,
+    y: Checked,
     witness: Input,
     source: Option<&(String, String)>,
 ) -> Result<Difference, SearchError> {
-    let (left, left_trace) = interp::run_traced(x.0, x.1, &witness.operands())?;
-    let (right, right_trace) = interp::run_traced(y.0, y.1, &witness.operands())?;
+    let (left, left_trace) = interp::run_traced(x, &witness.operands())?;
+    let (right, right_trace) = interp::run_traced(y, &witness.operands())?;
     let rows = pair(&left_trace, &right_trace);
     // the first paired lines whose values differ; else the first line of one side only
     let differ = |r: &Row| match (r.left, r.right) {
@@ -1165,8 +1152,8 @@ fn explain(
         .or_else(|| {
             // else the first line of one side only; between pipelines of different kinds
             // (whose traces differ in form), a chain header last
-            let same_kind = std::mem::discriminant(&x.0.arithmetic.pipeline)
-                == std::mem::discriminant(&y.0.arithmetic.pipeline);
+            let same_kind = std::mem::discriminant(&x.instruction().arithmetic.pipeline)
+                == std::mem::discriminant(&y.instruction().arithmetic.pipeline);
             let alone = |r: &Row| r.left.is_none() || r.right.is_none();
             let header = |r: &Row| match (r.left, r.right) {
                 (Some(i), _) => left_trace[i].starts_with("-- "),
@@ -1191,14 +1178,14 @@ fn explain(
     let paired = rows
         .get(divergence)
         .is_some_and(|r| r.left.is_some() && r.right.is_some());
-    let decisive = decisive_arguments(x.0, y.0, &witness, right, source);
+    let decisive = decisive_arguments(x.instruction(), y.instruction(), &witness, right, source);
     let cause = if decisive.is_empty() {
-        cause(x.0, y.0, &stage, &key, paired)
+        cause(x.instruction(), y.instruction(), &stage, &key, paired)
     } else {
         decisive.join("; ")
     };
     Ok(Difference {
-        exact: exact_result(x.0, &witness),
+        exact: exact_result(x.instruction(), &witness),
         witness,
         left,
         right,

@@ -8,12 +8,10 @@
 //! starting from `d = C[i, j]`. Tiles are independent and run in parallel (rayon).
 
 use crate::matrix::Matrix;
-use mmac_compiler::engine::{EvalError, Operands};
+use mmac_compiler::engine::{Engine, EvalError};
 use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::{Decoded, Format};
-use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
-use mmac_compiler::valid::ArithmeticInfo;
 use rayon::prelude::*;
 
 /// The most worker threads a computation takes: four per core (more only add threads
@@ -34,71 +32,6 @@ pub fn worker_threads(requested: Option<usize>) -> Result<usize, String> {
             max_threads()
         )),
         Some(n) => Ok(n),
-    }
-}
-
-/// An operand of a batch: the elements and the stride, in elements, between records
-/// (0 repeats one slice for every record).
-pub type Strided<'a> = (&'a [u64], usize);
-
-/// Something that computes dot-product-adds of an instruction.
-pub trait DotEngine: Sync {
-    fn dot(&self, ops: &Operands) -> Result<u64, EvalError>;
-
-    /// `d[r] = dot(c[r], a[r*a_stride..][..k], b[r*b_stride..][..k], sa.., sb..)` for
-    /// every record r (`k` elements of a and b, `s` scale factors per record).
-    #[allow(clippy::too_many_arguments)]
-    fn batch(
-        &self,
-        k: usize,
-        s: usize,
-        c: &[u64],
-        a: Strided,
-        b: Strided,
-        sa: Strided,
-        sb: Strided,
-        d: &mut [u64],
-    ) -> Result<(), EvalError> {
-        for (r, d) in d.iter_mut().enumerate() {
-            *d = self.dot(&Operands {
-                c: c[r],
-                a: &a.0[r * a.1..r * a.1 + k],
-                b: &b.0[r * b.1..r * b.1 + k],
-                sa: &sa.0[r * sa.1..r * sa.1 + s],
-                sb: &sb.0[r * sb.1..r * sb.1 + s],
-            })?;
-        }
-        Ok(())
-    }
-}
-
-/// The reference interpreter as an engine.
-pub struct Interpreter<'a>(pub &'a Instruction, pub &'a ArithmeticInfo);
-
-impl DotEngine for Interpreter<'_> {
-    fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {
-        interp::run(self.0, self.1, ops)
-    }
-}
-
-impl DotEngine for mmac_compiler::jit::Kernel {
-    fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {
-        mmac_compiler::jit::Kernel::dot(self, ops)
-    }
-
-    /// The kernel's own batch entry: one call for all records, strides in native code.
-    fn batch(
-        &self,
-        _k: usize,
-        _s: usize,
-        c: &[u64],
-        a: Strided,
-        b: Strided,
-        sa: Strided,
-        sb: Strided,
-        d: &mut [u64],
-    ) -> Result<(), EvalError> {
-        self.batch_strided(c, a, b, sa, sb, d)
     }
 }
 
@@ -207,12 +140,12 @@ const TASK_COLUMNS: usize = 64;
 
 /// Compute D for a checked problem (see the module doc for the order). `progress` is
 /// called with the number of output tiles finished since the last call.
-pub fn gemm<E: DotEngine + ?Sized>(
-    inst: &Instruction,
-    engine: &E,
+pub fn gemm(
+    engine: &Engine,
     p: &Problem,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Matrix, EvalError> {
+    let inst = engine.checked().instruction();
     let (m, n, kk) = (p.a.rows, p.b.cols, p.a.cols);
     let (tm, tn, tk) = (inst.m as usize, inst.n as usize, inst.arithmetic.k as usize);
     let steps = kk / tk;
@@ -275,9 +208,7 @@ pub fn gemm<E: DotEngine + ?Sized>(
                     } else {
                         &[]
                     };
-                    engine.batch(
-                        tk,
-                        blocks,
+                    engine.batch_strided(
                         row,
                         (a, 0),
                         (b_cols, tk),
@@ -696,7 +627,7 @@ mod tests {
                 false,
             ),
         ] {
-            let inst = &v.spec.instructions[v.spec.position(name).unwrap()];
+            let inst = &v.spec().instructions[v.spec().position(name).unwrap()];
             let (m, n, kk) = (8, 8, 256);
             let mut draw = |f: &Format, count: usize, range: Option<(u64, u64)>| -> Vec<u64> {
                 (0..count)
@@ -741,7 +672,8 @@ mod tests {
                 }
             }
         }
-        let inst = &v.spec.instructions[v.spec.position("mma.m16n8k16.f32.bf16.bf16.f32").unwrap()];
+        let inst =
+            &v.spec().instructions[v.spec().position("mma.m16n8k16.f32.bf16.bf16.f32").unwrap()];
         let wide: Vec<u64> = (0..256).map(|_| rng.finite(&inst.arithmetic.a)).collect();
         let da = DecodedRows::new(&inst.arithmetic.a, &wide, 1, 256).unwrap();
         assert!(!fits_fixed(&da, &da, 256));

@@ -26,10 +26,10 @@ use crate::mutants::{behaviour_variants, neighbours};
 use crate::observability::proven_equivalent;
 use crate::probes::{battery, parameter_probes};
 use crate::witness::{self, Evaluator, Focus, RandomInputs, SearchOptions, nan_any};
+use mmac_compiler::Checked;
 use mmac_compiler::format::Format;
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
-use mmac_compiler::valid::ArithmeticInfo;
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
@@ -118,16 +118,15 @@ pub struct Corners {
 pub fn generate(
     file_name: &str,
     text: &str,
-    inst: &Instruction,
-    info: &ArithmeticInfo,
+    checked: Checked,
     options: &Options,
 ) -> Result<Generated, GenError> {
     let mut cases = Vec::with_capacity(options.random.min(1 << 16));
-    random_cases(inst, info, options, &mut |c| {
+    random_cases(checked, options, &mut |c| {
         cases.push(c);
         Ok(())
     })?;
-    let corners = corner_cases(file_name, text, inst, info, options)?;
+    let corners = corner_cases(file_name, text, checked, options)?;
     cases.extend(corners.cases);
     Ok(Generated {
         cases,
@@ -139,16 +138,16 @@ pub fn generate(
 /// The `options.random` random cases of `inst`, each computed by the interpreter and
 /// handed to `each` as it is drawn (nothing is kept).
 pub fn random_cases(
-    inst: &Instruction,
-    info: &ArithmeticInfo,
+    checked: Checked,
     options: &Options,
     each: &mut dyn FnMut(Case) -> std::io::Result<()>,
 ) -> Result<(), GenError> {
+    let inst = checked.instruction();
     let own_focus = Focus::of(&[inst]);
     let mut random = RandomInputs::new(inst, &own_focus, options.seed);
     for i in 0..options.random {
         let input = random.draw();
-        let d = reference(inst, info, &input)?;
+        let d = reference(checked, &input)?;
         each(Case {
             label: format!("random {i}"),
             input,
@@ -159,10 +158,10 @@ pub fn random_cases(
 }
 
 /// The interpreter's d for one input.
-fn reference(inst: &Instruction, info: &ArithmeticInfo, input: &Input) -> Result<u64, GenError> {
-    interp::run(inst, info, &input.operands()).map_err(|e| GenError::Interpreter {
-        instruction: inst.name.clone(),
-        input: input.case_fields(inst),
+fn reference(checked: Checked, input: &Input) -> Result<u64, GenError> {
+    interp::run(checked, &input.operands()).map_err(|e| GenError::Interpreter {
+        instruction: checked.name().to_string(),
+        input: input.case_fields(checked.instruction()),
         message: e.to_string(),
     })
 }
@@ -178,13 +177,13 @@ fn fingerprint(input: &Input) -> u64 {
 pub fn corner_cases(
     file_name: &str,
     text: &str,
-    inst: &Instruction,
-    info: &ArithmeticInfo,
+    checked: Checked,
     options: &Options,
 ) -> Result<Corners, GenError> {
+    let inst = checked.instruction();
     let nan = nan_any(inst);
     let d_format = &inst.arithmetic.d;
-    let reference = |input: &Input| reference(inst, info, input);
+    let reference = |input: &Input| reference(checked, input);
 
     // the random inputs, drawn again and remembered by fingerprint
     let own_focus = Focus::of(&[inst]);
@@ -201,10 +200,10 @@ pub fn corner_cases(
         .into_iter()
         .partition(|n| n.same_interface(inst));
     let variants = behaviour_variants(inst);
-    let mutants: Vec<(&Instruction, &ArithmeticInfo)> = neighbours
+    let mutants: Vec<Checked> = neighbours
         .iter()
-        .map(|n| (&n.instruction, &n.info))
-        .chain(variants.iter().map(|v| (&v.instruction, &v.info)))
+        .map(|n| n.checked.checked())
+        .chain(variants.iter().map(|v| v.checked.checked()))
         .collect();
 
     // every probe of the battery and of the IR, then structured candidates that tell a
@@ -217,19 +216,19 @@ pub fn corner_cases(
         .collect();
     let probe_count = corners.len();
     let mut focus_on: Vec<&Instruction> = vec![inst];
-    focus_on.extend(neighbours.iter().map(|n| &n.instruction));
+    focus_on.extend(neighbours.iter().map(|n| n.instruction()));
     let structured: Vec<(String, Input)> = witness::structured(inst, &Focus::of(&focus_on))
         .into_iter()
         .filter(|(_, i)| !seen.contains(&fingerprint(i)) && !seen_corner.contains(i))
         .collect();
     corners.extend(structured);
     let inputs: Vec<&Input> = corners.iter().map(|(_, i)| i).collect();
-    let own: Vec<Option<u64>> = Evaluator::new(inst, info).each(&inputs);
+    let own: Vec<Option<u64>> = Evaluator::new(checked).each(&inputs);
     let mut kills = vec![0usize; mutants.len()];
     let mut keep = vec![false; corners.len()];
     let mut tells: Vec<Vec<bool>> = Vec::with_capacity(mutants.len());
-    for (m, mi) in &mutants {
-        let theirs = Evaluator::new(m, mi).each(&inputs);
+    for m in &mutants {
+        let theirs = Evaluator::new(*m).each(&inputs);
         tells.push(
             own.iter()
                 .zip(&theirs)
@@ -267,7 +266,7 @@ pub fn corner_cases(
     for (i, n) in neighbours.iter().enumerate() {
         let fate = if kills[i] > 0 {
             Fate::Killed(kills[i])
-        } else if let Some(why) = proven_equivalent(inst, info, &n.instruction) {
+        } else if let Some(why) = proven_equivalent(checked, n.instruction()) {
             Fate::Unobservable(why)
         } else {
             let search = SearchOptions {
@@ -275,7 +274,7 @@ pub fn corner_cases(
                 seed: options.seed,
                 ..Default::default()
             };
-            let found = witness::find((inst, info), (&n.instruction, &n.info), &search)?;
+            let found = witness::find(checked, n.checked.checked(), &search)?;
             for w in &found {
                 corner_cases.push(Case {
                     label: format!("{}: {}", n.label(), w.origin),

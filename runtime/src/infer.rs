@@ -32,13 +32,13 @@ use crate::inputs::Input;
 use crate::observability::proven_equivalent;
 use crate::probes;
 use crate::witness::{self, Focus, RandomInputs, SearchOptions, nan_any};
+use mmac_compiler::engine::Engine;
 use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::FormatKind;
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
 use mmac_compiler::jit;
-use mmac_compiler::valid::ArithmeticInfo;
-use mmac_compiler::{Validated, compile};
+use mmac_compiler::{Checked, CheckedSpec, compile};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::rc::Rc;
@@ -391,16 +391,27 @@ pub enum InferError {
 }
 
 struct Compiled {
-    v: Validated,
+    v: CheckedSpec,
+    /// Its kernel, compiled when first needed (`Some(None)`: the backend failed).
     jit: Option<Option<jit::CompiledSpec>>,
 }
 
 impl Compiled {
-    fn inst(&self) -> &Instruction {
-        &self.v.spec.instructions[0]
+    fn checked(&self) -> Checked<'_> {
+        self.v.get(0)
     }
-    fn info(&self) -> &ArithmeticInfo {
-        self.v.info.instruction(0)
+    fn inst(&self) -> &Instruction {
+        self.checked().instruction()
+    }
+    /// Its engine: the kernel compiled quickly (on first use), else the interpreter.
+    fn engine(&mut self) -> Engine<'_> {
+        if self.jit.is_none() {
+            self.jit = Some(quick_kernel(self.v.get(0)));
+        }
+        match self.jit.as_ref().and_then(Option::as_ref) {
+            Some(c) => Engine::from_compiled(self.v.get(0), c),
+            None => Engine::interpreter(self.v.get(0)),
+        }
     }
 }
 
@@ -578,7 +589,7 @@ impl<'a> Search<'a> {
                 continue;
             }
             let o = &self.obs[self.order[pos]];
-            let ok = interp::run(comp.inst(), comp.info(), &o.input.operands())
+            let ok = interp::run(comp.checked(), &o.input.operands())
                 .is_ok_and(|got| matches(&d, o.d, got, nan));
             if !ok {
                 wrong += 1;
@@ -590,16 +601,8 @@ impl<'a> Search<'a> {
         }
         if wrong <= bound && self.order.len() > quick {
             // every probe, on the JIT
-            if comp.jit.is_none() {
-                comp.jit = Some(quick_kernel(comp.inst(), comp.info()));
-            }
             let inputs: Vec<Input> = self.obs.iter().map(|o| o.input.clone()).collect();
-            let got = evaluate(
-                comp.inst(),
-                comp.info(),
-                comp.jit.as_ref().unwrap().as_ref(),
-                &inputs,
-            );
+            let got = evaluate(&comp.engine(), &inputs);
             wrong = 0;
             first_killer = None;
             for (pos, &i) in self.order.iter().enumerate() {
@@ -631,12 +634,8 @@ impl<'a> Search<'a> {
     fn first_wrong(&mut self, fam: &Family, c: &Candidate) -> Option<(usize, Mismatch)> {
         let comp = self.compile(fam, c)?;
         let mut comp = comp.borrow_mut();
-        if comp.jit.is_none() {
-            comp.jit = Some(quick_kernel(comp.inst(), comp.info()));
-        }
         let inputs: Vec<Input> = self.obs.iter().map(|o| o.input.clone()).collect();
-        let compiled = comp.jit.as_ref().unwrap().as_ref();
-        let got = evaluate(comp.inst(), comp.info(), compiled, &inputs).ok();
+        let got = evaluate(&comp.engine(), &inputs).ok();
         let d = &comp.inst().arithmetic.d;
         let nan = nan_any(comp.inst());
         let mut first = None;
@@ -732,9 +731,7 @@ impl<'a> Search<'a> {
         let Some(winner) = self.compile(fam, c) else {
             return out;
         };
-        let winner = winner.borrow();
-        let (w_inst, w_info) = (winner.inst().clone(), winner.info().clone());
-        drop(winner);
+        let winner = winner.borrow().v.clone();
         for p in &fam.params {
             for v in &p.domain {
                 let alt = c.with(p.name, v);
@@ -744,7 +741,7 @@ impl<'a> Search<'a> {
                 let Some(comp) = self.compile(fam, &alt) else {
                     continue;
                 };
-                let proof = proven_equivalent(&w_inst, &w_info, comp.borrow().inst());
+                let proof = proven_equivalent(winner.get(0), comp.borrow().inst());
                 if proof.is_some() {
                     out.push((alt, proof));
                 } else if self.disagreements(fam, &alt, 0) == Some(0) {
@@ -999,10 +996,9 @@ fn nan_rule(
         };
         let text = spec_text(iface, naming, &format!("{uses}{suffix}"), "");
         let v = compile("inferred.mma", &text).ok()?;
-        let (inst, info) = (&v.spec.instructions[0], v.info.instruction(0));
         Some(
             nans.iter()
-                .all(|o| interp::run(inst, info, &o.input.operands()).is_ok_and(|got| got == o.d)),
+                .all(|o| interp::run(v.get(0), &o.input.operands()).is_ok_and(|got| got == o.d)),
         )
     };
     let canonical = d.encode_nan();
@@ -1182,9 +1178,8 @@ pub fn infer(
             &search,
         );
         let winner = search.compile(fam, &best.1).expect("the winner checks");
-        let winner = winner.borrow();
-        let (w_inst, w_info) = (winner.inst().clone(), winner.info().clone());
-        drop(winner);
+        let winner = winner.borrow().v.clone();
+        let w_inst = winner.get(0).instruction().clone();
         unobservable.clear();
         unresolved.clear();
         let mut open = vec![];
@@ -1193,7 +1188,7 @@ pub fn infer(
                 continue;
             };
             let r_inst = rc.borrow().inst().clone();
-            if let Some(why) = proven_equivalent(&w_inst, &w_info, &r_inst) {
+            if let Some(why) = proven_equivalent(winner.get(0), &r_inst) {
                 if *fi == best.0
                     && let Some((name, v)) = r.args.iter().find(|(n, v)| best.1.get(n) != Some(v))
                 {
@@ -1233,7 +1228,7 @@ pub fn infer(
                 seed: options.seed,
                 wanted: 1,
             };
-            match witness::find((&w_inst, &w_info), (rc.inst(), rc.info()), &opts) {
+            match witness::find(winner.get(0), rc.checked(), &opts) {
                 Ok(ws) if !ws.is_empty() => witnesses.extend(
                     ws.into_iter()
                         .map(|w| (format!("witness against {} ({})", fams_uses(&fams, r), w.origin), w.input)),
@@ -1363,8 +1358,11 @@ pub fn infer(
         // the spec as written: the winner with its NaN rule
         let v = compile("inferred.mma", &spec_text(iface, naming, &uses, ""))
             .expect("the winner checks, with any NaN rule");
-        let (inst, info) = (&v.spec.instructions[0], v.info.instruction(0));
-        let compiled = quick_kernel(inst, info);
+        let inst = v.get(0).instruction();
+        let engine = match quick_kernel(v.get(0)) {
+            Some(c) => Engine::from_compiled(v.get(0), &c),
+            None => Engine::interpreter(v.get(0)),
+        };
         let focus = Focus::of(&[inst]);
         let mut random = RandomInputs::new(inst, &focus, options.seed.wrapping_mul(31) ^ 0x7e51);
         let nan = nan_any(inst);
@@ -1373,7 +1371,7 @@ pub fn infer(
             let n = 4096.min(options.verify - verify_cases);
             let batch: Vec<Input> = (0..n).map(|_| random.draw()).collect();
             let want = search.bx.answer(&batch)?;
-            let got = evaluate(inst, info, compiled.as_ref(), &batch).ok();
+            let got = evaluate(&engine, &batch).ok();
             for (i, input) in batch.iter().enumerate() {
                 let mine = got.as_ref().map(|g| g[i]);
                 if !mine.is_some_and(|m| matches(d, want[i], m, nan)) {
@@ -1519,12 +1517,12 @@ fn fams_uses(fams: &[Family], c: &Candidate) -> String {
 /// A candidate's kernel, compiled quickly ([`jit::Options::quick`]): it runs the probes
 /// and a few thousand verification cases, so compile time dominates. `None` where the JIT
 /// refuses it (the interpreter then runs it).
-fn quick_kernel(inst: &Instruction, info: &ArithmeticInfo) -> Option<jit::CompiledSpec> {
+fn quick_kernel(checked: Checked) -> Option<jit::CompiledSpec> {
     let options = jit::Options {
         quick: true,
         ..Default::default()
     };
-    jit::compile_instruction_with(inst, info, options).ok()
+    jit::compile_instruction_with(checked, options).ok()
 }
 
 #[cfg(test)]

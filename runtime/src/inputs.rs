@@ -547,7 +547,7 @@ mod tests {
     fn sums_of_products_are_exact() {
         let text = "arch x\nimport std\ninstruction m {\n  shape 16 x 8 x 32\n  types a = e2m1, b = e2m1, c = f32, d = f32\n  scale ue8m0 block 32\n  uses st_fdpa(F = 25, L = 32, e_zero = -133)\n}\n";
         let v = mmac_compiler::compile("x.mma", text).unwrap();
-        let inst = &v.spec.instructions[0];
+        let inst = &v.spec().instructions[0];
         let mut s = Sketch::new(inst);
         // the small term pins the block's scale at 2^-158; 2^-149 then needs many lanes
         s.product(0, &Dyadic::from_parts(true, 1, -158)).unwrap();

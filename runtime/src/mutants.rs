@@ -23,12 +23,13 @@
 //! tell them apart too.
 
 use mmac_compiler::check::Override;
+use mmac_compiler::checked::CheckedInstruction;
 use mmac_compiler::diagnostic::Code;
 use mmac_compiler::exact::Rounding;
 use mmac_compiler::ir::{
     Conditioning, Instruction, Overflow, Pipeline, ProductRule, ZeroExponent, ZeroSign,
 };
-use mmac_compiler::valid::{ArithmeticInfo, validate_instruction};
+use mmac_compiler::valid::validate_instruction;
 
 /// The most single steps a walk takes in one direction before giving up.
 pub const MAX_STEPS: i64 = 64;
@@ -44,8 +45,8 @@ pub struct Neighbour {
     pub old: i64,
     pub new: i64,
     /// The neighbour, checked and validated.
-    pub instruction: Instruction,
-    pub info: ArithmeticInfo,
+    /// The moved instruction, checked.
+    pub checked: CheckedInstruction,
 }
 
 impl Neighbour {
@@ -58,7 +59,11 @@ impl Neighbour {
     /// number of scale factors)? A `block` neighbour takes another number of scale factors
     /// per dot product, so every case of the original is refused by it.
     pub fn same_interface(&self, original: &Instruction) -> bool {
-        same_interface(original, &self.instruction)
+        same_interface(original, self.instruction())
+    }
+    /// The moved instruction's IR.
+    pub fn instruction(&self) -> &Instruction {
+        self.checked.instruction()
     }
 }
 
@@ -132,11 +137,12 @@ pub fn neighbours(file_name: &str, text: &str, inst: &Instruction) -> Vec<Neighb
                     Err(d) if d.codes().contains(&Code::OutOfRange) => break,
                     Err(_) => continue,
                 };
-                let instruction = checked.spec.instructions[0].clone();
-                let equivalent = instruction.arithmetic == inst.arithmetic
+                let checked = checked.take(0);
+                let arithmetic = &checked.instruction().arithmetic;
+                let equivalent = *arithmetic == inst.arithmetic
                     || out
                         .iter()
-                        .any(|n| n.instruction.arithmetic == instruction.arithmetic);
+                        .any(|n| n.instruction().arithmetic == *arithmetic);
                 if equivalent {
                     continue;
                 }
@@ -144,8 +150,7 @@ pub fn neighbours(file_name: &str, text: &str, inst: &Instruction) -> Vec<Neighb
                     parameter: parameter.clone(),
                     old,
                     new,
-                    instruction,
-                    info: checked.info.instruction(0).clone(),
+                    checked,
                 });
                 break;
             }
@@ -159,8 +164,15 @@ pub fn neighbours(file_name: &str, text: &str, inst: &Instruction) -> Vec<Neighb
 pub struct Variant {
     /// What changed, e.g. `normalize[0] round toward_zero -> down`.
     pub label: String,
-    pub instruction: Instruction,
-    pub info: ArithmeticInfo,
+    /// The changed instruction, checked.
+    pub checked: CheckedInstruction,
+}
+
+impl Variant {
+    /// The changed instruction's IR.
+    pub fn instruction(&self) -> &Instruction {
+        self.checked.instruction()
+    }
 }
 
 fn flip_conditioning(c: &Conditioning) -> Vec<(String, Conditioning)> {
@@ -358,16 +370,12 @@ pub fn behaviour_variants(inst: &Instruction) -> Vec<Variant> {
         if instruction.arithmetic == inst.arithmetic
             || out
                 .iter()
-                .any(|v| v.instruction.arithmetic == instruction.arithmetic)
+                .any(|v| v.instruction().arithmetic == instruction.arithmetic)
         {
             continue;
         }
-        if let Ok(info) = validate_instruction(&instruction) {
-            out.push(Variant {
-                label,
-                instruction,
-                info,
-            });
+        if let Ok(checked) = validate_instruction(instruction) {
+            out.push(Variant { label, checked });
         }
     }
     out
@@ -386,7 +394,7 @@ mod tests {
     fn labels(file: &str, name: &str) -> Vec<String> {
         let (path, text) = spec(file);
         let whole = mmac_compiler::compile(&path, &text).unwrap();
-        let inst = whole.spec.instruction(name).unwrap();
+        let inst = whole.spec().instruction(name).unwrap();
         neighbours(&path, &text, inst)
             .iter()
             .map(|n| n.label())
@@ -427,7 +435,7 @@ mod tests {
         let (path, text) = spec("specs/cdna3.mma");
         let whole = mmac_compiler::compile(&path, &text).unwrap();
         let inst = whole
-            .spec
+            .spec()
             .instruction("v_mfma_f32_16x16x32_fp8_fp8")
             .unwrap();
         let labels: Vec<String> = behaviour_variants(inst)
@@ -443,7 +451,7 @@ mod tests {
         ] {
             assert!(labels.iter().any(|l| l == want), "{want} not in {labels:?}");
         }
-        let fma = whole.spec.instruction("v_mfma_f32_16x16x4_f32").unwrap();
+        let fma = whole.spec().instruction("v_mfma_f32_16x16x4_f32").unwrap();
         assert!(
             behaviour_variants(fma)
                 .iter()
@@ -458,7 +466,7 @@ mod tests {
         let (path, text) = spec("specs/blackwell.mma");
         let name = "tcgen05.mma.block_scale.m128n8k64.kind::mxf4.block32.f32.e2m1.e2m1.ue8m0";
         let whole = mmac_compiler::compile(&path, &text).unwrap();
-        let inst = whole.spec.instruction(name).unwrap();
+        let inst = whole.spec().instruction(name).unwrap();
         let ns = neighbours(&path, &text, inst);
         let blocks: Vec<String> = ns
             .iter()

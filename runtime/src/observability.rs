@@ -36,21 +36,18 @@
 //!    term.) With every source at or above `z_hi`, this is the plain case: the reference
 //!    never comes from a zero term.
 
+use mmac_compiler::Checked;
 use mmac_compiler::ir::{
     Arithmetic, Fused, Instruction, Pipeline, Reference, TermSource, ZeroExponent, ZeroExponents,
 };
 use mmac_compiler::valid::{ArithmeticInfo, Bounds};
 
-/// Why `x` and `y` compute the same function, if that is proven (`info` is `x`'s).
-pub fn proven_equivalent(
-    x: &Instruction,
-    info: &ArithmeticInfo,
-    y: &Instruction,
-) -> Option<String> {
-    if x.arithmetic == y.arithmetic {
+/// Why `x` (checked) and `y` compute the same function, if that is proven.
+pub fn proven_equivalent(x: Checked, y: &Instruction) -> Option<String> {
+    if *x.arithmetic() == y.arithmetic {
         return Some("the same arithmetic".into());
     }
-    zero_exponents_unseen(&x.arithmetic, info, &y.arithmetic)
+    zero_exponents_unseen(x.arithmetic(), x.info(), &y.arithmetic)
 }
 
 /// Criterion 2 (module docs).
@@ -58,7 +55,7 @@ fn zero_exponents_unseen(x: &Arithmetic, info: &ArithmeticInfo, y: &Arithmetic) 
     let (Pipeline::Fused(fx), Pipeline::Fused(fy)) = (&x.pipeline, &y.pipeline) else {
         return None;
     };
-    let fi = info.fused.as_ref()?;
+    let fi = info.fused()?;
     // equal once the zero exponents are set alike
     let same_rest = Arithmetic {
         pipeline: Pipeline::Fused(Fused {
@@ -182,7 +179,7 @@ mod tests {
     use mmac_compiler::interp;
     use mmac_compiler::records::Rng;
 
-    fn load(path: &str) -> (String, String, mmac_compiler::Validated) {
+    fn load(path: &str) -> (String, String, mmac_compiler::CheckedSpec) {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let text = std::fs::read_to_string(root.join(path)).unwrap();
         let v = mmac_compiler::compile(path, &text).unwrap();
@@ -204,20 +201,21 @@ mod tests {
             // F = 13 below e_zero = -20 still holds every e5m2 product (multiples of 2^-32)
             ("wgmma.m64n8k32.f16.e5m2.e5m2", true),
         ] {
-            let i = v.spec.position(name).unwrap();
-            let (inst, info) = (&v.spec.instructions[i], v.info.instruction(i));
+            let i = v.spec().position(name).unwrap();
+            let checked = v.get(i);
+            let inst = checked.instruction();
             let ns = neighbours(&path, &text, inst);
             let mut seen = 0;
             for n in ns.iter().filter(|n| n.parameter == "e_zero") {
                 seen += 1;
-                let proof = proven_equivalent(inst, info, &n.instruction);
+                let proof = proven_equivalent(checked, n.instruction());
                 assert_eq!(proof.is_some(), expect, "{name} {}: {proof:?}", n.label());
             }
             assert_eq!(seen, 2, "{name}");
             // other parameters are never declared unobservable by this criterion
             for n in ns.iter().filter(|n| n.parameter != "e_zero") {
                 assert!(
-                    proven_equivalent(inst, info, &n.instruction).is_none(),
+                    proven_equivalent(checked, n.instruction()).is_none(),
                     "{name} {}",
                     n.label()
                 );
@@ -235,10 +233,11 @@ mod tests {
             "mma.m16n8k16.f32.f16.f16.f32",
             "wgmma.m64n8k32.f16.e4m3.e4m3",
         ] {
-            let i = v.spec.position(name).unwrap();
-            let (inst, info) = (&v.spec.instructions[i], v.info.instruction(i));
+            let i = v.spec().position(name).unwrap();
+            let checked = v.get(i);
+            let inst = checked.instruction();
             for n in neighbours(&path, &text, inst) {
-                if proven_equivalent(inst, info, &n.instruction).is_none() {
+                if proven_equivalent(checked, n.instruction()).is_none() {
                     continue;
                 }
                 let ar = &inst.arithmetic;
@@ -269,8 +268,8 @@ mod tests {
                         sb: &[],
                     };
                     assert_eq!(
-                        interp::run(inst, info, &ops).unwrap(),
-                        interp::run(&n.instruction, &n.info, &ops).unwrap(),
+                        interp::run(checked, &ops).unwrap(),
+                        interp::run(n.checked.checked(), &ops).unwrap(),
                         "{name} {}",
                         n.label()
                     );

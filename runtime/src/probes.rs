@@ -14,12 +14,12 @@
 
 use crate::inputs::{Input, Sketch, encode as value, max_finite, min_positive, pow2, zero};
 use crate::witness::{Focus, anchored, spread_lanes};
+use mmac_compiler::Checked;
 use mmac_compiler::engine::Operands;
 use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::{Format, FormatKind, low_mask};
 use mmac_compiler::interp;
 use mmac_compiler::ir::{Instruction, Pipeline};
-use mmac_compiler::valid::ArithmeticInfo;
 
 /// One probe: a name and the raw inputs of one dot product.
 #[derive(Clone, Debug)]
@@ -620,7 +620,8 @@ fn tail_probes(
 }
 
 /// Run the battery and format one line per probe: `name: d=HEX value`.
-pub fn report(inst: &Instruction, info: &ArithmeticInfo) -> String {
+pub fn report(checked: Checked) -> String {
+    let inst = checked.instruction();
     let mut s = String::new();
     for p in battery(inst) {
         let ops = Operands {
@@ -630,7 +631,7 @@ pub fn report(inst: &Instruction, info: &ArithmeticInfo) -> String {
             sa: &p.sa,
             sb: &p.sb,
         };
-        let line = match interp::run(inst, info, &ops) {
+        let line = match interp::run(checked, &ops) {
             Ok(dv) => format!(
                 "d={:0w$x} {}",
                 dv,

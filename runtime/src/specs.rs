@@ -2,59 +2,50 @@
 //! and checked; failures come back as rendered diagnostics.
 
 use mmac_compiler::diagnostic::{Diag, Diagnostics};
-use mmac_compiler::ir::{Instruction, Spec};
-use mmac_compiler::valid::{ArithmeticInfo, SpecInfo};
+use mmac_compiler::ir::Spec;
+use mmac_compiler::{Checked, CheckedSpec};
 use std::path::{Path, PathBuf};
 
 /// A checked and validated spec, and the file it came from.
 #[derive(Debug)]
 pub struct LoadedSpec {
     pub path: PathBuf,
-    pub spec: Spec,
-    /// What the validator established about it (the engines take it with the spec).
-    pub info: SpecInfo,
+    /// The spec, validated: what the engines take.
+    pub checked: CheckedSpec,
 }
 
 impl LoadedSpec {
-    /// An instruction by name, with the validator's info about it.
-    pub fn instruction(&self, name: &str) -> Option<(&Instruction, &ArithmeticInfo)> {
-        let i = self.spec.position(name)?;
-        Some((&self.spec.instructions[i], self.info.instruction(i)))
+    /// The IR.
+    pub fn spec(&self) -> &Spec {
+        self.checked.spec()
     }
-    /// Every instruction with its info, in order.
-    pub fn instructions(&self) -> impl Iterator<Item = (&Instruction, &ArithmeticInfo)> {
-        self.spec
-            .instructions
-            .iter()
-            .enumerate()
-            .map(|(i, inst)| (inst, self.info.instruction(i)))
+    /// An instruction by name.
+    pub fn instruction(&self, name: &str) -> Option<Checked<'_>> {
+        self.checked.find(name)
+    }
+    /// Every instruction, in order.
+    pub fn instructions(&self) -> impl Iterator<Item = Checked<'_>> {
+        self.checked.instructions()
     }
     /// The spec with only the instructions `keep` accepts (in the spec's order), validated
     /// again: what a command compiles when it needs a few instructions of a large file.
     pub fn subset(&self, keep: impl Fn(&str) -> bool) -> Result<LoadedSpec, Vec<Diag>> {
-        let mut spec = self.spec.clone();
-        spec.instructions.retain(|i| keep(&i.name));
-        let info = mmac_compiler::valid::validate(&spec)?;
         Ok(LoadedSpec {
             path: self.path.clone(),
-            spec,
-            info,
+            checked: self.checked.subset(keep)?,
         })
     }
-    /// One instruction per distinct arithmetic (the first), with its info and how many
-    /// instructions share that arithmetic.
-    pub fn distinct(&self) -> impl Iterator<Item = (&Instruction, &ArithmeticInfo, usize)> {
-        let mut count = vec![0; self.info.arithmetic_count()];
-        for i in 0..self.spec.instructions.len() {
-            count[self.info.arithmetic_index(i)] += 1;
+    /// One instruction per distinct arithmetic (the first), with how many instructions
+    /// share that arithmetic.
+    pub fn distinct(&self) -> impl Iterator<Item = (Checked<'_>, usize)> {
+        let info = self.checked.info();
+        let mut count = vec![0; info.arithmetic_count()];
+        for i in 0..self.checked.len() {
+            count[info.arithmetic_index(i)] += 1;
         }
-        self.info.distinct().map(move |(i, info)| {
-            (
-                &self.spec.instructions[i],
-                info,
-                count[self.info.arithmetic_index(i)],
-            )
-        })
+        self.checked
+            .distinct()
+            .map(move |(i, c)| (c, count[info.arithmetic_index(i)]))
     }
 }
 
@@ -78,12 +69,11 @@ impl LoadError {
 /// Parse and check one file.
 pub fn load_file(path: &Path) -> Result<LoadedSpec, LoadError> {
     let text = std::fs::read_to_string(path).map_err(|e| LoadError::Io(path.to_path_buf(), e))?;
-    let v = mmac_compiler::compile(&path.display().to_string(), &text)
+    let checked = mmac_compiler::compile(&path.display().to_string(), &text)
         .map_err(|d| LoadError::Invalid(Box::new(d)))?;
     Ok(LoadedSpec {
         path: path.to_path_buf(),
-        spec: v.spec,
-        info: v.info,
+        checked,
     })
 }
 
@@ -121,10 +111,10 @@ pub fn load_all(path: &Path) -> (Vec<LoadedSpec>, Vec<LoadError>) {
 /// of them a vector file means.
 pub fn duplicate_archs(specs: &[LoadedSpec]) -> Vec<(String, Vec<PathBuf>)> {
     let mut by_arch: Vec<(String, Vec<PathBuf>)> = vec![];
-    for s in specs.iter().filter(|s| !s.spec.instructions.is_empty()) {
-        match by_arch.iter_mut().find(|(a, _)| *a == s.spec.arch) {
+    for s in specs.iter().filter(|s| !s.checked.is_empty()) {
+        match by_arch.iter_mut().find(|(a, _)| a == s.checked.arch()) {
             Some((_, files)) => files.push(s.path.clone()),
-            None => by_arch.push((s.spec.arch.clone(), vec![s.path.clone()])),
+            None => by_arch.push((s.checked.arch().to_string(), vec![s.path.clone()])),
         }
     }
     by_arch.retain(|(_, files)| files.len() > 1);

@@ -34,14 +34,13 @@
 use crate::conformance::matches;
 use crate::inputs::{Input, Sketch, float_at, max_finite, split_product};
 use crate::mutants::same_interface;
-use mmac_compiler::engine::EvalError;
+use mmac_compiler::Checked;
+use mmac_compiler::engine::{Choice, Engine, EvalError};
 use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::Format;
 use mmac_compiler::interp;
 use mmac_compiler::ir::{Instruction, NanPolicy, Pipeline, ProductRule, Reference, ZeroExponent};
-use mmac_compiler::jit;
 use mmac_compiler::records::Rng;
-use mmac_compiler::valid::ArithmeticInfo;
 
 /// The parameters a search concentrates on, from the IR of one or more instructions.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -1167,29 +1166,16 @@ impl Default for SearchOptions {
     }
 }
 
-/// Evaluates one instruction on batches of inputs: a JIT kernel, or the interpreter for
-/// an instruction the JIT refuses.
+/// Evaluates one instruction on batches of inputs through its engine (compiled quickly:
+/// a search runs a few thousand inputs), the interpreter confirming what it finds.
 pub(crate) struct Evaluator<'a> {
-    inst: &'a Instruction,
-    info: &'a ArithmeticInfo,
-    compiled: Option<jit::CompiledSpec>,
+    engine: Engine<'a>,
 }
 
 impl<'a> Evaluator<'a> {
-    pub(crate) fn new(inst: &'a Instruction, info: &'a ArithmeticInfo) -> Evaluator<'a> {
+    pub(crate) fn new(checked: Checked<'a>) -> Evaluator<'a> {
         Evaluator {
-            inst,
-            info,
-            // a search runs a few thousand inputs: compile quickly
-            compiled: jit::compile_instruction_with(
-                inst,
-                info,
-                jit::Options {
-                    quick: true,
-                    ..Default::default()
-                },
-            )
-            .ok(),
+            engine: Engine::new(checked, Choice::QUICK),
         }
     }
 
@@ -1206,11 +1192,11 @@ impl<'a> Evaluator<'a> {
     }
 
     fn run(&self, inputs: &[&Input]) -> Result<Vec<u64>, EvalError> {
-        crate::blackbox::evaluate(self.inst, self.info, self.compiled.as_ref(), inputs)
+        crate::blackbox::evaluate(&self.engine, inputs)
     }
 
     fn interp(&self, input: &Input) -> Result<u64, EvalError> {
-        interp::run(self.inst, self.info, &input.operands())
+        interp::run(self.engine.checked(), &input.operands())
     }
 }
 
@@ -1245,11 +1231,7 @@ const BATCH: usize = 2048;
 /// first, then random draws, until `options.wanted` witnesses are found, no two with the
 /// same products (a, b and scale factors). Every witness is confirmed by the interpreter. An empty list means none was found, not that none exists
 /// ([`crate::observability`] proves that).
-pub fn find(
-    x: (&Instruction, &ArithmeticInfo),
-    y: (&Instruction, &ArithmeticInfo),
-    options: &SearchOptions,
-) -> Result<Vec<Witness>, SearchError> {
+pub fn find(x: Checked, y: Checked, options: &SearchOptions) -> Result<Vec<Witness>, SearchError> {
     search(x, y, options).map(|s| s.witnesses)
 }
 
@@ -1264,21 +1246,15 @@ pub struct Search {
 }
 
 /// [`find`], also counting the structured and random inputs tried.
-pub fn search(
-    x: (&Instruction, &ArithmeticInfo),
-    y: (&Instruction, &ArithmeticInfo),
-    options: &SearchOptions,
-) -> Result<Search, SearchError> {
-    if !same_interface(x.0, y.0) {
-        return Err(SearchError::Incomparable(
-            x.0.name.clone(),
-            y.0.name.clone(),
-        ));
+pub fn search(x: Checked, y: Checked, options: &SearchOptions) -> Result<Search, SearchError> {
+    let (xi, yi) = (x.instruction(), y.instruction());
+    if !same_interface(xi, yi) {
+        return Err(SearchError::Incomparable(xi.name.clone(), yi.name.clone()));
     }
-    let focus = Focus::of(&[x.0, y.0]);
-    let (ex, ey) = (Evaluator::new(x.0, x.1), Evaluator::new(y.0, y.1));
-    let nan = nan_any(x.0) || nan_any(y.0);
-    let d = &x.0.arithmetic.d;
+    let focus = Focus::of(&[xi, yi]);
+    let (ex, ey) = (Evaluator::new(x), Evaluator::new(y));
+    let nan = nan_any(xi) || nan_any(yi);
+    let d = &xi.arithmetic.d;
     let mut found: Vec<Witness> = vec![];
     let check = |batch: &[(String, Input)], found: &mut Vec<Witness>| -> Result<(), SearchError> {
         let inputs: Vec<&Input> = batch.iter().map(|(_, i)| i).collect();
@@ -1299,10 +1275,10 @@ pub fn search(
             }
             let (left, right) = (ex.interp(input)?, ey.interp(input)?);
             if matches(d, left, right, nan) {
-                let culprit = if left != dx[i] { x.0 } else { y.0 };
+                let culprit = if left != dx[i] { xi } else { yi };
                 return Err(SearchError::EnginesDisagree {
                     instruction: culprit.name.clone(),
-                    input: input.case_fields(x.0),
+                    input: input.case_fields(xi),
                 });
             }
             found.push(Witness {
@@ -1314,7 +1290,7 @@ pub fn search(
         }
         Ok(())
     };
-    let candidates = structured(x.0, &focus);
+    let candidates = structured(xi, &focus);
     let mut structured_tried = 0;
     for chunk in candidates.chunks(BATCH) {
         check(chunk, &mut found)?;
@@ -1327,7 +1303,7 @@ pub fn search(
             });
         }
     }
-    let mut random = RandomInputs::new(x.0, &focus, options.seed);
+    let mut random = RandomInputs::new(xi, &focus, options.seed);
     let mut drawn = 0;
     while drawn < options.random_draws && found.len() < options.wanted {
         let n = BATCH.min(options.random_draws - drawn);
@@ -1350,7 +1326,7 @@ mod tests {
     use crate::mutants::neighbours;
     use crate::observability::proven_equivalent;
 
-    fn load(path: &str) -> (String, String, mmac_compiler::Validated) {
+    fn load(path: &str) -> (String, String, mmac_compiler::CheckedSpec) {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let text = std::fs::read_to_string(root.join(path)).unwrap();
         let v = mmac_compiler::compile(path, &text).unwrap();
@@ -1383,11 +1359,11 @@ mod tests {
             ),
         ] {
             let (path, text, v) = load(file);
-            let i = v.spec.position(name).unwrap();
-            let (inst, info) = (&v.spec.instructions[i], v.info.instruction(i));
+            let i = v.spec().position(name).unwrap();
+            let checked = v.get(i);
+            let inst = checked.instruction();
             for n in neighbours(&path, &text, inst) {
-                if !n.same_interface(inst)
-                    || proven_equivalent(inst, info, &n.instruction).is_some()
+                if !n.same_interface(inst) || proven_equivalent(checked, n.instruction()).is_some()
                 {
                     continue;
                 }
@@ -1395,12 +1371,12 @@ mod tests {
                     random_draws: 4096,
                     ..Default::default()
                 };
-                let w = find((inst, info), (&n.instruction, &n.info), &opts).unwrap();
+                let w = find(checked, n.checked.checked(), &opts).unwrap();
                 assert_eq!(w.len(), 1, "{name} {}: no witness", n.label());
                 let ops = w[0].input.operands();
                 assert_ne!(
-                    interp::run(inst, info, &ops).unwrap(),
-                    interp::run(&n.instruction, &n.info, &ops).unwrap()
+                    interp::run(checked, &ops).unwrap(),
+                    interp::run(n.checked.checked(), &ops).unwrap()
                 );
             }
         }
@@ -1410,13 +1386,9 @@ mod tests {
     #[test]
     fn other_operands_are_incomparable() {
         let (_, _, v) = load("specs/hopper.mma");
-        let x = v.spec.position("mma.m16n8k16.f32.f16.f16.f32").unwrap();
-        let y = v.spec.position("mma.m16n8k8.f32.f16.f16.f32").unwrap();
-        let r = find(
-            (&v.spec.instructions[x], v.info.instruction(x)),
-            (&v.spec.instructions[y], v.info.instruction(y)),
-            &SearchOptions::default(),
-        );
+        let x = v.spec().position("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+        let y = v.spec().position("mma.m16n8k8.f32.f16.f16.f32").unwrap();
+        let r = find(v.get(x), v.get(y), &SearchOptions::default());
         assert!(matches!(r, Err(SearchError::Incomparable(..))));
     }
 }

@@ -7,13 +7,12 @@ use super::common::{
     EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load, progress_bar,
 };
 use super::{Engine, RunArgs};
-use mmac_compiler::engine::{EvalError, Operands};
+use mmac_compiler::Checked;
+use mmac_compiler::engine::{self as facade, Operands};
 use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::Format;
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
-use mmac_compiler::jit;
-use mmac_compiler::valid::ArithmeticInfo;
 use mmac_runtime::{generate, listing};
 use mmac_runtime::{specs, values};
 use std::io::Write;
@@ -26,12 +25,12 @@ pub fn check(files: &[std::path::PathBuf], color: bool) -> Outcome {
     for f in files {
         match load(f, color) {
             Ok(s) => {
-                if !s.spec.arch.is_empty() {
+                if !s.spec().arch.is_empty() {
                     eprintln!(
                         "{}: ok ({} instructions, arch {})",
                         f.display(),
-                        s.spec.instructions.len(),
-                        s.spec.arch
+                        s.spec().instructions.len(),
+                        s.spec().arch
                     );
                 } else {
                     eprintln!("{}: ok (library)", f.display());
@@ -51,15 +50,12 @@ pub fn list(file: &Path, markdown: bool, json: bool, color: bool) -> Outcome {
     let s = load(file, color)?;
     let mut out = super::common::stdout();
     if json {
-        let rows: Vec<serde_json::Value> = s
-            .instructions()
-            .map(|(i, info)| instruction_json(i, info))
-            .collect();
+        let rows: Vec<serde_json::Value> = s.instructions().map(instruction_json).collect();
         writeln!(out, "{}", serde_json::json!({ "instructions": rows }))?;
     } else if markdown {
-        write!(out, "{}", listing::markdown(&s.spec))?;
+        write!(out, "{}", listing::markdown(s.spec()))?;
     } else {
-        for i in &s.spec.instructions {
+        for i in &s.spec().instructions {
             writeln!(out, "{}", listing::line(i))?;
         }
     }
@@ -68,7 +64,8 @@ pub fn list(file: &Path, markdown: bool, json: bool, color: bool) -> Outcome {
 }
 
 /// One instruction of `mmac list --json`.
-fn instruction_json(i: &Instruction, info: &ArithmeticInfo) -> serde_json::Value {
+fn instruction_json(checked: Checked) -> serde_json::Value {
+    let i = checked.instruction();
     serde_json::json!({
         "name": i.name,
         "shape": listing::shape(i),
@@ -77,7 +74,7 @@ fn instruction_json(i: &Instruction, info: &ArithmeticInfo) -> serde_json::Value
         "arguments": i.provenance.arguments.iter().map(|(n, v)| (n.clone(), serde_json::Value::String(v.clone()))).collect::<serde_json::Map<_, _>>(),
         "F": listing::alignment_f(i),
         "evidence": listing::evidence(i),
-        "datapath": mmac_runtime::datapath::of(i, info),
+        "datapath": mmac_runtime::datapath::of(checked),
     })
 }
 
@@ -89,14 +86,14 @@ fn list_folder(folder: &Path, markdown: bool, json: bool, color: bool) -> Outcom
         eprint!("{}", e.render(color));
     }
     let mut out = super::common::stdout();
-    let with_instructions = loaded.iter().filter(|s| !s.spec.instructions.is_empty());
+    let with_instructions = loaded.iter().filter(|s| !s.spec().instructions.is_empty());
     if json {
         let mut rows: Vec<serde_json::Value> = vec![];
         for s in with_instructions {
-            for (i, info) in s.instructions() {
-                let mut row = instruction_json(i, info);
+            for c in s.instructions() {
+                let mut row = instruction_json(c);
                 row["file"] = s.path.display().to_string().into();
-                row["arch"] = s.spec.arch.clone().into();
+                row["arch"] = s.spec().arch.clone().into();
                 rows.push(row);
             }
         }
@@ -104,10 +101,10 @@ fn list_folder(folder: &Path, markdown: bool, json: bool, color: bool) -> Outcom
     } else {
         for s in with_instructions {
             if markdown {
-                write!(out, "{}", listing::markdown(&s.spec))?;
+                write!(out, "{}", listing::markdown(s.spec()))?;
             } else {
-                writeln!(out, "# {} (arch {})", s.path.display(), s.spec.arch)?;
-                for i in &s.spec.instructions {
+                writeln!(out, "# {} (arch {})", s.path.display(), s.spec().arch)?;
+                for i in &s.spec().instructions {
                     writeln!(out, "{}", listing::line(i))?;
                 }
             }
@@ -126,19 +123,15 @@ fn list_folder(folder: &Path, markdown: bool, json: bool, color: bool) -> Outcom
 
 pub fn show(file: &Path, name: &str, color: bool) -> Outcome {
     let s = load(file, color)?;
-    let (inst, info) = instruction(&s, name)?;
+    let checked = instruction(&s, name)?;
     let mut out = super::common::stdout();
     write!(
         out,
         "{}",
-        mmac_compiler::printer::print_instruction(&s.spec.arch, inst, info)
+        mmac_compiler::printer::print_instruction(&s.spec().arch, checked)
     )?;
     // the datapath as comments: the output stays a spec that checks
-    write!(
-        out,
-        "\n{}",
-        mmac_runtime::datapath::of(inst, info).comment()
-    )?;
+    write!(out, "\n{}", mmac_runtime::datapath::of(checked).comment())?;
     out.flush()?;
     Ok(EXIT_OK)
 }
@@ -148,11 +141,11 @@ pub fn probe(file: &Path, instr: Option<&str>, color: bool) -> Outcome {
     let chosen: Vec<_> = match instr {
         Some(name) => vec![instruction(&s, name)?],
         // one instruction per distinct arithmetic: shape families answer alike
-        None => s.distinct().map(|(i, info, _)| (i, info)).collect(),
+        None => s.distinct().map(|(c, _)| c).collect(),
     };
     let mut out = super::common::stdout();
-    for (i, info) in chosen {
-        writeln!(out, "{}\n{}", i.name, mmac_runtime::probes::report(i, info))?;
+    for c in chosen {
+        writeln!(out, "{}\n{}", c.name(), mmac_runtime::probes::report(c))?;
     }
     out.flush()?;
     Ok(EXIT_OK)
@@ -273,7 +266,8 @@ fn operands(args: &RunArgs, inst: &Instruction) -> Result<(u64, [Vec<u64>; 4]), 
 
 pub fn run(args: &RunArgs, color: bool) -> Outcome {
     let s = load(&args.file, color)?;
-    let (inst, info) = instruction(&s, &args.instr)?;
+    let checked = instruction(&s, &args.instr)?;
+    let inst = checked.instruction();
     let (c, [a, b, sa, sb]) = match operands(args, inst) {
         Ok(v) => v,
         Err(e) => {
@@ -289,11 +283,14 @@ pub fn run(args: &RunArgs, color: bool) -> Outcome {
         sb: &sb,
     };
     let result = if args.trace {
-        interp::run_traced(inst, info, &ops)
-    } else if args.engine == Engine::Jit {
-        run_one(inst, info, &ops).map(|d| (d, vec![]))
+        interp::run_traced(checked, &ops)
     } else {
-        interp::run(inst, info, &ops).map(|d| (d, vec![]))
+        // one dot product: a quickly compiled kernel
+        let engine = facade::Engine::new(checked, args.engine.choice(facade::Choice::QUICK));
+        if let Some(why) = engine.fallback() {
+            eprintln!("note: {why}; using the interpreter");
+        }
+        engine.dot(&ops).map(|d| (d, vec![]))
     };
     match result {
         Ok((d, lines)) => {
@@ -316,20 +313,6 @@ pub fn run(args: &RunArgs, color: bool) -> Outcome {
             Ok(EXIT_USAGE)
         }
     }
-}
-
-/// One dot product on the JIT; an instruction the JIT refuses runs on the interpreter
-/// after a note on stderr.
-fn run_one(inst: &Instruction, info: &ArithmeticInfo, ops: &Operands) -> Result<u64, EvalError> {
-    let refused = match jit::compile_instruction(inst, info) {
-        Ok(c) => match c.kernel(&inst.name) {
-            Ok(k) => return k.dot(ops),
-            Err(e) => e,
-        },
-        Err(e) => e,
-    };
-    eprintln!("note: {refused}; using the interpreter");
-    interp::run(inst, info, ops)
 }
 
 pub fn test(spec: &Path, vectors: &Path, engine: Engine, optimized: bool, color: bool) -> Outcome {
@@ -355,12 +338,12 @@ pub fn test(spec: &Path, vectors: &Path, engine: Engine, optimized: bool, color:
         return Ok(EXIT_USAGE);
     }
     let unreadable = errors.iter().any(|e| matches!(e, specs::LoadError::Io(..)));
-    let engine = match engine {
-        Engine::Interp => mmac_runtime::conformance::Engine::Interp,
-        Engine::Jit if optimized => mmac_runtime::conformance::Engine::JitOptimized,
-        Engine::Jit => mmac_runtime::conformance::Engine::Jit,
+    let mode = match engine {
+        Engine::Interp => mmac_runtime::conformance::Mode::Interp,
+        Engine::Jit if optimized => mmac_runtime::conformance::Mode::JitOptimized,
+        Engine::Jit => mmac_runtime::conformance::Mode::Jit,
     };
-    match mmac_runtime::conformance::run_with(&loaded, vectors, engine) {
+    match mmac_runtime::conformance::run_with(&loaded, vectors, mode) {
         Ok(sum) => {
             let mut out = super::common::stdout();
             write!(out, "{}", sum.report)?;
@@ -403,7 +386,8 @@ pub fn generate(
     color: bool,
 ) -> Outcome {
     let s = load(file, color)?;
-    let (inst, info) = instruction(&s, name)?;
+    let checked = instruction(&s, name)?;
+    let inst = checked.instruction();
     let out_file = match output {
         Some(p) => Some(create_output(p, &[("FILE", file)])?),
         None => None,
@@ -427,7 +411,7 @@ pub fn generate(
     let options = generate::Options { random, seed };
     // the corner cases first (they need only the random inputs' fingerprints), then the
     // file: its head, the random cases as they are computed, the corner cases
-    let corners = match generate::corner_cases(&shown, &text, inst, info, &options) {
+    let corners = match generate::corner_cases(&shown, &text, checked, &options) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("error: {e}");
@@ -467,7 +451,7 @@ pub fn generate(
             }
         ),
     ];
-    let arch = &s.spec.arch;
+    let arch = &s.spec().arch;
     let (head, case): (String, fn(&Instruction, &generate::Case) -> String) = match format {
         GenFormat::Mmv => (
             generate::mmv_head(arch, inst, &notes, total),
@@ -481,7 +465,7 @@ pub fn generate(
     let bar = progress_bar(random as u64, "random cases", random >= 1 << 16);
     let write = |out: &mut dyn Write| -> std::io::Result<()> {
         out.write_all(head.as_bytes())?;
-        generate::random_cases(inst, info, &options, &mut |c| {
+        generate::random_cases(checked, &options, &mut |c| {
             bar.inc(1);
             out.write_all(case(inst, &c).as_bytes())
         })

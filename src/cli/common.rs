@@ -5,9 +5,8 @@
 //! bar of long runs. A leaf: it imports
 //! nothing from the other modules of `cli`.
 
+use mmac_compiler::Checked;
 use mmac_compiler::diagnostic::closest;
-use mmac_compiler::ir::Instruction;
-use mmac_compiler::valid::ArithmeticInfo;
 use mmac_runtime::matrix;
 use mmac_runtime::specs::{self, LoadedSpec};
 use std::io;
@@ -112,13 +111,10 @@ pub fn load(path: &Path, color: bool) -> Result<LoadedSpec, Halt> {
 
 /// The named instruction of a loaded spec, or a usage error on stderr that suggests the
 /// closest name (else points at `mmac list`).
-pub fn instruction<'s>(
-    spec: &'s LoadedSpec,
-    name: &str,
-) -> Result<(&'s Instruction, &'s ArithmeticInfo), Halt> {
+pub fn instruction<'s>(spec: &'s LoadedSpec, name: &str) -> Result<Checked<'s>, Halt> {
     spec.instruction(name).ok_or_else(|| {
         let file = spec.path.display();
-        let names = spec.spec.instructions.iter().map(|i| i.name.as_str());
+        let names = spec.spec().instructions.iter().map(|i| i.name.as_str());
         let help = match closest(name, names) {
             Some(near) => format!("did you mean `{near}`?"),
             None => format!("`mmac list {file}` shows its instructions"),

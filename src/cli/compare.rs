@@ -29,10 +29,11 @@ pub fn diff(args: &DiffArgs, color: bool) -> Outcome {
     let rs = load(args.right.0, color)?;
     let x = instruction(&ls, args.left.1)?;
     let y = instruction(&rs, args.right.1)?;
-    if let Some(why) = diff::interface_difference(x.0, y.0) {
+    if let Some(why) = diff::interface_difference(x.instruction(), y.instruction()) {
         eprintln!(
             "error: `{}` and `{}` take different operands: {why}\n  help: diff compares instructions with the same operand formats, k and scale factors",
-            x.0.name, y.0.name
+            x.name(),
+            y.name()
         );
         return Ok(EXIT_USAGE);
     }
@@ -53,7 +54,7 @@ pub fn diff(args: &DiffArgs, color: bool) -> Outcome {
         }
     };
     let mut out = super::common::stdout();
-    let inst: &Instruction = x.0;
+    let inst: &Instruction = x.instruction();
     let ar = &inst.arithmetic;
     let d_shown = |raw: u64| diff::shown(&ar.d, raw);
     if args.json {

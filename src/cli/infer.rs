@@ -5,6 +5,7 @@
 use super::common::{
     EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load,
 };
+use mmac_compiler::engine::{Choice, Engine};
 use mmac_runtime::blackbox::{Interface, PipeBox, evaluate};
 use mmac_runtime::infer::{self, Naming, Options};
 use mmac_runtime::inputs::{Input, hex};
@@ -21,9 +22,11 @@ const BATCH: usize = 4096;
 /// answered, the error names the line and column on stderr, exit 2.
 pub fn serve(file: &Path, name: &str, color: bool) -> Outcome {
     let s = load(file, color)?;
-    let (inst, info) = instruction(&s, name)?;
+    let checked = instruction(&s, name)?;
+    let inst = checked.instruction();
     let iface = Interface::of(inst);
-    let compiled = mmac_compiler::jit::compile_instruction(inst, info).ok();
+    // a box may answer many requests: optimised kernels
+    let engine = Engine::new(checked, Choice::OPTIMISED);
     // a reader thread, so that a batch is whatever has arrived: a box that writes one
     // line and waits is answered at once, a stream of lines in large batches
     let (tx, rx) = mpsc::sync_channel::<std::io::Result<String>>(BATCH);
@@ -82,7 +85,7 @@ pub fn serve(file: &Path, name: &str, color: bool) -> Outcome {
                 }
             }
         }
-        match evaluate(inst, info, compiled.as_ref(), &batch) {
+        match evaluate(&engine, &batch) {
             Ok(ds) => {
                 for v in ds {
                     writeln!(out, "d={}", hex(d, v))?;

@@ -9,7 +9,7 @@ use super::common::{
 };
 use clap::ValueEnum;
 use mmac_compiler::aot;
-use mmac_compiler::interp;
+use mmac_compiler::engine as facade;
 use mmac_compiler::jit;
 use mmac_compiler::records::{Records, Rng};
 use mmac_runtime::accuracy::{self, Distribution};
@@ -59,7 +59,7 @@ pub fn compile(
         verify: false,
         quick: false,
     };
-    let compiled = match jit::compile_with(&s.spec, &s.info, options) {
+    let compiled = match jit::compile_with(&s.checked, options) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
@@ -79,7 +79,7 @@ pub fn compile(
         out,
         "compiled {} of {} instructions ({} kernels) in {:.1} ms",
         compiled.compiled_count(),
-        s.spec.instructions.len(),
+        s.spec().instructions.len(),
         compiled.kernel_count(),
         compiled.compile_time.as_secs_f64() * 1e3
     )?;
@@ -103,7 +103,7 @@ fn subset(s: &LoadedSpec, only: &[String]) -> Result<LoadedSpec, Halt> {
 
 /// `--emit obj|lib`: the object (or the shared library linked from it) and its header.
 fn write_object(file: &Path, s: &LoadedSpec, kind: Emit, output: Option<&Path>) -> Outcome {
-    let arch = &s.spec.arch;
+    let arch = &s.spec().arch;
     let output = match output {
         Some(p) => p.to_path_buf(),
         None if kind == Emit::Lib => PathBuf::from(format!("lib{arch}.so")),
@@ -130,7 +130,7 @@ fn write_object(file: &Path, s: &LoadedSpec, kind: Emit, output: Option<&Path>) 
     let object_out = create_output(&output, &[("FILE", file)])?;
     let header_out = create_output(&header_path, &[("FILE", file), ("-o", &output)])?;
     let start = Instant::now();
-    let object = match aot::compile_object(&s.spec, &s.info, &names) {
+    let object = match aot::compile_object(&s.checked, &names) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");
@@ -166,7 +166,7 @@ fn write_object(file: &Path, s: &LoadedSpec, kind: Emit, output: Option<&Path>) 
         output.display(),
         header_path.display(),
         object.present.len(),
-        s.spec.instructions.len(),
+        s.spec().instructions.len(),
         object.prefix,
         start.elapsed().as_secs_f64() * 1e3
     )?;
@@ -288,7 +288,8 @@ pub fn bench(
     color: bool,
 ) -> Outcome {
     let s = load(file, color)?;
-    let (inst, info) = instruction(&s, instr)?;
+    let checked = instruction(&s, instr)?;
+    let inst = checked.instruction();
     let k = inst.k();
     let records = |n: usize| -> Result<Records, Halt> {
         bench_records(inst, n, dist).map_err(|e| {
@@ -296,43 +297,32 @@ pub fn bench(
             Halt::Exit(EXIT_USAGE)
         })
     };
-    let (engine_name, ns) = match engine {
-        Engine::Jit => {
-            let compiled = match jit::compile_instruction(inst, info) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("error: {e}\n  help: `--engine interp` times the interpreter");
-                    return Ok(EXIT_FAILED);
-                }
-            };
-            let kernel = match compiled.kernel(&inst.name) {
-                Ok(k) => k,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Ok(EXIT_FAILED);
-                }
-            };
-            let rec = records(1024)?;
-            let mut d = vec![0u64; rec.n];
-            let ns = time_per_dot(5, Duration::from_millis(200), rec.n, || {
-                kernel
-                    .batch(&rec.c, &rec.a, &rec.b, &rec.sa, &rec.sb, &mut d)
-                    .expect("operand counts match the instruction");
-                black_box(&mut d);
-            });
-            ("jit", ns)
-        }
-        Engine::Interp => {
-            let rec = records(256)?;
-            let ns = time_per_dot(3, Duration::from_millis(300), rec.n, || {
-                for i in 0..rec.n {
-                    let ops = rec.operands(i);
-                    black_box(interp::run(inst, info, &ops).expect("operand counts match"));
-                }
-            });
-            ("interp", ns)
-        }
+    let engine = facade::Engine::new(checked, engine.choice(facade::Choice::OPTIMISED));
+    if let Some(why) = engine.fallback() {
+        eprintln!(
+            "error: the JIT refuses `{instr}`: {why}\n  help: `--engine interp` times the interpreter"
+        );
+        return Ok(EXIT_FAILED);
+    }
+    // a batch of records through the kernel, or fewer through the interpreter
+    let (engine_name, n, rounds, min) = if engine.is_jit() {
+        ("jit", 1024, 5, Duration::from_millis(200))
+    } else {
+        ("interp", 256, 3, Duration::from_millis(300))
     };
+    let rec = records(n)?;
+    let mut d = vec![0u64; rec.n];
+    let mut failed = None;
+    let ns = time_per_dot(rounds, min, rec.n, || {
+        if let Err(e) = engine.batch(&rec.c, &rec.a, &rec.b, &rec.sa, &rec.sb, &mut d) {
+            failed = Some(e);
+        }
+        black_box(&mut d);
+    });
+    if let Some(e) = failed {
+        eprintln!("error: {e}");
+        return Ok(EXIT_FAILED);
+    }
     let baseline = baseline_ns_per_dot(k, 1024);
     let dots_per_s = 1e9 / ns;
     let mut out = super::common::stdout();

@@ -1,10 +1,11 @@
 //! `mmac mma` and `mmac gemm`: instructions and GEMMs on .npy matrices.
 
+use super::MatrixArgs;
 use super::common::{
     EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, create_output, instruction, load, progress_bar,
 };
-use super::{Engine, MatrixArgs};
-use mmac_runtime::gemm::{self, Interpreter, Problem};
+use mmac_compiler::engine as facade;
+use mmac_runtime::gemm::{self, Problem};
 use mmac_runtime::matrix::{self, Matrix};
 use std::io::Write as _;
 use std::path::Path;
@@ -20,7 +21,8 @@ pub fn run(
     color: bool,
 ) -> Outcome {
     let spec = load(&args.spec, color)?;
-    let (inst, info) = instruction(&spec, &args.instr)?;
+    let checked = instruction(&spec, &args.instr)?;
+    let inst = checked.instruction();
     let mut inputs = vec![
         ("FILE", args.spec.as_path()),
         ("--a", args.a.as_path()),
@@ -87,32 +89,20 @@ pub fn run(
             return Ok(EXIT_FAILED);
         }
     };
-    let compiled = match args.engine {
-        Engine::Interp => None,
-        Engine::Jit => match mmac_compiler::jit::compile_instruction(inst, info) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                eprintln!("error: {e}\n  help: `--engine interp` runs the reference interpreter");
-                return Ok(EXIT_FAILED);
-            }
-        },
-    };
-    let kernel = match compiled.as_ref().map(|c| c.kernel(&inst.name)).transpose() {
-        Ok(k) => k,
-        Err(e) => {
-            eprintln!("error: {e}\n  help: `--engine interp` runs the reference interpreter");
-            return Ok(EXIT_FAILED);
-        }
-    };
+    let engine = facade::Engine::new(checked, args.engine.choice(facade::Choice::OPTIMISED));
+    if let Some(why) = engine.fallback() {
+        eprintln!(
+            "error: the JIT refuses `{}`: {why}\n  help: `--engine interp` runs the reference interpreter",
+            inst.name
+        );
+        return Ok(EXIT_FAILED);
+    }
     let tiles = (m / inst.m as usize) * (n / inst.n as usize);
     let dots = m * n * (k / inst.arithmetic.k as usize);
     let bar = progress_bar(tiles as u64, "tiles", dots > PROGRESS_DOTS);
     let started = std::time::Instant::now();
     let progress = |t: usize| bar.inc(t as u64);
-    let d = pool.install(|| match &kernel {
-        Some(k) => gemm::gemm(inst, k, &problem, &progress),
-        None => gemm::gemm(inst, &Interpreter(inst, info), &problem, &progress),
-    });
+    let d = pool.install(|| gemm::gemm(&engine, &problem, &progress));
     bar.finish_and_clear();
     let d = match d {
         Ok(d) => d,

@@ -40,6 +40,16 @@ pub enum Engine {
     Jit,
 }
 
+impl Engine {
+    /// The engine facade's choice: the interpreter, or the JIT compiled as `jit` says.
+    pub fn choice(self, jit: mmac_compiler::engine::Choice) -> mmac_compiler::engine::Choice {
+        match self {
+            Engine::Interp => mmac_compiler::engine::Choice::Interp,
+            Engine::Jit => jit,
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Parse and check spec files; diagnostics on stderr, exit 1 if any fails to check, 2 if

@@ -5,10 +5,9 @@
 use super::common::{
     EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load, progress_bar,
 };
-use mmac_compiler::ir::Instruction;
-use mmac_compiler::valid::ArithmeticInfo;
+use mmac_compiler::Checked;
+use mmac_compiler::engine::{Choice, Engine};
 use mmac_runtime::accuracy::{self, Distribution, ReportOptions, Row};
-use mmac_runtime::gemm::Interpreter;
 use mmac_runtime::output::Output;
 use mmac_runtime::specs::LoadedSpec;
 use plotters::coord::Shift;
@@ -102,7 +101,7 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
     for (spec, (_, name)) in specs[1..].iter().zip(&args.against) {
         chosen.push(instruction(spec, name)?);
     }
-    for (inst, _) in &chosen {
+    for inst in chosen.iter().map(|c| c.instruction()) {
         accuracy::reportable(inst).map_err(usage)?;
         if let Some(kt) = args.ks.iter().find(|&&kt| kt == 0 || kt % inst.k() != 0) {
             return Err(usage(format!(
@@ -119,18 +118,14 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
     let bar = progress_bar(total, "samples", true);
     let progress = |n: usize| bar.inc(n as u64);
     let mut rows: Vec<Row> = vec![];
-    for (((inst, info), spec), label) in chosen.iter().zip(&specs).zip(&labels) {
+    for ((checked, spec), label) in chosen.iter().zip(&specs).zip(&labels) {
         // the JIT when it lowers the instruction, else the interpreter
-        let compiled = mmac_compiler::jit::compile_instruction(inst, info).ok();
-        let kernel = compiled.as_ref().and_then(|c| c.kernel(&inst.name).ok());
-        let measured = match &kernel {
-            Some(k) => accuracy::measure(inst, k, &options, &progress),
-            None => accuracy::measure(inst, &Interpreter(inst, info), &options, &progress),
-        };
+        let engine = Engine::new(*checked, Choice::OPTIMISED);
+        let measured = accuracy::measure(&engine, &options, &progress);
         match measured {
             Ok(r) => rows.extend(r.into_iter().map(|mut r| {
                 r.label = label.clone();
-                r.arch = spec.spec.arch.clone();
+                r.arch = spec.spec().arch.clone();
                 r.file = spec.path.display().to_string();
                 r
             })),
@@ -210,13 +205,13 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
 /// How each compared instruction is named in the table, the legend and the JSON
 /// `label`: its name, or `arch name` where names repeat, or `file name` where those
 /// repeat too.
-fn labels(specs: &[LoadedSpec], chosen: &[(&Instruction, &ArithmeticInfo)]) -> Vec<String> {
+fn labels(specs: &[LoadedSpec], chosen: &[Checked]) -> Vec<String> {
     let count = |key: &dyn Fn(usize) -> String, i: usize| {
         (0..chosen.len()).filter(|&j| key(j) == key(i)).count()
     };
-    let name = |i: usize| chosen[i].0.name.clone();
-    let arch = |i: usize| format!("{} {}", specs[i].spec.arch, chosen[i].0.name);
-    let file = |i: usize| format!("{} {}", specs[i].path.display(), chosen[i].0.name);
+    let name = |i: usize| chosen[i].name().to_string();
+    let arch = |i: usize| format!("{} {}", specs[i].spec().arch, chosen[i].name());
+    let file = |i: usize| format!("{} {}", specs[i].path.display(), chosen[i].name());
     (0..chosen.len())
         .map(|i| {
             if count(&name, i) == 1 {

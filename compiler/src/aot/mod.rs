@@ -12,9 +12,9 @@
 mod api;
 mod header;
 
-use crate::ir::{Instruction, Pipeline, Spec};
+use crate::checked::CheckedSpec;
+use crate::ir::{Instruction, Pipeline};
 use crate::jit::{self, Built, JitError, Lowered, Options, Target};
-use crate::valid::SpecInfo;
 use cranelift_module::{FuncId, default_libcall_names};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 
@@ -64,11 +64,8 @@ pub fn symbol_prefix(arch: &str) -> String {
 
 /// Compile every instruction of a spec into an object file with the C API of
 /// [`api`]. Instructions the code generator cannot lower are left out and listed.
-pub fn compile_object(
-    spec: &Spec,
-    info: &SpecInfo,
-    names: &ObjectNames,
-) -> Result<Object, JitError> {
+pub fn compile_object(checked: &CheckedSpec, names: &ObjectNames) -> Result<Object, JitError> {
+    let (spec, info) = (checked.spec(), checked.info());
     let backend = |m: String| JitError {
         instruction: None,
         message: m,
@@ -86,7 +83,7 @@ pub fn compile_object(
         .map_err(|e| backend(format!("cannot start the object: {e}")))?;
     let mut module = ObjectModule::new(builder);
 
-    let (jobs, job_of_arithmetic) = jit::plan_jobs(spec, info);
+    let (jobs, job_of_arithmetic) = jit::plan_jobs(checked);
     let Built { outcome, ids, .. } = jit::build_jobs(
         &mut Target::new(&mut module, true, &prefix),
         &jobs,

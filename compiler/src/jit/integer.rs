@@ -5,34 +5,26 @@
 use super::emit::Emitter;
 use crate::format::{IntFormat, int_range};
 use crate::ir::*;
+use crate::valid::{CheckedInteger, IntOperands};
 use cranelift_codegen::ir::InstBuilder;
 use cranelift_codegen::ir::Value;
 
-pub(crate) struct Plan;
-
-fn int<'a>(f: &'a crate::format::Format, role: &str) -> Result<&'a IntFormat, String> {
-    f.as_int()
-        .filter(|i| i.bits >= 1 && i.bits <= 32)
-        .ok_or_else(|| {
-            format!(
-                "{role} `{}` is not an integer format of at most 32 bits",
-                f.name
-            )
-        })
+/// The integer operands (of at most 32 bits, by validation).
+pub(crate) struct Plan {
+    operands: IntOperands,
 }
 
-pub(crate) fn plan(inst: &Instruction, _p: &IntegerDot) -> Result<Plan, String> {
-    let a = int(&inst.arithmetic.a, "a")?;
-    let b = int(&inst.arithmetic.b, "b")?;
-    int(&inst.arithmetic.c, "c")?;
-    int(&inst.arithmetic.d, "d")?;
+pub(crate) fn plan(inst: &Instruction, checked: &CheckedInteger) -> Result<Plan, String> {
+    let (a, b) = (&checked.operands.a, &checked.operands.b);
     // |x op y| < 2^(bits_a + bits_b); k such terms and a 32-bit c stay far inside i64
     let term_bits = (a.bits + b.bits) as u64;
     let k_bits = 64 - (inst.arithmetic.k as u64).leading_zeros() as u64;
     if term_bits + k_bits + 2 > 62 {
         return Err("the exact integer sum could exceed 62 bits".into());
     }
-    Ok(Plan)
+    Ok(Plan {
+        operands: checked.operands.clone(),
+    })
 }
 
 fn value(em: &mut Emitter, f: &IntFormat, raw: Value) -> Value {
@@ -50,14 +42,13 @@ pub(crate) fn emit(
     em: &mut Emitter,
     inst: &Instruction,
     p: &IntegerDot,
+    plan: &Plan,
     c: Value,
     a_ptr: Value,
     b_ptr: Value,
 ) -> Value {
-    let fa = inst.arithmetic.a.as_int().expect("planned");
-    let fb = inst.arithmetic.b.as_int().expect("planned");
-    let fc = inst.arithmetic.c.as_int().expect("planned");
-    let fd = inst.arithmetic.d.as_int().expect("planned");
+    let ops = &plan.operands;
+    let (fa, fb, fc, fd) = (&ops.a, &ops.b, &ops.c, &ops.d);
     let mut sum = value(em, fc, c);
     for k in 0..inst.k() {
         let ra = em.load(a_ptr, k);

@@ -24,9 +24,10 @@ mod integer;
 mod sequential;
 mod tables;
 
+use crate::checked::{Checked, CheckedSpec};
 use crate::engine::{EvalError, Operands};
-use crate::ir::{Instruction, Pipeline, Shape, Spec};
-use crate::valid::{ArithmeticInfo, SpecInfo};
+use crate::ir::{Instruction, Shape};
+use crate::valid::Kind;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{AbiParam, BlockArg, InstBuilder, MemFlagsData, UserFuncName, types};
 use cranelift_codegen::settings::{self, Configurable};
@@ -64,7 +65,7 @@ impl JitError {
 }
 
 /// What [`compile_with`] should keep besides the code.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
     /// Keep the Cranelift IR text of every kernel ([`CompiledSpec::clif`]).
     pub emit_clif: bool,
@@ -189,7 +190,7 @@ impl CompiledSpec {
                 Ok(Kernel {
                     code: self.codes[*i].clone(),
                     _memory: self.memory.clone(),
-                    name: name.to_string(),
+                    name: name.into(),
                     shape,
                     k,
                     scales,
@@ -237,7 +238,7 @@ pub struct Kernel {
     code: Code,
     /// Keeps the code's memory (and the code of the kernels a composed one calls).
     _memory: Arc<ModuleMemory>,
-    name: String,
+    name: Arc<str>,
     shape: Shape,
     k: usize,
     scales: usize,
@@ -254,7 +255,7 @@ impl Kernel {
 
     fn count_error(&self, operand: &'static str, got: usize, want: usize) -> EvalError {
         EvalError::OperandCount {
-            instruction: self.name.clone(),
+            instruction: self.name.to_string(),
             operand,
             got,
             want,
@@ -325,7 +326,7 @@ impl Kernel {
                 Some(want) => return Err(self.count_error(operand, got, want)),
                 None => {
                     return Err(EvalError::Stride {
-                        instruction: self.name.clone(),
+                        instruction: self.name.to_string(),
                         operand,
                         records: n,
                         stride,
@@ -339,7 +340,7 @@ impl Kernel {
                 .is_none()
             {
                 return Err(EvalError::Stride {
-                    instruction: self.name.clone(),
+                    instruction: self.name.to_string(),
                     operand,
                     records: n,
                     stride,
@@ -554,16 +555,17 @@ enum Lowering<'i> {
     Integer(&'i crate::ir::IntegerDot, integer::Plan),
 }
 
-fn plan<'i>(inst: &'i Instruction, info: &ArithmeticInfo) -> Result<Lowering<'i>, String> {
+fn plan(checked: Checked<'_>) -> Result<Lowering<'_>, String> {
+    let inst = checked.instruction();
     if inst.k() > MAX_UNROLLED_K {
         return Err(format!(
             "k = {} is more than the JIT unrolls ({MAX_UNROLLED_K})",
             inst.k()
         ));
     }
-    let nan = match &inst.arithmetic.pipeline {
-        Pipeline::Fused(f) => Some(f.nan),
-        Pipeline::Sequential(s) => Some(s.nan),
+    let nan = match checked.kind() {
+        Kind::Fused(f) => Some(f.pipeline.nan),
+        Kind::Sequential(s) => Some(s.pipeline.nan),
         _ => None,
     };
     if let Some(rule @ crate::ir::NanPolicy::Propagate(_)) = nan {
@@ -572,11 +574,11 @@ fn plan<'i>(inst: &'i Instruction, info: &ArithmeticInfo) -> Result<Lowering<'i>
             rule.word()
         ));
     }
-    Ok(match (&inst.arithmetic.pipeline, &info.fused) {
-        (Pipeline::Fused(f), Some(fi)) => Lowering::Fused(f, fused::plan(inst, f, fi)?),
-        (Pipeline::Sequential(s), None) => Lowering::Sequential(s, sequential::plan(inst, s)?),
-        (Pipeline::Integer(p), None) => Lowering::Integer(p, integer::plan(inst, p)?),
-        _ => return Err("the validation info does not belong to this instruction".into()),
+    Ok(match checked.kind() {
+        Kind::Fused(f) => Lowering::Fused(&f.pipeline, fused::plan(inst, f)?),
+        Kind::Sequential(s) => Lowering::Sequential(&s.pipeline, sequential::plan(inst, s)?),
+        Kind::Integer(p) => Lowering::Integer(&p.pipeline, integer::plan(inst, p)?),
+        Kind::Composed(_) => return Err("a composed pipeline is lowered step by step".into()),
     })
 }
 
@@ -614,7 +616,7 @@ fn emit_dot(
     match low {
         Lowering::Fused(f, p) => fused::emit(&mut em, inst, f, p, c, ptrs),
         Lowering::Sequential(s, p) => sequential::emit(&mut em, inst, s, p, c, ptrs.a, ptrs.b),
-        Lowering::Integer(p, _) => integer::emit(&mut em, inst, p, c, ptrs.a, ptrs.b),
+        Lowering::Integer(p, plan) => integer::emit(&mut em, inst, p, plan, c, ptrs.a, ptrs.b),
     }
 }
 
@@ -671,26 +673,20 @@ fn new_module(options: Options) -> Result<JITModule, JitError> {
     Ok(JITModule::new(builder))
 }
 
-/// Compile every instruction of a spec, given the validator's info about it.
-/// Instructions the backend cannot lower are recorded with the reason
-/// ([`CompiledSpec::kernel`] returns it); only a failure of the backend itself is an error
-/// here.
-pub fn compile(spec: &Spec, info: &SpecInfo) -> Result<CompiledSpec, JitError> {
-    compile_with(spec, info, Options::default())
+/// Compile every instruction of a checked spec. Instructions the backend cannot lower are
+/// recorded with the reason ([`CompiledSpec::kernel`] returns it); only a failure of the
+/// backend itself is an error here.
+pub fn compile(spec: &CheckedSpec) -> Result<CompiledSpec, JitError> {
+    compile_with(spec, Options::default())
 }
 
 /// One job per distinct arithmetic of a spec, lowered for its first instruction, and for
 /// each arithmetic (by index) its job.
-pub(crate) fn plan_jobs<'s>(
-    spec: &'s Spec,
-    info: &'s SpecInfo,
-) -> (Vec<(&'s Instruction, &'s ArithmeticInfo)>, Vec<usize>) {
-    let jobs = info
-        .distinct()
-        .map(|(i, ai)| (&spec.instructions[i], ai))
-        .collect();
+pub(crate) fn plan_jobs(spec: &CheckedSpec) -> (Vec<Checked<'_>>, Vec<usize>) {
+    let info = spec.info();
+    let jobs = spec.distinct().map(|(_, c)| c).collect();
     let mut job_of_arithmetic = vec![0; info.arithmetic_count()];
-    for (job, (i, _)) in info.distinct().enumerate() {
+    for (job, (i, _)) in spec.distinct().enumerate() {
         job_of_arithmetic[info.arithmetic_index(i)] = job;
     }
     (jobs, job_of_arithmetic)
@@ -698,13 +694,11 @@ pub(crate) fn plan_jobs<'s>(
 
 /// [`compile`] with options. Kernels are lowered to Cranelift IR one by one, compiled to
 /// machine code on every available core (at most 4 threads), and defined in one module.
-pub fn compile_with(
-    spec: &Spec,
-    info: &SpecInfo,
-    options: Options,
-) -> Result<CompiledSpec, JitError> {
-    let (jobs, job_of_arithmetic) = plan_jobs(spec, info);
+pub fn compile_with(spec: &CheckedSpec, options: Options) -> Result<CompiledSpec, JitError> {
+    let (jobs, job_of_arithmetic) = plan_jobs(spec);
+    let info = spec.info();
     let members = spec
+        .spec()
         .instructions
         .iter()
         .enumerate()
@@ -712,24 +706,16 @@ pub fn compile_with(
     compile_jobs(&jobs, members, options)
 }
 
-/// Compile one instruction on its own (`info`: what the validator established about it,
-/// [`SpecInfo::instruction`]).
-pub fn compile_instruction(
-    inst: &Instruction,
-    info: &ArithmeticInfo,
-) -> Result<CompiledSpec, JitError> {
-    compile_instruction_with(inst, info, Options::default())
+/// Compile one checked instruction on its own.
+pub fn compile_instruction(inst: Checked) -> Result<CompiledSpec, JitError> {
+    compile_instruction_with(inst, Options::default())
 }
 
 /// [`compile_instruction`] with options ([`Options::quick`] for a kernel that runs a few
 /// thousand cases, such as a candidate of `mmac infer`).
-pub fn compile_instruction_with(
-    inst: &Instruction,
-    info: &ArithmeticInfo,
-    options: Options,
-) -> Result<CompiledSpec, JitError> {
-    let c = compile_jobs(&[(inst, info)], std::iter::once((inst, 0)), options)?;
-    c.kernel(&inst.name)?;
+pub fn compile_instruction_with(inst: Checked, options: Options) -> Result<CompiledSpec, JitError> {
+    let c = compile_jobs(&[inst], std::iter::once((inst.instruction(), 0)), options)?;
+    c.kernel(inst.name())?;
     Ok(c)
 }
 
@@ -738,13 +724,12 @@ pub fn compile_instruction_with(
 fn lower<M: Module>(
     target: &mut Target<'_, M>,
     fctx: &mut FunctionBuilderContext,
-    inst: &Instruction,
-    info: &ArithmeticInfo,
+    inst: Checked,
     index: usize,
 ) -> Result<Pending, String> {
     let built = catch_unwind(AssertUnwindSafe(|| {
-        let low = plan(inst, info)?;
-        build_kernel(target, fctx, inst, &low, index)
+        let low = plan(inst)?;
+        build_kernel(target, fctx, inst.instruction(), &low, index)
     }));
     built.unwrap_or_else(|panic| {
         // the builder context may hold a half-built function
@@ -872,10 +857,11 @@ pub(crate) struct Jobs<'t, 'm, M: Module> {
 
 impl<M: Module> Jobs<'_, '_, M> {
     /// Lower one instruction: native code, or a composed kernel over lowered runs.
-    fn job(&mut self, inst: &Instruction, info: &ArithmeticInfo) -> Result<Lowered, String> {
-        let Pipeline::Composed(c) = &inst.arithmetic.pipeline else {
+    fn job(&mut self, checked: Checked) -> Result<Lowered, String> {
+        let inst = checked.instruction();
+        let Kind::Composed(composed) = checked.kind() else {
             let index = self.kernels.len();
-            let k = lower(self.target, &mut self.fctx, inst, info, index)?;
+            let k = lower(self.target, &mut self.fctx, checked, index)?;
             if self.options.emit_clif {
                 self.clif.push((
                     format!("{} (dot{index})", inst.name),
@@ -897,16 +883,13 @@ impl<M: Module> Jobs<'_, '_, M> {
                 inst.k()
             ));
         }
+        let (c, runs) = (&composed.pipeline, &composed.runs);
         let ar = &inst.arithmetic;
         let c_format = c.convert_c.as_ref().map_or(&ar.c, |x| &x.format).clone();
         let mut steps = vec![];
         let mut formats = vec![];
         for (i, step) in c.steps.iter().enumerate() {
-            formats.push(
-                c.format_of(crate::ir::StepValue::Step(i), &ar.c)
-                    .expect("a step has a format")
-                    .clone(),
-            );
+            formats.push(c.step_format(i).clone());
             steps.push(match step {
                 crate::ir::Step::Run {
                     arithmetic,
@@ -931,11 +914,13 @@ impl<M: Module> Jobs<'_, '_, M> {
                                 arithmetic: arithmetic.as_ref().clone(),
                                 provenance: *provenance,
                             };
-                            let sub_info = info.steps[i]
-                                .as_ref()
+                            // (the validator gives every run its info, at its step)
+                            let sub_info = runs
+                                .get(i)
+                                .and_then(Option::as_ref)
                                 .ok_or("a run without validation info")?;
                             let l = self
-                                .job(&sub, sub_info)
+                                .job(Checked::new(&sub, sub_info))
                                 .map(std::rc::Rc::new)
                                 .map_err(|e| format!("its step `{name}`: {e}"));
                             self.runs.insert(arithmetic.as_ref().clone(), l.clone());
@@ -1047,7 +1032,7 @@ pub(crate) struct Built {
 /// module. The same code serves the JIT and object files.
 pub(crate) fn build_jobs<M: Module>(
     target: &mut Target<'_, M>,
-    jobs: &[(&Instruction, &ArithmeticInfo)],
+    jobs: &[Checked],
     options: Options,
 ) -> Built {
     let mut lowering = Jobs {
@@ -1058,10 +1043,8 @@ pub(crate) fn build_jobs<M: Module>(
         options,
         runs: HashMap::new(),
     };
-    let outcome: Vec<Result<Lowered, String>> = jobs
-        .iter()
-        .map(|(inst, info)| lowering.job(inst, info))
-        .collect();
+    let outcome: Vec<Result<Lowered, String>> =
+        jobs.iter().map(|&inst| lowering.job(inst)).collect();
     let (kernels, clif) = (lowering.kernels, lowering.clif);
     let module = &mut *target.module;
 
@@ -1137,7 +1120,7 @@ pub(crate) fn build_jobs<M: Module>(
 /// Compile the kernels of `jobs` (a representative instruction and its info each);
 /// `members` gives every instruction and the job whose kernel it uses.
 fn compile_jobs<'s>(
-    jobs: &[(&Instruction, &ArithmeticInfo)],
+    jobs: &[Checked],
     members: impl Iterator<Item = (&'s Instruction, usize)>,
     options: Options,
 ) -> Result<CompiledSpec, JitError> {

@@ -14,13 +14,16 @@
 
 use super::emit::{Emitter, little_endian};
 use crate::exact::Rounding;
-use crate::format::{FloatFormat, Format, Specials};
+use crate::format::{FloatFormat, Specials};
 use crate::ir::*;
+use crate::valid::{CheckedSequential, FloatOperands};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Type, Value, types};
 
 /// The native float type every step computes in, and how products are formed.
 pub(crate) struct Plan {
+    /// a, b, c and d, float formats by validation.
+    operands: FloatOperands,
     native: Native,
     /// Exact products are fused into the accumulation (`fma`) rather than formed first.
     fuse_products: bool,
@@ -100,10 +103,7 @@ fn arith_native(a: &RoundedOp, what: &str) -> Result<Native, String> {
 }
 
 /// Can every value of `f` be converted exactly into `n`?
-fn fits(f: &Format, n: Native) -> Result<&FloatFormat, String> {
-    let x = f
-        .as_float()
-        .ok_or_else(|| format!("`{}` is not a float format", f.name))?;
+fn fits<'f>(x: &'f FloatFormat, name: &str, n: Native) -> Result<&'f FloatFormat, String> {
     let (_, nm, _) = n.layout();
     let ok = x.signed
         && x.subnormals
@@ -116,12 +116,13 @@ fn fits(f: &Format, n: Native) -> Result<&FloatFormat, String> {
     } else {
         Err(format!(
             "`{}` does not convert exactly into the native accumulator",
-            f.name
+            name
         ))
     }
 }
 
-pub(crate) fn plan(inst: &Instruction, s: &Sequential) -> Result<Plan, String> {
+pub(crate) fn plan(inst: &Instruction, checked: &CheckedSequential) -> Result<Plan, String> {
+    let (s, ops) = (&checked.pipeline, &checked.operands);
     let native = arith_native(&s.accumulate, "the accumulation")?;
     if let ProductRule::Rounded(a) = &s.product
         && arith_native(a, "the product")? != native
@@ -139,10 +140,11 @@ pub(crate) fn plan(inst: &Instruction, s: &Sequential) -> Result<Plan, String> {
             ));
         }
     }
-    let a = fits(&inst.arithmetic.a, native)?;
-    let b = fits(&inst.arithmetic.b, native)?;
-    fits(&inst.arithmetic.c, native)?;
-    if inst.arithmetic.d.as_float().and_then(Native::of) != Some(native) {
+    let ar = &inst.arithmetic;
+    let a = fits(&ops.a, &ar.a.name, native)?;
+    let b = fits(&ops.b, &ar.b.name, native)?;
+    fits(&ops.c, &ar.c.name, native)?;
+    if Native::of(&ops.d) != Some(native) {
         return Err(format!(
             "d `{}` is not the accumulator format",
             inst.arithmetic.d.name
@@ -183,6 +185,7 @@ pub(crate) fn plan(inst: &Instruction, s: &Sequential) -> Result<Plan, String> {
         && lane_widens(a, s.conditioning.flush_a)
         && lane_widens(b, s.conditioning.flush_b);
     Ok(Plan {
+        operands: ops.clone(),
         native,
         fuse_products,
         simd,
@@ -320,13 +323,11 @@ pub(crate) fn emit(
     b_ptr: Value,
 ) -> Value {
     if p.simd {
-        return emit_simd(em, inst, s, c, a_ptr, b_ptr);
+        return emit_simd(em, inst, s, p, c, a_ptr, b_ptr);
     }
     let n = p.native;
     let cond = s.conditioning;
-    let fa = inst.arithmetic.a.as_float().expect("planned");
-    let fb = inst.arithmetic.b.as_float().expect("planned");
-    let fc = inst.arithmetic.c.as_float().expect("planned");
+    let (fa, fb, fc) = (&p.operands.a, &p.operands.b, &p.operands.c);
     let mut acc = to_native(em, fc, n, c, cond.flush_c);
     let mut pairs = vec![];
     for k in 0..inst.k() {
@@ -481,15 +482,14 @@ fn emit_simd(
     em: &mut Emitter,
     inst: &Instruction,
     s: &Sequential,
+    p: &Plan,
     c: Value,
     a_ptr: Value,
     b_ptr: Value,
 ) -> Value {
     let n = Native::F32;
     let cond = s.conditioning;
-    let fa = inst.arithmetic.a.as_float().expect("planned");
-    let fb = inst.arithmetic.b.as_float().expect("planned");
-    let fc = inst.arithmetic.c.as_float().expect("planned");
+    let (fa, fb, fc) = (&p.operands.a, &p.operands.b, &p.operands.c);
     let mut acc = to_native(em, fc, n, c, cond.flush_c);
     let mut vals = vec![];
     for k in (0..inst.k()).step_by(4) {
@@ -562,7 +562,7 @@ mod tests {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../specs/cdna2.mma");
         let text = std::fs::read_to_string(path).unwrap();
         let v = crate::compile(path, &text).expect("cdna2 checks");
-        let compiled = super::super::compile(&v.spec, &v.info).expect("compiles");
+        let compiled = super::super::compile(&v).expect("compiles");
         let names = [
             "v_mfma_f32_16x16x16bf16_1k", // P = 4, SIMD
             "v_mfma_f32_16x16x8bf16",     // P = 2, SIMD
@@ -571,8 +571,9 @@ mod tests {
         ];
         let mut rng = Rng::new(0x6a09_e667_f3bc_c909);
         for name in names {
-            let i = v.spec.position(name).expect(name);
-            let (inst, info) = (&v.spec.instructions[i], v.info.instruction(i));
+            let i = v.spec().position(name).expect(name);
+            let checked = v.get(i);
+            let inst = checked.instruction();
             let kernel = compiled.kernel(name).unwrap();
             let Code::Native(entry) = &kernel.code else {
                 panic!("{name}: a native kernel");
@@ -627,7 +628,7 @@ mod tests {
                     sa: &[],
                     sb: &[],
                 };
-                let want = crate::interp::run(inst, info, &ops).unwrap();
+                let want = crate::interp::run(checked, &ops).unwrap();
                 for (mode, kern) in [("flush-to-zero", &kernel), ("IEEE", &ieee)] {
                     let got = kern.dot(&ops).unwrap();
                     assert_eq!(

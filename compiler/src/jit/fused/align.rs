@@ -5,8 +5,7 @@
 //! for exact sums), with `c` in a sticky window for sums too wide for i128 and a
 //! multi-limb accumulator for exact sums wider still.
 
-use super::plan::Plan;
-use super::plan::SimdShape;
+use super::plan::{NodeGrid, Plan, SimdShape};
 use super::simd::{parity_nodes, simd_node};
 use super::sum::{limb_sum, tree, window_sum};
 use super::{EXP_OFFSET, EXP_SHIFT, Ptrs, SIGN_BIT, SPECIAL_BIT, Term, or_flag};
@@ -41,30 +40,7 @@ pub(super) fn nodes(
         None => {}
     }
     for (ni, node) in f.nodes.iter().enumerate().skip(node_terms.len()) {
-        let mut items: Vec<(Term, &AlignTerm)> = vec![];
-        for at in &node.terms {
-            match at.source {
-                TermSource::Products(part) => {
-                    for (k, t) in product_terms.iter().enumerate() {
-                        let take = match part {
-                            ProductsPart::All => true,
-                            ProductsPart::Even => k % 2 == 0,
-                            ProductsPart::Odd => k % 2 == 1,
-                        };
-                        if take {
-                            items.push((*t, at));
-                        }
-                    }
-                }
-                TermSource::C => items.push((c_term, at)),
-                TermSource::Groups => {
-                    for g in groups {
-                        items.push((*g, at));
-                    }
-                }
-                TermSource::Node(i) => items.push((node_terms[i], at)),
-            }
-        }
+        let items = node_items(node, &c_term, product_terms, groups, &node_terms);
         if items.is_empty() {
             // every source is empty (the odd products of a one-product step): the sum is
             // 0 and takes no part in a later max search
@@ -74,9 +50,13 @@ pub(super) fn nodes(
             node_terms.push(Term::sum(em, zero, 0, e0, e0, Some(absent)));
             continue;
         }
-        if let Some((t, flag)) =
-            packed_node(em, node, &items, p.node_grid[ni].is_none() && p.pack_ok)
-        {
+        let grid = p.node_grid[ni];
+        if let Some((t, flag)) = packed_node(
+            em,
+            node,
+            &items,
+            matches!(grid, NodeGrid::Rounded { .. }) && p.pack_ok,
+        ) {
             or_flag(em, special, flag);
             node_terms.push(t);
             continue;
@@ -84,169 +64,224 @@ pub(super) fn nodes(
         for (t, _) in &items {
             or_flag(em, special, t.special);
         }
-        if let (Some(lp), Some(slot)) = (&p.limbs, slot)
-            && ni + 1 == f.nodes.len()
-        {
+        let last = ni + 1 == f.nodes.len();
+        if let (Some(lp), Some(slot), true) = (&p.limbs, slot, last) {
             let (sum, g) = limb_sum(em, &items, lp, slot);
             node_terms.push(Term::sum(em, sum, 0, g, g, None));
             continue;
         }
-        // reference exponent
         let (r, any) = match node.reference {
             Reference::Fixed(r) => (em.i64c(r as i64), None),
-            Reference::MaxExponent => {
-                let mut r: Option<Value> = None;
-                let mut any: Option<Value> = None;
-                let mut always = false;
-                let floor = em.i64c(i64::MIN / 4);
-                for (t, _) in &items {
-                    let e = match t.present {
-                        None => t.exp,
-                        Some(pr) => em.sel(pr, t.exp, floor),
-                    };
-                    r = Some(match r {
-                        None => e,
-                        Some(r) => em.b.ins().smax(r, e),
-                    });
-                    match t.present {
-                        None => always = true,
-                        Some(pr) => {
-                            any = Some(match any {
-                                None => pr,
-                                Some(a) => em.or(a, pr),
-                            })
-                        }
-                    }
-                }
-                let r = r.expect("checked: every alignment has a term");
-                if always {
-                    (r, None)
-                } else {
-                    let any = any.expect("checked: every alignment has a term");
-                    let zero = em.i64c(0);
-                    (em.sel(any, r, zero), Some(any))
-                }
-            }
+            Reference::MaxExponent => max_exponent(em, &items),
         };
-        let max_ref = node.reference == Reference::MaxExponent;
-        let fmax = node
-            .terms
-            .iter()
-            .filter_map(|t| t.keep.map(|k| k.0 as i64))
-            .max();
-        let exact_grid = p.node_grid[ni];
-        let wide_node = p.wide && ni + 1 == f.nodes.len();
-        let mut wide_c: Option<(Value, Value)> = None;
-        let mut sum: Option<Value> = None;
-        let mut terms_kept: Vec<Value> = Vec::with_capacity(items.len());
-        for (t, at) in &items {
-            if wide_node && at.source == TermSource::C {
-                // c stays apart on its own grid, rounded to the node's grid if it lies below
-                let x = t.signed(em);
-                let g = t.grid(em);
-                let (x, g) = match at.keep {
-                    Some((fb, mode)) => {
-                        let target = em.b.ins().iadd_imm_s(r, -(fb as i64));
-                        let sh = em.b.ins().isub(target, g);
-                        let s = em.clamp_shift(sh);
-                        let rx = em.round_right(x, s, mode);
-                        let pos = em.icmp_imm(IntCC::SignedGreaterThan, sh, 0);
-                        (em.sel(pos, rx, x), em.sel(pos, target, g))
-                    }
-                    None => (x, g),
-                };
-                let x = drop_below(em, at.drop_below, r, t, x);
-                wide_c = Some((x, g));
-                continue;
-            }
-            let kept = match (at.keep, exact_grid) {
-                (Some((fb, mode)), None) => {
-                    let fb = fb as i64;
-                    let v = if max_ref && !t.node {
-                        // the term's exponent is at most r: a right shift by
-                        // r - e + d - F after a static left shift by F - d
-                        let pre = (fb - t.d).max(0);
-                        let post = (t.d - fb).max(0);
-                        let sh = em.b.ins().isub(r, t.natural_exp);
-                        let sh = if post > 0 {
-                            em.b.ins().iadd_imm_s(sh, post)
-                        } else {
-                            sh
-                        };
-                        let top = em.i64c(em.wbits() - 1);
-                        let s = em.b.ins().umin(sh, top);
-                        match (mode, t.sig) {
-                            (Rounding::TowardZero, Some(sig)) => {
-                                let mag = em.widen(sig);
-                                let mag = if pre > 0 {
-                                    em.b.ins().ishl_imm_s(mag, pre)
-                                } else {
-                                    mag
-                                };
-                                let q = em.b.ins().ushr(mag, s);
-                                let nq = em.neg(q);
-                                em.sel(t.neg, nq, q)
-                            }
-                            _ => {
-                                let x = t.signed(em);
-                                let x = if pre > 0 {
-                                    em.b.ins().ishl_imm_s(x, pre)
-                                } else {
-                                    x
-                                };
-                                em.round_right(x, s, mode)
-                            }
-                        }
-                    } else {
-                        let target = em.b.ins().iadd_imm_s(r, -fb);
-                        let grid = t.grid(em);
-                        let sh = em.b.ins().isub(target, grid);
-                        let x = t.signed(em);
-                        em.round_shift(x, sh, mode)
-                    };
-                    let up = fmax.expect("a rounded term") - fb;
-                    if up > 0 {
-                        em.b.ins().ishl_imm_s(v, up)
-                    } else {
-                        v
-                    }
-                }
-                (None, Some(g0)) => {
-                    let grid = t.grid(em);
-                    let sh = em.b.ins().iadd_imm_s(grid, -g0);
-                    let sh = em.clamp_shift(sh);
-                    let x = t.signed(em);
-                    em.b.ins().ishl(x, sh)
-                }
-                _ => unreachable!("planned: a node is exact or rounded"),
-            };
-            let kept = drop_below(em, at.drop_below, r, t, kept);
-            terms_kept.push(kept);
-        }
-        if !terms_kept.is_empty() {
-            sum = Some(tree(em, terms_kept, |em, x, y| em.b.ins().iadd(x, y)));
-        }
-        let sum = match sum {
-            Some(s) => s,
-            None => em.wc(0),
-        };
-        // the node's value is sum * 2^grid with grid = r - Fmax (or the static grid)
-        let (natural_exp, dd) = match exact_grid {
-            Some(g0) => (em.i64c(0), -g0),
-            None => (r, fmax.expect("a rounded node")),
-        };
-        let (sum, natural_exp, dd) = match wide_c {
-            Some((cx, cg)) => {
-                let gp = em.b.ins().iadd_imm_s(natural_exp, -dd);
-                let (s, g) = window_sum(em, sum, gp, cx, cg);
-                (s, g, 0)
-            }
-            None => (sum, natural_exp, dd),
-        };
+        let (sum, dd, natural_exp) = aligned_sum(em, node, &items, grid, p.wide && last, r);
         node_terms.push(Term::sum(em, sum, dd, r, natural_exp, any));
     }
 
     node_terms
+}
+
+/// The terms of alignment node `node`, each with the alignment term it came from.
+fn node_items<'a>(
+    node: &'a AlignNode,
+    c_term: &Term,
+    product_terms: &[Term],
+    groups: &[Term],
+    node_terms: &[Term],
+) -> Vec<(Term, &'a AlignTerm)> {
+    let mut items: Vec<(Term, &AlignTerm)> = vec![];
+    for at in &node.terms {
+        match at.source {
+            TermSource::Products(part) => {
+                for (k, t) in product_terms.iter().enumerate() {
+                    let take = match part {
+                        ProductsPart::All => true,
+                        ProductsPart::Even => k % 2 == 0,
+                        ProductsPart::Odd => k % 2 == 1,
+                    };
+                    if take {
+                        items.push((*t, at));
+                    }
+                }
+            }
+            TermSource::C => items.push((*c_term, at)),
+            TermSource::Groups => items.extend(groups.iter().map(|g| (*g, at))),
+            TermSource::Node(i) => items.push((node_terms[i], at)),
+        }
+    }
+    items
+}
+
+/// The largest exponent of the present terms of `items`, and whether any is present
+/// (`None` when one always is); 0 when none is.
+fn max_exponent(em: &mut Emitter, items: &[(Term, &AlignTerm)]) -> (Value, Option<Value>) {
+    let floor = em.i64c(i64::MIN / 4);
+    let mut r: Option<Value> = None;
+    let mut any: Option<Value> = None;
+    let mut always = false;
+    for (t, _) in items {
+        let e = match t.present {
+            None => t.exp,
+            Some(pr) => em.sel(pr, t.exp, floor),
+        };
+        r = Some(match r {
+            None => e,
+            Some(r) => em.b.ins().smax(r, e),
+        });
+        match t.present {
+            None => always = true,
+            Some(pr) => {
+                any = Some(match any {
+                    None => pr,
+                    Some(a) => em.or(a, pr),
+                })
+            }
+        }
+    }
+    let r = r.unwrap_or(floor);
+    match any {
+        Some(any) if !always => {
+            let zero = em.i64c(0);
+            (em.sel(any, r, zero), Some(any))
+        }
+        _ => (r, None),
+    }
+}
+
+/// The terms of a node aligned to the reference exponent `r` and summed: with every term
+/// kept with F bits on the grid `r - Fmax`, or on the node's static grid when every term
+/// is exact; a wide node keeps c apart in a window with a sticky bit. Returns the sum,
+/// its fraction bits and its natural exponent ([`Term::sum`]).
+fn aligned_sum(
+    em: &mut Emitter,
+    node: &AlignNode,
+    items: &[(Term, &AlignTerm)],
+    grid: NodeGrid,
+    wide_node: bool,
+    r: Value,
+) -> (Value, i64, Value) {
+    let max_ref = node.reference == Reference::MaxExponent;
+    let mut wide_c: Option<(Value, Value)> = None;
+    let mut terms_kept: Vec<Value> = Vec::with_capacity(items.len());
+    for (t, at) in items {
+        if wide_node && at.source == TermSource::C {
+            wide_c = Some(window_term(em, t, at, r));
+            continue;
+        }
+        let kept = match (grid, at.keep) {
+            (NodeGrid::Rounded { fmax }, Some((fb, mode))) => {
+                let v = rounded_term(em, t, fb as i64, mode, max_ref, r);
+                let up = fmax - fb as i64;
+                if up > 0 {
+                    em.b.ins().ishl_imm_s(v, up)
+                } else {
+                    v
+                }
+            }
+            (NodeGrid::Exact(g0), _) => {
+                let grid = t.grid(em);
+                let sh = em.b.ins().iadd_imm_s(grid, -g0);
+                let sh = em.clamp_shift(sh);
+                let x = t.signed(em);
+                em.b.ins().ishl(x, sh)
+            }
+            (NodeGrid::Rounded { .. }, None) => {
+                unreachable!(
+                    "plan: a node with an exact term is an exact node (mixed nodes are refused)"
+                )
+            }
+        };
+        terms_kept.push(drop_below(em, at.drop_below, r, t, kept));
+    }
+    let sum = if terms_kept.is_empty() {
+        em.wc(0)
+    } else {
+        tree(em, terms_kept, |em, x, y| em.b.ins().iadd(x, y))
+    };
+    // the node's value is sum * 2^grid with grid = r - Fmax (or the static grid)
+    let (natural_exp, dd) = match grid {
+        NodeGrid::Exact(g0) => (em.i64c(0), -g0),
+        NodeGrid::Rounded { fmax } => (r, fmax),
+    };
+    match wide_c {
+        Some((cx, cg)) => {
+            let gp = em.b.ins().iadd_imm_s(natural_exp, -dd);
+            let (s, g) = window_sum(em, sum, gp, cx, cg);
+            (s, 0, g)
+        }
+        None => (sum, dd, natural_exp),
+    }
+}
+
+/// c in a wide node, apart on its own grid, rounded to the node's grid where it lies
+/// below: its value and grid.
+fn window_term(em: &mut Emitter, t: &Term, at: &AlignTerm, r: Value) -> (Value, Value) {
+    let x = t.signed(em);
+    let g = t.grid(em);
+    let (x, g) = match at.keep {
+        Some((fb, mode)) => {
+            let target = em.b.ins().iadd_imm_s(r, -(fb as i64));
+            let sh = em.b.ins().isub(target, g);
+            let s = em.clamp_shift(sh);
+            let rx = em.round_right(x, s, mode);
+            let pos = em.icmp_imm(IntCC::SignedGreaterThan, sh, 0);
+            (em.sel(pos, rx, x), em.sel(pos, target, g))
+        }
+        None => (x, g),
+    };
+    (drop_below(em, at.drop_below, r, t, x), g)
+}
+
+/// Term `t` kept with `fb` fraction bits below the reference exponent `r` by `mode`.
+fn rounded_term(
+    em: &mut Emitter,
+    t: &Term,
+    fb: i64,
+    mode: Rounding,
+    max_ref: bool,
+    r: Value,
+) -> Value {
+    if !max_ref || t.node {
+        let target = em.b.ins().iadd_imm_s(r, -fb);
+        let grid = t.grid(em);
+        let sh = em.b.ins().isub(target, grid);
+        let x = t.signed(em);
+        return em.round_shift(x, sh, mode);
+    }
+    // the term's exponent is at most r: a right shift by r - e + d - F after a static
+    // left shift by F - d
+    let pre = (fb - t.d).max(0);
+    let post = (t.d - fb).max(0);
+    let sh = em.b.ins().isub(r, t.natural_exp);
+    let sh = if post > 0 {
+        em.b.ins().iadd_imm_s(sh, post)
+    } else {
+        sh
+    };
+    let top = em.i64c(em.wbits() - 1);
+    let s = em.b.ins().umin(sh, top);
+    match (mode, t.sig) {
+        (Rounding::TowardZero, Some(sig)) => {
+            let mag = em.widen(sig);
+            let mag = if pre > 0 {
+                em.b.ins().ishl_imm_s(mag, pre)
+            } else {
+                mag
+            };
+            let q = em.b.ins().ushr(mag, s);
+            let nq = em.neg(q);
+            em.sel(t.neg, nq, q)
+        }
+        _ => {
+            let x = t.signed(em);
+            let x = if pre > 0 {
+                em.b.ins().ishl_imm_s(x, pre)
+            } else {
+                x
+            };
+            em.round_right(x, s, mode)
+        }
+    }
 }
 
 /// `drop below n`: the aligned term `x` becomes 0 when the term is present and its

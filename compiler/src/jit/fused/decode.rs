@@ -3,7 +3,7 @@
 //! straight from a raw code, and c as an alignment term ([`c_term`]).
 
 use super::{SIGN_BIT, Term, or_flag, zero_rule};
-use crate::format::{FloatFormat, Format, Specials};
+use crate::format::{FloatFormat, Specials};
 use crate::ir::*;
 use crate::jit::emit::Emitter;
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -11,9 +11,8 @@ use cranelift_codegen::ir::{InstBuilder, Value, types};
 
 /// c as an alignment term: its sign, significand and exponent from `c_format` (c's format
 /// in the first chained step, d's after), with the zero-exponent rule for a zero c.
-pub(super) fn c_term(em: &mut Emitter, f: &Fused, c_format: &Format, c_raw: Value) -> Term {
+pub(super) fn c_term(em: &mut Emitter, f: &Fused, cf: &FloatFormat, c_raw: Value) -> Term {
     let cond = f.conditioning;
-    let cf = c_format.as_float().expect("planned");
     {
         let mut flag = None;
         let (neg, sig, exp) = lean_decode(em, cf, c_raw, cond.flush_c, &mut flag);

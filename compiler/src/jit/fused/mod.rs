@@ -24,7 +24,7 @@ mod special;
 mod sum;
 
 use super::emit::Emitter;
-use crate::format::Format;
+use crate::format::FloatFormat;
 use crate::ir::*;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
@@ -164,7 +164,7 @@ pub(crate) fn emit(
     ptrs: &Ptrs,
 ) -> Value {
     let mut c = c;
-    let mut c_format = &inst.arithmetic.c;
+    let mut c_format = &p.c;
     // one accumulator for every chained step
     let slot = p.limbs.as_ref().map(|l| {
         em.b.create_sized_stack_slot(StackSlotData::new(
@@ -175,7 +175,7 @@ pub(crate) fn emit(
     });
     for start in (0..inst.k()).step_by(f.chain as usize) {
         c = emit_step(em, inst, f, p, c_format, c, ptrs, start, slot);
-        c_format = &inst.arithmetic.d;
+        c_format = &p.d;
     }
     c
 }
@@ -207,7 +207,7 @@ fn emit_step(
     inst: &Instruction,
     f: &Fused,
     p: &Plan,
-    c_format: &Format,
+    c_format: &FloatFormat,
     c_raw: Value,
     ptrs: &Ptrs,
     start: usize,
@@ -236,7 +236,7 @@ fn emit_step(
         .brif(any, slow, &[], merge, &[BlockArg::Value(r)]);
     em.b.set_cold_block(slow);
     em.b.switch_to_block(slow);
-    let cf = c_format.as_float().expect("planned: a float c");
+    let cf = c_format;
     // (not where a product may overflow to Inf, nor for chains so short that the loop
     // costs little more than the scan that would avoid it)
     let c_special = match f.product_overflow {
@@ -318,7 +318,7 @@ fn operand_specials(
             or_flag(em, &mut flag, x);
         }
         let next = em.b.ins().iadd_imm_s(k, 1);
-        let flag = flag.expect("seen");
+        let flag = flag.unwrap_or(seen);
         em.b.ins()
             .jump(head, &[BlockArg::Value(next), BlockArg::Value(flag)]);
         em.b.switch_to_block(exit);
@@ -343,10 +343,10 @@ fn c_only(
     em: &mut Emitter,
     inst: &Instruction,
     f: &Fused,
-    c_format: &Format,
+    c_format: &FloatFormat,
     c_raw: Value,
 ) -> Value {
-    let cf = c_format.as_float().expect("planned: a float c");
+    let cf = c_format;
     let dc = em.decode_float(cf, c_raw, f.conditioning.flush_c);
     let ip = em.i64c(inf_bits(inst, false));
     let inn = em.i64c(inf_bits(inst, true));
@@ -384,7 +384,7 @@ fn finite_step(
     inst: &Instruction,
     f: &Fused,
     p: &Plan,
-    c_format: &Format,
+    c_format: &FloatFormat,
     c_raw: Value,
     ptrs: &Ptrs,
     start: usize,
@@ -410,7 +410,7 @@ fn finite_step(
     );
     let last = *node_terms
         .last()
-        .expect("validated: a fused pipeline has an alignment");
+        .expect("a fused pipeline has an alignment (checked: `align` before `normalize`)");
     // one normalisation into binary32: the SIMD T-FDPA node's sum in f64 lanes is exact
     // in f64 and rounds there; in i32 lanes it is a small integer (and the f64 unit
     // measures slower for it)
@@ -430,6 +430,6 @@ fn finite_step(
     if let Some(code) = direct {
         return code;
     }
-    let normalized = round::normalize(em, inst, f, last);
-    round::encode(em, inst, f, &normalized, &sp)
+    let normalized = round::normalize(em, inst, &p.d, f, last);
+    round::encode(em, inst, &p.d, f, &normalized, &sp)
 }

@@ -6,10 +6,10 @@
 
 use super::EXP_OFFSET;
 use crate::exact::Rounding;
-use crate::format::{FloatFormat, Format, Specials};
+use crate::format::{FloatFormat, Specials};
 use crate::ir::*;
 use crate::jit::tables;
-use crate::valid::{FusedInfo, Grid};
+use crate::valid::{CheckedFused, FusedInfo, Grid, Scaling};
 use cranelift_codegen::ir::{Type, types};
 
 /// Headroom the rounding helpers need above the validator's width (sign, a rounding carry,
@@ -21,9 +21,15 @@ pub(crate) struct Plan {
     pub w: Type,
     pub(super) a: FloatFormat,
     pub(super) b: FloatFormat,
+    pub(super) c: FloatFormat,
+    pub(super) d: FloatFormat,
     pub(super) scale: Option<FloatFormat>,
-    /// The static grid of each node whose terms are all exact (`keep` none).
-    pub(super) node_grid: Vec<Option<i64>>,
+    /// The scale format, when products are scaled.
+    pub(super) scaled_products: Option<FloatFormat>,
+    /// The scale format, when groups are scaled.
+    pub(super) scaled_groups: Option<FloatFormat>,
+    /// The grid each node's sum lies on.
+    pub(super) node_grid: Vec<NodeGrid>,
     /// The last alignment is a wide exact sum: narrow part plus c in a sticky window.
     pub(super) wide: bool,
     /// The last alignment is an exact sum too wide for any window: a multi-limb
@@ -43,6 +49,16 @@ pub(crate) struct Plan {
     /// formats' value tables (a, b): each element is a small signed integer on its format's
     /// finest grid, so a product is one multiply on the lowest product grid.
     pub(super) value_tables: Option<(&'static [u64], &'static [u64])>,
+}
+
+/// The grid an alignment node's sum lies on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NodeGrid {
+    /// Every term is exact (`keep` none) and the sum lies on this static grid.
+    Exact(i64),
+    /// Every term keeps at most `fmax` fraction bits below the reference exponent `r`:
+    /// the sum lies on the grid `r - fmax`.
+    Rounded { fmax: i64 },
 }
 
 /// Products four per SIMD instruction: which alignments the lanes compute, and the F they
@@ -124,23 +140,17 @@ fn limb_plan(
     Ok(LimbPlan { lsb, digits })
 }
 
-fn float<'a>(f: &'a Format, role: &str) -> Result<&'a FloatFormat, String> {
-    f.as_float()
-        .ok_or_else(|| format!("{role} has integer format `{}` in a fused pipeline", f.name))
-}
-
 pub(super) fn clog2(n: u64) -> u32 {
     64 - n.saturating_sub(1).leading_zeros()
 }
 
 /// Check that the fused pipeline can be computed exactly in fixed-width integers and
 /// choose the width, reading bounds, grids and widths from the validator's `info`.
-pub(crate) fn plan(inst: &Instruction, f: &Fused, info: &FusedInfo) -> Result<Plan, String> {
+pub(crate) fn plan(inst: &Instruction, checked: &CheckedFused) -> Result<Plan, String> {
+    let (f, info) = (&checked.pipeline, &checked.facts);
     let ar = &inst.arithmetic;
-    let a = float(&ar.a, "a")?.clone();
-    let b = float(&ar.b, "b")?.clone();
-    let c = float(&ar.c, "c")?;
-    let d = float(&ar.d, "d")?;
+    let ops = &checked.operands;
+    let (a, b, c, d) = (ops.a.clone(), ops.b.clone(), &ops.c, &ops.d);
     if !(d.signed && d.subnormals && d.specials == Specials::Ieee) {
         return Err(format!(
             "the JIT encodes fused results only into signed IEEE-style formats with subnormals, not `{}`",
@@ -150,18 +160,16 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused, info: &FusedInfo) -> Result<Pl
     if c.mantissa_bits > 60 || d.mantissa_bits > 60 {
         return Err("c or d has more than 60 mantissa bits".into());
     }
-    let scale = match &ar.scale {
-        Some(s) => Some(float(&s.format, "the scale")?.clone()),
-        None => None,
+    let scale = ops.scale.as_ref().map(|(s, _)| s.clone());
+    let (scaled_products, scaled_groups) = match &checked.scaling {
+        Scaling::Unscaled => (None, None),
+        Scaling::Products(s) => (Some(s.clone()), None),
+        Scaling::Groups(s) => (None, Some(s.clone())),
     };
     let sig_bits = |x: &FloatFormat| x.mantissa_bits as u64 + 1;
     let mut prod_bits = sig_bits(&a) + sig_bits(&b);
-    if f.scaled_products {
-        prod_bits += 2 * sig_bits(
-            scale
-                .as_ref()
-                .expect("validated: scaled products have scales"),
-        );
+    if let Some(s) = &scaled_products {
+        prod_bits += 2 * sig_bits(s);
     }
     if prod_bits > 62 {
         return Err(format!(
@@ -175,16 +183,12 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused, info: &FusedInfo) -> Result<Pl
         // a group sum on the lowest product grid, times the scale significands
         let mut bits =
             (info.products.top() - info.products.lsb) as u64 + clog2(g.size as u64) as u64 + 2;
-        if g.scaled {
-            bits += 2 * sig_bits(
-                scale
-                    .as_ref()
-                    .expect("validated: scaled groups have scales"),
-            );
+        if let Some(s) = &scaled_groups {
+            bits += 2 * sig_bits(s);
         }
         need = need.max(bits);
     }
-    let mut node_grid: Vec<Option<i64>> = vec![];
+    let mut node_grid: Vec<NodeGrid> = vec![];
     let mut wide = false;
     let mut limbs: Option<LimbPlan> = None;
     for (ni, (n, ninfo)) in f.nodes.iter().zip(&info.nodes).enumerate() {
@@ -213,10 +217,23 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused, info: &FusedInfo) -> Result<Pl
             .filter(|(t, _)| t.source != TermSource::C)
             .map(|(_, b)| b.lsb)
             .min();
-        node_grid.push(match ninfo.grid {
-            Grid::Static(g) if exact > 0 && wide_here => narrow_lsb.or(Some(g)),
-            Grid::Static(g) if exact > 0 => Some(g),
-            _ => None,
+        let fmax = n
+            .terms
+            .iter()
+            .filter_map(|t| t.keep.map(|k| k.0 as i64))
+            .max();
+        node_grid.push(match (ninfo.grid, fmax) {
+            (Grid::Static(g), _) if exact > 0 && wide_here => {
+                NodeGrid::Exact(narrow_lsb.unwrap_or(g))
+            }
+            (Grid::Static(g), _) if exact > 0 => NodeGrid::Exact(g),
+            (_, Some(fmax)) if exact == 0 => NodeGrid::Rounded { fmax },
+            _ => {
+                return Err(format!(
+                    "alignment {ni} sums exact terms on a grid known only at run time; the \
+                     JIT does not lower that"
+                ));
+            }
         });
         if wide_here {
             let top = n
@@ -228,16 +245,14 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused, info: &FusedInfo) -> Result<Pl
                 .max()
                 .unwrap_or(i64::MIN);
             let lsb = match (node_grid[ni], n.reference) {
-                (Some(g), _) => g,
-                (None, Reference::Fixed(r)) => {
-                    r as i64
-                        - n.terms
-                            .iter()
-                            .filter_map(|t| t.keep.map(|k| k.0 as i64))
-                            .max()
-                            .unwrap_or(0)
+                (NodeGrid::Exact(g), _) => g,
+                (NodeGrid::Rounded { fmax }, Reference::Fixed(r)) => r as i64 - fmax,
+                (NodeGrid::Rounded { .. }, Reference::MaxExponent) => {
+                    return Err(format!(
+                        "alignment {ni} is too wide for any window and its grid is known \
+                         only at run time"
+                    ));
                 }
-                _ => unreachable!("wide sums have a fixed grid"),
             };
             // every item but c
             let narrow_count = ninfo.items.saturating_sub(1);
@@ -246,7 +261,7 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused, info: &FusedInfo) -> Result<Pl
                 // too wide for an i128 as well: a multi-limb accumulator, if the sum is
                 // one of plain products and c
                 let lp = limb_plan(f, n, info, ninfo.width_bits, narrow_count)?;
-                node_grid[ni] = Some(lp.lsb);
+                node_grid[ni] = NodeGrid::Exact(lp.lsb);
                 limbs = Some(lp);
             } else {
                 wide = true;
@@ -293,7 +308,11 @@ pub(crate) fn plan(inst: &Instruction, f: &Fused, info: &FusedInfo) -> Result<Pl
         pack_ok,
         a,
         b,
+        c: c.clone(),
+        d: d.clone(),
         scale,
+        scaled_products,
+        scaled_groups,
         node_grid,
         product_min_grid: info.products.lsb,
         value_tables,

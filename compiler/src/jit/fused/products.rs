@@ -91,9 +91,8 @@ pub(super) fn products(
         };
         let mut dd = fr;
         let mut sig_bits = p.a.mantissa_bits + p.b.mantissa_bits + 2;
-        if f.scaled_products {
-            sig_bits += 2 * (p.scale.as_ref().expect("planned").mantissa_bits + 1);
-            let s = p.scale.as_ref().expect("planned");
+        if let Some(s) = &p.scaled_products {
+            sig_bits += 2 * (s.mantissa_bits + 1);
             let idx = scale_base + k / block;
             let rx = em.load(ptrs.sa, idx);
             let ry = em.load(ptrs.sb, idx);
@@ -199,8 +198,7 @@ pub(super) fn groups(
                 all_zero = em.and(all_zero, t.zero);
                 or_flag(em, special, t.special);
             }
-            let term = if g.scaled {
-                let s = p.scale.as_ref().expect("planned");
+            let term = if let Some(s) = &p.scaled_groups {
                 let idx = scale_base + gi * gs / block;
                 let rx = em.load(ptrs.sa, idx);
                 let ry = em.load(ptrs.sb, idx);

@@ -5,6 +5,7 @@
 //! ([`host_binary32`], [`integer_binary32`], [`host_two_steps`]).
 
 use super::{SpecialFlags, Term, inf_bits, nan_bits};
+use crate::format::FloatFormat;
 use crate::ir::*;
 use crate::jit::emit::Emitter;
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -22,12 +23,13 @@ pub(super) struct Normalized {
 }
 
 /// Round the last alignment's sum through every normalisation step.
-pub(super) fn normalize(em: &mut Emitter, inst: &Instruction, f: &Fused, last: Term) -> Normalized {
-    let d = inst
-        .arithmetic
-        .d
-        .as_float()
-        .expect("validated: d is a float format");
+pub(super) fn normalize(
+    em: &mut Emitter,
+    inst: &Instruction,
+    d: &FloatFormat,
+    f: &Fused,
+    last: Term,
+) -> Normalized {
     let root = last.signed(em);
     let root_grid = last.grid(em);
     let root_neg = em.icmp_imm(IntCC::SignedLessThan, root, 0);
@@ -99,15 +101,11 @@ pub(super) fn normalize(em: &mut Emitter, inst: &Instruction, f: &Fused, last: T
 pub(super) fn encode(
     em: &mut Emitter,
     inst: &Instruction,
+    d: &FloatFormat,
     f: &Fused,
     n: &Normalized,
     sp: &SpecialFlags,
 ) -> Value {
-    let d = inst
-        .arithmetic
-        .d
-        .as_float()
-        .expect("validated: d is a float format");
     let (root_neg, mag, g, bl) = (n.neg, n.mag, n.grid, n.bits);
     let (ovf_flag, ovf_bits) = (n.overflow, n.overflow_bits);
     let nan_bits = nan_bits(inst);

@@ -6,7 +6,7 @@
 use super::plan::Plan;
 use super::products::overflows;
 use super::{Ptrs, SpecialFlags, inf_bits, nan_bits};
-use crate::format::Format;
+use crate::format::FloatFormat;
 use crate::ir::*;
 use crate::jit::emit::{Decoded, Emitter};
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -20,7 +20,7 @@ pub(super) fn special_step(
     inst: &Instruction,
     f: &Fused,
     p: &Plan,
-    c_format: &Format,
+    cf: &FloatFormat,
     c_raw: Value,
     ptrs: &Ptrs,
     start: usize,
@@ -33,7 +33,6 @@ pub(super) fn special_step(
         pos_inf: f0,
         neg_inf: f0,
     };
-    let cf = c_format.as_float().expect("planned");
     let dc = em.decode_float(cf, c_raw, cond.flush_c);
     sp.add(em, dc.nan, dc.inf, dc.neg);
     let block = inst
@@ -116,8 +115,7 @@ pub(super) fn special_step(
         let mut sig = em.b.ins().imul(da.sig, db.sig);
         let e = em.b.ins().iadd(da.exp, db.exp);
         let mut grid = em.b.ins().iadd_imm_s(e, -fr);
-        if f.scaled_products {
-            let s = p.scale.as_ref().expect("planned");
+        if let Some(s) = &p.scaled_products {
             let kb = em.b.ins().udiv_imm_u(k, block as i64);
             let idx = em.b.ins().iadd_imm_s(kb, scale_base as i64);
             let rx = em.load_at(ptrs.sa, idx);
@@ -169,10 +167,7 @@ pub(super) fn special_step(
         pos_inf: ep[1],
         neg_inf: ep[2],
     };
-    if let Some(g) = f.grouping
-        && g.scaled
-    {
-        let s = p.scale.as_ref().expect("planned");
+    if let (Some(g), Some(s)) = (f.grouping, &p.scaled_groups) {
         let gs = g.size as usize;
         for gi in 0..l / gs {
             let idx = scale_base + gi * gs / block;
