@@ -116,12 +116,10 @@ fn probes_see_every_wrong_parameter() {
     let mut missed = vec![];
     for p in spec_files() {
         let loaded = load(&p);
-        let text = std::fs::read_to_string(&p).unwrap();
-        let shown = p.display().to_string();
         for (original, _) in loaded.distinct() {
             let inst = original.instruction();
             let report = probes::report(original);
-            for n in mutants::neighbours(&shown, &text, inst) {
+            for n in mutants::neighbours(original) {
                 if !n.same_interface(inst)
                     || observability::proven_equivalent(original, n.instruction()).is_some()
                 {
@@ -176,10 +174,8 @@ fn probes_see_every_wrong_parameter() {
     ] {
         let path = root.join(format!("specs/{arch}.mma"));
         let loaded = load(&path);
-        let text = std::fs::read_to_string(&path).unwrap();
         let checked = loaded.instruction(name).unwrap();
-        let inst = checked.instruction();
-        let n = mutants::neighbours(&path.display().to_string(), &text, inst)
+        let n = mutants::neighbours(checked)
             .into_iter()
             .find(|n| n.label() == label)
             .unwrap_or_else(|| panic!("{arch} {name} has no neighbour {label}"));

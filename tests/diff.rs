@@ -5,7 +5,7 @@
 //! its single-parameter neighbour gives a witness with at most two nonzero products (plus
 //! c), or a proof that the parameter is unobservable for those formats.
 
-use mmac_compiler::check::Override;
+use mmac_compiler::Checked;
 use mmac_compiler::format::Decoded;
 use mmac_compiler::interp;
 use mmac_runtime::diff::{self, DiffOptions};
@@ -299,12 +299,8 @@ fn text_output_shows_run_lines_traces_and_cause() {
 /// Neighbours the mutants' walk stops short of: a parameter that must divide k (`P` of
 /// `ftz_mul_add`, pairwise groups) refuses the next integer as out of range, so the walk
 /// gives up; here such a parameter moves to the nearest divisor of k above and below.
-fn divisor_neighbours(
-    file_name: &str,
-    text: &str,
-    inst: &mmac_compiler::ir::Instruction,
-    found: &[Neighbour],
-) -> Vec<Neighbour> {
+fn divisor_neighbours(original: Checked, found: &[Neighbour]) -> Vec<Neighbour> {
+    let inst = original.instruction();
     let k = inst.k() as i64;
     let mut out = vec![];
     for (parameter, old) in numeric_parameters(inst) {
@@ -314,20 +310,9 @@ fn divisor_neighbours(
         let above = (old + 1..=k).find(|d| k % d == 0);
         let below = (1..old).rev().find(|d| k % d == 0);
         for new in [above, below].into_iter().flatten() {
-            let moved = Override {
-                instruction: inst.name.clone(),
-                parameter: parameter.clone(),
-                value: new,
-            };
-            let Ok(v) = mmac_compiler::compile_instruction_with_overrides(
-                file_name,
-                text,
-                &inst.name,
-                &[moved],
-            ) else {
+            let Some(Ok(checked)) = original.moved(&parameter, new) else {
                 continue;
             };
-            let checked = v.take(0);
             if checked.instruction().arithmetic != inst.arithmetic {
                 out.push(Neighbour {
                     parameter: parameter.clone(),
@@ -374,10 +359,8 @@ fn single_parameter_neighbours_have_small_witnesses_or_proofs() {
             .unwrap_or_else(|| panic!("no spec uses {pipeline}"));
         let checked = spec.checked.get(index);
         let inst = checked.instruction();
-        let text = std::fs::read_to_string(&spec.path).unwrap();
-        let file_name = spec.path.display().to_string();
-        let mut ns = neighbours(&file_name, &text, inst);
-        ns.extend(divisor_neighbours(&file_name, &text, inst, &ns));
+        let mut ns = neighbours(checked);
+        ns.extend(divisor_neighbours(checked, &ns));
         assert!(!ns.is_empty(), "{pipeline}: {} has neighbours", inst.name);
         for n in ns {
             if !n.same_interface(inst) {
@@ -389,7 +372,6 @@ fn single_parameter_neighbours_have_small_witnesses_or_proofs() {
                 &DiffOptions {
                     trials: 2048,
                     seed: 7,
-                    left_source: Some((file_name.clone(), text.clone())),
                 },
             )
             .unwrap();

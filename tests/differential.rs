@@ -56,7 +56,7 @@ fn vectors(v: &mmac_compiler::CheckedSpec, text: &str, seed: u64) -> Vec<Vec<Cas
     let options = generate::Options { random: 48, seed };
     v.instructions()
         .map(|checked| {
-            generate::generate("fuzz.mma", text, checked, &options)
+            generate::generate(checked, &options)
                 .unwrap_or_else(|e| panic!("gen on `{}`: {e}\n{text}", checked.name()))
                 .cases
         })

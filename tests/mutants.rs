@@ -60,14 +60,10 @@ fn outcomes() -> Vec<Outcome> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let (loaded, errors) = specs::load_all(&root.join("specs"));
     assert!(errors.is_empty(), "the specs check");
-    let by_arch: BTreeMap<String, (LoadedSpec, String, String)> = loaded
+    let by_arch: BTreeMap<String, LoadedSpec> = loaded
         .into_iter()
         .filter(|l| !l.spec().instructions.is_empty())
-        .map(|l| {
-            let text = std::fs::read_to_string(&l.path).unwrap();
-            let shown = l.path.display().to_string();
-            (l.spec().arch.clone(), (l, text, shown))
-        })
+        .map(|l| (l.spec().arch.clone(), l))
         .collect();
     // (arch, instruction) -> (public files, spec-pinned files)
     let mut groups: BTreeMap<(String, String), (Vec<VectorFile>, Vec<VectorFile>)> =
@@ -91,12 +87,12 @@ fn outcomes() -> Vec<Outcome> {
     groups
         .par_iter()
         .flat_map_iter(|((arch, name), (public, pinned))| {
-            let (spec, text, shown) = &by_arch[arch];
+            let spec = &by_arch[arch];
             let checked = spec
                 .instruction(name)
                 .unwrap_or_else(|| panic!("{arch} declares no {name}"));
             let inst = checked.instruction();
-            neighbours(shown, text, inst)
+            neighbours(checked)
                 .into_iter()
                 .map(|n| {
                     let fate = if !n.same_interface(inst) {
@@ -242,15 +238,13 @@ fn without_spec_pinned_cases_e_zero_survives() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let spec_path = root.join("specs/hopper.mma");
     let spec = specs::load_file(&spec_path).unwrap();
-    let text = std::fs::read_to_string(&spec_path).unwrap();
     let name = "mma.m16n8k16.f32.bf16.bf16.f32";
     let checked = spec.instruction(name).unwrap();
-    let inst = checked.instruction();
     let (public, _) =
         vectors::read(&root.join(format!("tests/vectors/hopper/{name}.mmv"))).unwrap();
     let (pinned, _) =
         vectors::read(&root.join(format!("tests/vectors/hopper/{name}.spec.mmv"))).unwrap();
-    let n = neighbours(&spec_path.display().to_string(), &text, inst)
+    let n = neighbours(checked)
         .into_iter()
         .find(|n| n.label() == "e_zero -133 -> -132")
         .unwrap();

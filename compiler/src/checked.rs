@@ -6,21 +6,82 @@
 //! them, so an engine given a `Checked` may rely on every invariant the IR documents and
 //! on every fact the validator computed; it never meets an unvalidated spec, nor an
 //! instruction paired with another's facts.
+//!
+//! Outside this crate a `Checked` comes only from a checked spec:
+//!
+//! ```
+//! let spec = mmac_compiler::compile("s.mma", &std::fs::read_to_string(
+//!     concat!(env!("CARGO_MANIFEST_DIR"), "/../specs/hopper.mma")).unwrap()).unwrap();
+//! let checked = spec.find("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+//! assert_eq!(checked.k(), 16);
+//! ```
+//!
+//! and cannot be put together from an instruction and some info:
+//!
+//! ```compile_fail
+//! # let spec = mmac_compiler::compile("s.mma", "").unwrap();
+//! # let (inst, info) = (&spec.spec().instructions[0], spec.info().instruction(0));
+//! let forged = mmac_compiler::Checked { inst, info };
+//! ```
+//!
+//! ```compile_fail
+//! # let spec = mmac_compiler::compile("s.mma", "").unwrap();
+//! # let (inst, info) = (&spec.spec().instructions[0], spec.info().instruction(0));
+//! let forged = mmac_compiler::Checked::new(inst, info);
+//! ```
 
+use crate::ast;
+use crate::check::Override;
+use crate::diagnostic::Diagnostics;
 use crate::ir::{Arithmetic, Instruction, Provenance, Shape, Spec};
 use crate::valid::{ArithmeticInfo, Kind, SpecInfo};
+use std::sync::Arc;
+
+/// The parsed file a checked spec came from, kept so that a neighbouring instruction (one
+/// parameter moved, [`Checked::moved`]) goes through the checker again from its syntax
+/// tree, without the text being read or parsed again.
+#[derive(Debug)]
+pub struct Source {
+    pub(crate) file_name: String,
+    pub(crate) text: String,
+    pub(crate) ast: ast::File,
+}
+
+impl Source {
+    pub fn file_name(&self) -> &str {
+        &self.file_name
+    }
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
 
 /// A spec whose every instruction passed the validator, with what it established.
 #[derive(Clone, Debug)]
 pub struct CheckedSpec {
     spec: Spec,
     info: SpecInfo,
+    /// The parsed file it was checked from (`None` for a spec validated from IR).
+    source: Option<Arc<Source>>,
 }
 
 impl CheckedSpec {
     /// Only the validator pairs a spec with its info.
     pub(crate) fn new(spec: Spec, info: SpecInfo) -> CheckedSpec {
-        CheckedSpec { spec, info }
+        CheckedSpec {
+            spec,
+            info,
+            source: None,
+        }
+    }
+    /// The spec, noting the parsed file it was checked from.
+    pub(crate) fn with_source(mut self, source: Arc<Source>) -> CheckedSpec {
+        self.source = Some(source);
+        self
+    }
+    /// The file it was checked from, when it was.
+    pub fn source(&self) -> Option<&Source> {
+        self.source.as_deref()
     }
     /// The IR.
     pub fn spec(&self) -> &Spec {
@@ -45,6 +106,7 @@ impl CheckedSpec {
         Checked {
             inst: &self.spec.instructions[index],
             info: self.info.instruction(index),
+            source: self.source.as_ref(),
         }
     }
     /// The instruction called `name`.
@@ -70,7 +132,11 @@ impl CheckedSpec {
     ) -> Result<CheckedSpec, Vec<crate::diagnostic::Diag>> {
         let mut spec = self.spec.clone();
         spec.instructions.retain(|i| keep(&i.name));
-        crate::valid::validate(spec)
+        let checked = crate::valid::validate(spec)?;
+        Ok(CheckedSpec {
+            source: self.source.clone(),
+            ..checked
+        })
     }
     /// The IR, given up.
     pub fn into_spec(self) -> Spec {
@@ -82,6 +148,7 @@ impl CheckedSpec {
         CheckedInstruction {
             inst: self.spec.instructions.swap_remove(index),
             info,
+            source: self.source,
         }
     }
 }
@@ -92,6 +159,7 @@ impl CheckedSpec {
 pub struct Checked<'a> {
     inst: &'a Instruction,
     info: &'a ArithmeticInfo,
+    source: Option<&'a Arc<Source>>,
 }
 
 impl<'a> Checked<'a> {
@@ -99,7 +167,11 @@ impl<'a> Checked<'a> {
     /// (a composed instruction's run: its step's arithmetic and the info the validator
     /// computed for it).
     pub(crate) fn new(inst: &'a Instruction, info: &'a ArithmeticInfo) -> Checked<'a> {
-        Checked { inst, info }
+        Checked {
+            inst,
+            info,
+            source: None,
+        }
     }
     /// The instruction's IR.
     pub fn instruction(self) -> &'a Instruction {
@@ -138,7 +210,34 @@ impl<'a> Checked<'a> {
         CheckedInstruction {
             inst: self.inst.clone(),
             info: self.info.clone(),
+            source: self.source.cloned(),
         }
+    }
+    /// The file its spec was checked from, when it was.
+    pub fn source(self) -> Option<&'a Source> {
+        self.source.map(|s| &**s)
+    }
+    /// This instruction with its pipeline's parameter `parameter` (one of its
+    /// [`Provenance::arguments`], or `block` for its scale block size) set to `value`,
+    /// through the checker and the validator again from the parsed file its spec came
+    /// from ([`crate::check::check_instruction`]). `None` for an instruction validated
+    /// from IR, which has no file; `Err` with the checker's diagnostics where the moved
+    /// value does not check.
+    pub fn moved(
+        self,
+        parameter: &str,
+        value: i64,
+    ) -> Option<Result<CheckedInstruction, Diagnostics>> {
+        let source = self.source?;
+        let moved = Override {
+            instruction: self.inst.name.clone(),
+            parameter: parameter.to_string(),
+            value,
+        };
+        Some(
+            crate::check_instruction(source, &self.inst.name, std::slice::from_ref(&moved))
+                .map(|spec| spec.take(0)),
+        )
     }
 }
 
@@ -148,17 +247,23 @@ impl<'a> Checked<'a> {
 pub struct CheckedInstruction {
     inst: Instruction,
     info: ArithmeticInfo,
+    source: Option<Arc<Source>>,
 }
 
 impl CheckedInstruction {
     /// Only the validator pairs an instruction with its info.
     pub(crate) fn new(inst: Instruction, info: ArithmeticInfo) -> CheckedInstruction {
-        CheckedInstruction { inst, info }
+        CheckedInstruction {
+            inst,
+            info,
+            source: None,
+        }
     }
     pub fn checked(&self) -> Checked<'_> {
         Checked {
             inst: &self.inst,
             info: &self.info,
+            source: self.source.as_ref(),
         }
     }
     pub fn instruction(&self) -> &Instruction {

@@ -95,10 +95,21 @@ enum Route {
 #[derive(Clone)]
 pub struct Prepared {
     name: Arc<str>,
+    /// The instruction it was made for: where it lay (the quick test) and its arithmetic.
+    at: usize,
+    arithmetic: Arc<crate::ir::Arithmetic>,
     route: Route,
 }
 
 impl Prepared {
+    fn new(checked: Checked, route: Route) -> Prepared {
+        Prepared {
+            name: checked.name().into(),
+            at: std::ptr::from_ref(checked.instruction()) as usize,
+            arithmetic: Arc::new(checked.arithmetic().clone()),
+            route,
+        }
+    }
     /// Does the JIT compute it?
     pub fn is_jit(&self) -> bool {
         matches!(self.route, Route::Jit(_))
@@ -129,15 +140,15 @@ impl<'a> Engine<'a> {
                 Err(e) => Route::Interp(Some(e.message.into())),
             },
         };
-        Prepared {
-            name: checked.name().into(),
-            route,
-        }
+        Prepared::new(checked, route)
     }
-    /// The engine of `checked` from what [`Engine::prepare`] made for it (made for
-    /// another instruction, it is the interpreter, saying so).
+    /// The engine of `checked` from what [`Engine::prepare`] made for it (made for an
+    /// instruction of another name or arithmetic, it is the interpreter, saying so).
     pub fn prepared(checked: Checked<'a>, prepared: &Prepared) -> Engine<'a> {
-        let route = if *prepared.name == *checked.name() {
+        let same = *prepared.name == *checked.name()
+            && (prepared.at == std::ptr::from_ref(checked.instruction()) as usize
+                || *prepared.arithmetic == *checked.arithmetic());
+        let route = if same {
             prepared.route.clone()
         } else {
             Route::Interp(Some(
@@ -164,10 +175,7 @@ impl<'a> Engine<'a> {
     }
     /// What it holds, to keep without its borrow ([`Engine::prepared`] takes it back).
     pub fn to_prepared(&self) -> Prepared {
-        Prepared {
-            name: self.checked.name().into(),
-            route: self.route.clone(),
-        }
+        Prepared::new(self.checked, self.route.clone())
     }
     /// The instruction it computes.
     pub fn checked(&self) -> Checked<'a> {

@@ -138,9 +138,10 @@ impl Arithmetic {
 /// diagnostics, never for what it computes.
 #[derive(Clone, Debug, Default)]
 pub struct Provenance {
-    /// The pipeline's name and its resolved arguments, for listings.
+    /// The pipeline's name and its resolved arguments (every parameter, given or
+    /// defaulted, in the pipeline's order), for listings and for moving one.
     pub pipeline: String,
-    pub arguments: Vec<(String, String)>,
+    pub arguments: Vec<(String, Value)>,
     /// The instruction family's declaration.
     pub span: Span,
     /// The `uses` line.
@@ -315,6 +316,59 @@ pub enum Overflow {
     Saturate,
     /// Integers only: wraps modulo 2^bits.
     Wrap,
+}
+
+impl Overflow {
+    /// The rule's keyword in a spec.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Overflow::Inf => "inf",
+            Overflow::Saturate => "saturate",
+            Overflow::Wrap => "wrap",
+        }
+    }
+}
+
+/// A value a spec expression evaluates to: what a pipeline's arguments resolve to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Int(i64),
+    /// What happens on overflow: `inf`, `saturate`, `wrap`.
+    Overflow(Overflow),
+    Format(Format),
+    Rounding(Rounding),
+    Str(String),
+    Tuple(Vec<Value>),
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.show())
+    }
+}
+
+impl Value {
+    /// How the value reads in an instruction name or a listing.
+    pub fn show(&self) -> String {
+        match self {
+            Value::Int(i) => i.to_string(),
+            Value::Overflow(o) => o.keyword().to_string(),
+            Value::Format(f) => f.name.clone(),
+            Value::Rounding(r) => r.keyword().to_string(),
+            Value::Str(s) => s.clone(),
+            Value::Tuple(v) => format!(
+                "({})",
+                v.iter().map(|x| x.show()).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    }
+    /// The value when it is a number.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
 }
 
 /// One rounding of the exact sum to a precision and exponent range.

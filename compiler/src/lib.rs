@@ -28,7 +28,7 @@ pub mod records;
 pub mod valid;
 
 use diagnostic::{Code, Diag, Diagnostics, FileId};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The standard prelude (`import std`): the MMA-Sim operations as named pipelines.
 pub const STD_PRELUDE: &str = include_str!("../../specs/std/prelude.mma");
@@ -85,10 +85,25 @@ pub fn compile_instruction_with_overrides(
     instruction: &str,
     overrides: &[check::Override],
 ) -> Result<CheckedSpec, Diagnostics> {
-    let std = std_ast().map_err(|d| Diagnostics::new(file_name, text, vec![d]))?;
-    let fail = |diags| Diagnostics::new(file_name, text, diags);
-    let ast = parse::parse(text).map_err(|d| fail(vec![d]))?;
-    let spec = check::check_instruction(&ast, std, instruction, overrides).map_err(fail)?;
+    let ast = parse::parse(text).map_err(|d| Diagnostics::new(file_name, text, vec![d]))?;
+    let source = Arc::new(checked::Source {
+        file_name: file_name.to_string(),
+        text: text.to_string(),
+        ast,
+    });
+    check_instruction(&source, instruction, overrides)
+}
+
+/// Check and validate instruction `instruction` of a parsed file with `overrides`
+/// ([`check::check_instruction`]): the spec returned holds only it.
+fn check_instruction(
+    source: &Arc<checked::Source>,
+    instruction: &str,
+    overrides: &[check::Override],
+) -> Result<CheckedSpec, Diagnostics> {
+    let fail = |diags| Diagnostics::new(&source.file_name, &source.text, diags);
+    let std = std_ast().map_err(|d| fail(vec![d]))?;
+    let spec = check::check_instruction(&source.ast, std, instruction, overrides).map_err(fail)?;
     if spec.instructions.is_empty() {
         return Err(fail(vec![
             Diag::new(
@@ -99,7 +114,8 @@ pub fn compile_instruction_with_overrides(
             .label("not declared here"),
         ]));
     }
-    valid::validate(spec).map_err(fail)
+    let checked = valid::validate(spec).map_err(fail)?;
+    Ok(checked.with_source(source.clone()))
 }
 
 fn compile_with(
@@ -111,7 +127,12 @@ fn compile_with(
     let fail = |diags| Diagnostics::new(file_name, text, diags);
     let ast = parse::parse(text).map_err(|d| fail(vec![d]))?;
     let spec = check::check_with(&ast, std, overrides).map_err(fail)?;
-    valid::validate(spec).map_err(fail)
+    let checked = valid::validate(spec).map_err(fail)?;
+    Ok(checked.with_source(Arc::new(checked::Source {
+        file_name: file_name.to_string(),
+        text: text.to_string(),
+        ast,
+    })))
 }
 
 #[cfg(test)]
@@ -135,7 +156,7 @@ mod tests {
         assert!(
             v1.provenance
                 .arguments
-                .contains(&("F2".into(), "30".into()))
+                .contains(&("F2".into(), ir::Value::Int(30)))
         );
         // the other instruction is untouched
         assert_eq!(

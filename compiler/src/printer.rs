@@ -130,7 +130,7 @@ impl Printer {
                     "    convert {role} to {} round {} overflow {}",
                     conv.format.name,
                     mode(conv.rounding),
-                    overflow_keyword(conv.overflow)
+                    conv.overflow.keyword()
                 );
             }
         }
@@ -279,14 +279,6 @@ fn position_set(positions: &[u32], k: u32) -> String {
         }
     }
     unreachable!("k mod K selects any set of positions")
-}
-
-fn overflow_keyword(o: Overflow) -> &'static str {
-    match o {
-        Overflow::Inf => "inf",
-        Overflow::Saturate => "saturate",
-        Overflow::Wrap => "wrap",
-    }
 }
 
 fn format_decl(f: &Format) -> String {

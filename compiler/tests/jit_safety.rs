@@ -3,9 +3,10 @@
 //! may be hoisted above it; the host's floating-point control state (FTZ/DAZ, rounding
 //! mode) cannot change a kernel's bits; a checked spec whose alignment sums nothing
 //! (GTR-FDPA with one product per step) compiles instead of panicking; and an engine
-//! given another instruction's validation info returns an error. A compiled spec is
-//! shared between threads, and the batch entry's groups of four records read no record
-//! past the last.
+//! prepared for one instruction never runs another's kernel. A compiled spec is shared
+//! between threads, and the batch entry's groups of four records read no record past the
+//! last. (An instruction paired with another's validation info cannot be written: the
+//! engines take a `Checked`, which only the validator builds.)
 
 use mmac_compiler::engine::{EvalError, Operands};
 use mmac_compiler::interp;
@@ -554,4 +555,51 @@ fn many_threads_keep_a_module_in_reach() {
     for t in threads {
         let _ = t.join();
     }
+}
+
+/// What the facade prepared for one instruction runs only that instruction: given an
+/// instruction of the same name with another arithmetic (Ampere's F = 24 against
+/// Hopper's 25), the engine is the interpreter, saying why, and computes Ampere's result.
+#[test]
+fn a_prepared_engine_runs_only_its_own_instruction() {
+    use mmac_compiler::engine::{Choice, Engine};
+    let name = "mma.m16n8k16.f32.f16.f16.f32";
+    let (hopper, ampere) = (load("specs/hopper.mma"), load("specs/ampere.mma"));
+    let prepared = Engine::prepare(find(&hopper, name), Choice::QUICK);
+    assert!(prepared.is_jit());
+    // the same instruction, and an equal one in another copy of the spec, take the kernel
+    assert!(Engine::prepared(find(&hopper, name), &prepared).is_jit());
+    let copy = hopper.clone();
+    assert!(Engine::prepared(find(&copy, name), &prepared).is_jit());
+    let engine = Engine::prepared(find(&ampere, name), &prepared);
+    assert!(!engine.is_jit());
+    assert!(
+        engine
+            .fallback()
+            .is_some_and(|why| why.contains("prepared for")),
+        "{:?}",
+        engine.fallback()
+    );
+    // 1 - 2^-25: Hopper keeps the -2^-25 term (F = 25) and d is 1 - 2^-24 toward
+    // zero; Ampere truncates it away (F = 24) and d is 1
+    let (one, two_m12, minus_two_m13) = (0x3c00u64, 0x0c00u64, 0x8800u64);
+    let mut a = vec![0u64; 16];
+    let mut b = vec![0u64; 16];
+    (a[0], b[0], a[1], b[1]) = (one, one, two_m12, minus_two_m13);
+    let ops = Operands {
+        c: 0,
+        a: &a,
+        b: &b,
+        sa: &[],
+        sb: &[],
+    };
+    let want = interp::run(find(&ampere, name), &ops).unwrap();
+    assert_eq!(engine.dot(&ops).unwrap(), want);
+    assert_ne!(
+        Engine::prepared(find(&hopper, name), &prepared)
+            .dot(&ops)
+            .unwrap(),
+        want,
+        "the probe does not tell Hopper from Ampere"
+    );
 }

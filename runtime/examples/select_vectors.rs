@@ -50,12 +50,11 @@ const KILLS_WANTED: usize = 2;
 /// Random cases of a spec-only file (a spec without public vectors).
 const SPEC_ONLY_RANDOM: usize = 8;
 
-/// A spec file with its text (neighbours are re-checked from the text).
+/// A spec file and the path its spec-pinned headers name.
 struct SpecFile {
     loaded: LoadedSpec,
     /// The path as the spec-pinned headers name it (`specs/hopper.mma`).
     shown: String,
-    text: String,
 }
 
 /// What happened to one neighbour.
@@ -208,21 +207,13 @@ fn load_specs(root: &Path) -> Result<BTreeMap<String, SpecFile>, String> {
         if l.spec().instructions.is_empty() {
             continue;
         }
-        let text = std::fs::read_to_string(&l.path).map_err(|e| e.to_string())?;
         let shown = l
             .path
             .strip_prefix(base)
             .unwrap_or(&l.path)
             .display()
             .to_string();
-        out.insert(
-            l.spec().arch.clone(),
-            SpecFile {
-                loaded: l,
-                shown,
-                text,
-            },
-        );
+        out.insert(l.spec().arch.clone(), SpecFile { loaded: l, shown });
     }
     Ok(out)
 }
@@ -291,7 +282,7 @@ fn select_public(specs: &BTreeMap<String, SpecFile>, root: &Path, path: &Path) -
                 .push(format!("line {} fails on the spec itself", case.line));
         }
     }
-    let ns = neighbours(&spec.shown, &spec.text, inst);
+    let ns = neighbours(checked);
     let variants = behaviour_variants(inst);
     let kill_row = |c: Checked| -> Vec<bool> {
         results(c, cases)
@@ -497,7 +488,7 @@ fn select_spec_only(spec: &SpecFile, checked: Checked) -> Outcome {
             (format!("random case {i}"), input, d)
         })
         .collect();
-    for n in neighbours(&spec.shown, &spec.text, inst) {
+    for n in neighbours(checked) {
         let fate = if n.same_interface(inst) {
             fate_without_public(checked, &n, &mut pinned)
         } else {

@@ -62,11 +62,6 @@ pub struct DiffOptions {
     /// Random inputs tried after the structured candidates.
     pub trials: usize,
     pub seed: u64,
-    /// The left instruction's spec file (name, text). With it, when both instructions use
-    /// the same pipeline, the cause is found by experiment: each numeric argument that
-    /// differs is moved alone to the right's value, and the arguments that alone turn the
-    /// left result into the right one are the cause.
-    pub left_source: Option<(String, String)>,
 }
 
 impl Default for DiffOptions {
@@ -74,7 +69,6 @@ impl Default for DiffOptions {
         DiffOptions {
             trials: 100_000,
             seed: SearchOptions::default().seed,
-            left_source: None,
         }
     }
 }
@@ -172,7 +166,7 @@ pub fn diff(x: Checked, y: Checked, options: &DiffOptions) -> Result<Comparison,
         }
     }
     let difference = match best {
-        Some((_, input)) => Some(explain(x, y, input, options.left_source.as_ref())?),
+        Some((_, input)) => Some(explain(x, y, input)?),
         None => None,
     };
     let proof = if difference.is_none() {
@@ -1081,17 +1075,10 @@ fn cause(x: &Instruction, y: &Instruction, stage: &str, key: &str, paired: bool)
 /// pipeline, each numeric argument of the left that differs from the right's is moved
 /// alone to the right's value (the spec re-checked with that one change); those that
 /// alone turn the left result into the right one are described as parameter differences.
-/// Empty when there is no source, the pipelines differ, or no single argument decides.
-fn decisive_arguments(
-    x: &Instruction,
-    y: &Instruction,
-    witness: &Input,
-    right: u64,
-    source: Option<&(String, String)>,
-) -> Vec<String> {
-    let Some((file_name, text)) = source else {
-        return vec![];
-    };
+/// Empty when the left instruction has no spec file, the pipelines differ, or no single
+/// argument decides.
+fn decisive_arguments(left: Checked, y: &Instruction, witness: &Input, right: u64) -> Vec<String> {
+    let x = left.instruction();
     if x.provenance.pipeline != y.provenance.pipeline {
         return vec![];
     }
@@ -1101,23 +1088,16 @@ fn decisive_arguments(
         let Some((_, other)) = y.provenance.arguments.iter().find(|(n, _)| n == name) else {
             continue;
         };
-        let (Ok(_), Ok(new)) = (value.parse::<i64>(), other.parse::<i64>()) else {
+        let (Some(_), Some(new)) = (value.as_int(), other.as_int()) else {
             continue;
         };
         if value == other {
             continue;
         }
-        let moved = mmac_compiler::check::Override {
-            instruction: x.name.clone(),
-            parameter: name.clone(),
-            value: new,
-        };
-        let Ok(v) =
-            mmac_compiler::compile_instruction_with_overrides(file_name, text, &x.name, &[moved])
-        else {
+        let Some(Ok(moved)) = left.moved(name, new) else {
             continue;
         };
-        let hybrid = v.get(0);
+        let hybrid = moved.checked();
         if let Ok(d) = interp::run(hybrid, &witness.operands())
             && matches(&x.arithmetic.d, d, right, nan)
         {
@@ -1132,12 +1112,7 @@ fn decisive_arguments(
     out
 }
 
-fn explain(
-    x: Checked,
-    y: Checked,
-    witness: Input,
-    source: Option<&(String, String)>,
-) -> Result<Difference, SearchError> {
+fn explain(x: Checked, y: Checked, witness: Input) -> Result<Difference, SearchError> {
     let (left, left_trace) = interp::run_traced(x, &witness.operands())?;
     let (right, right_trace) = interp::run_traced(y, &witness.operands())?;
     let rows = pair(&left_trace, &right_trace);
@@ -1178,7 +1153,7 @@ fn explain(
     let paired = rows
         .get(divergence)
         .is_some_and(|r| r.left.is_some() && r.right.is_some());
-    let decisive = decisive_arguments(x.instruction(), y.instruction(), &witness, right, source);
+    let decisive = decisive_arguments(x, y.instruction(), &witness, right);
     let cause = if decisive.is_empty() {
         cause(x.instruction(), y.instruction(), &stage, &key, paired)
     } else {

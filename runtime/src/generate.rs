@@ -115,18 +115,13 @@ pub struct Corners {
 /// `text` (its neighbours are re-checked from the text): the random cases, then the
 /// corner cases. Everything is held in memory; [`random_cases`] and [`corner_cases`]
 /// give the same cases one part at a time (`mmac gen` streams the random ones).
-pub fn generate(
-    file_name: &str,
-    text: &str,
-    checked: Checked,
-    options: &Options,
-) -> Result<Generated, GenError> {
+pub fn generate(checked: Checked, options: &Options) -> Result<Generated, GenError> {
     let mut cases = Vec::with_capacity(options.random.min(1 << 16));
     random_cases(checked, options, &mut |c| {
         cases.push(c);
         Ok(())
     })?;
-    let corners = corner_cases(file_name, text, checked, options)?;
+    let corners = corner_cases(checked, options)?;
     cases.extend(corners.cases);
     Ok(Generated {
         cases,
@@ -174,12 +169,7 @@ fn fingerprint(input: &Input) -> u64 {
 
 /// The corner cases of `inst` (none repeating a random case of `options`), and the
 /// fate of every single-parameter neighbour.
-pub fn corner_cases(
-    file_name: &str,
-    text: &str,
-    checked: Checked,
-    options: &Options,
-) -> Result<Corners, GenError> {
+pub fn corner_cases(checked: Checked, options: &Options) -> Result<Corners, GenError> {
     let inst = checked.instruction();
     let nan = nan_any(inst);
     let d_format = &inst.arithmetic.d;
@@ -196,7 +186,7 @@ pub fn corner_cases(
     let mut fresh = |i: &Input| !seen.contains(&fingerprint(i)) && seen_corner.insert(i.clone());
 
     // the mutants the corner cases are chosen against
-    let (neighbours, other_interface): (Vec<_>, Vec<_>) = neighbours(file_name, text, inst)
+    let (neighbours, other_interface): (Vec<_>, Vec<_>) = neighbours(checked)
         .into_iter()
         .partition(|n| n.same_interface(inst));
     let variants = behaviour_variants(inst);

@@ -32,12 +32,11 @@ use crate::inputs::Input;
 use crate::observability::proven_equivalent;
 use crate::probes;
 use crate::witness::{self, Focus, RandomInputs, SearchOptions, nan_any};
-use mmac_compiler::engine::Engine;
+use mmac_compiler::engine::{Choice, Engine, Prepared};
 use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::FormatKind;
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
-use mmac_compiler::jit;
 use mmac_compiler::{Checked, CheckedSpec, compile};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -392,8 +391,8 @@ pub enum InferError {
 
 struct Compiled {
     v: CheckedSpec,
-    /// Its kernel, compiled when first needed (`Some(None)`: the backend failed).
-    jit: Option<Option<jit::CompiledSpec>>,
+    /// Its engine, prepared when first needed.
+    engine: Option<Prepared>,
 }
 
 impl Compiled {
@@ -403,15 +402,14 @@ impl Compiled {
     fn inst(&self) -> &Instruction {
         self.checked().instruction()
     }
-    /// Its engine: the kernel compiled quickly (on first use), else the interpreter.
+    /// Its engine: the kernel compiled quickly (on first use: it runs the probes and a
+    /// few thousand verification cases, so compile time dominates), else the interpreter.
     fn engine(&mut self) -> Engine<'_> {
-        if self.jit.is_none() {
-            self.jit = Some(quick_kernel(self.v.get(0)));
-        }
-        match self.jit.as_ref().and_then(Option::as_ref) {
-            Some(c) => Engine::from_compiled(self.v.get(0), c),
-            None => Engine::interpreter(self.v.get(0)),
-        }
+        let checked = self.v.get(0);
+        let prepared = self
+            .engine
+            .get_or_insert_with(|| Engine::prepare(checked, Choice::QUICK));
+        Engine::prepared(checked, prepared)
     }
 }
 
@@ -516,7 +514,7 @@ impl<'a> Search<'a> {
         let text = spec_text(self.iface, self.naming, &fam.uses(c), "");
         let out = compile("inferred.mma", &text)
             .ok()
-            .map(|v| Rc::new(std::cell::RefCell::new(Compiled { v, jit: None })));
+            .map(|v| Rc::new(std::cell::RefCell::new(Compiled { v, engine: None })));
         self.compiled.insert(c.clone(), out.clone());
         out
     }
@@ -1113,7 +1111,7 @@ pub fn infer(
                     .compiled
                     .values()
                     .flatten()
-                    .filter(|c| c.borrow().jit.is_some())
+                    .filter(|c| c.borrow().engine.is_some())
                     .count()
             );
         }
@@ -1359,10 +1357,7 @@ pub fn infer(
         let v = compile("inferred.mma", &spec_text(iface, naming, &uses, ""))
             .expect("the winner checks, with any NaN rule");
         let inst = v.get(0).instruction();
-        let engine = match quick_kernel(v.get(0)) {
-            Some(c) => Engine::from_compiled(v.get(0), &c),
-            None => Engine::interpreter(v.get(0)),
-        };
+        let engine = Engine::new(v.get(0), Choice::QUICK);
         let focus = Focus::of(&[inst]);
         let mut random = RandomInputs::new(inst, &focus, options.seed.wrapping_mul(31) ^ 0x7e51);
         let nan = nan_any(inst);
@@ -1512,17 +1507,6 @@ fn fams_uses(fams: &[Family], c: &Candidate) -> String {
     fams.iter()
         .find(|f| f.pipeline == c.pipeline)
         .map_or_else(|| c.pipeline.to_string(), |f| f.uses(c))
-}
-
-/// A candidate's kernel, compiled quickly ([`jit::Options::quick`]): it runs the probes
-/// and a few thousand verification cases, so compile time dominates. `None` where the JIT
-/// refuses it (the interpreter then runs it).
-fn quick_kernel(checked: Checked) -> Option<jit::CompiledSpec> {
-    let options = jit::Options {
-        quick: true,
-        ..Default::default()
-    };
-    jit::compile_instruction_with(checked, options).ok()
 }
 
 #[cfg(test)]

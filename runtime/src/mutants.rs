@@ -1,7 +1,8 @@
 //! Mutants: the single-parameter neighbours of an instruction. Each integer parameter of
 //! its pipeline (given or defaulted: `F`, `F2`, `L`, `P`, `e_zero`, `G`, ...) and, for a
-//! block-scaled instruction, its scale `block`, is moved by +1 and by -1, and the spec is
-//! re-checked with that one change ([`mmac_compiler::compile_instruction_with_overrides`]).
+//! block-scaled instruction, its scale `block`, is moved by +1 and by -1, and the
+//! instruction is checked again with that one change from the parsed file it came from
+//! ([`Checked::moved`]).
 //! A value the checker refuses is passed over: the walk continues in the same direction
 //! to the nearest value that checks, at most [`MAX_STEPS`] steps away, and stops at once
 //! when the refusal is a range error (the values further on are out of range too). For
@@ -22,8 +23,7 @@
 //! for NaN, Inf, signed zeros and subnormals pin; `tests/vectors/` keeps public cases that
 //! tell them apart too.
 
-use mmac_compiler::check::Override;
-use mmac_compiler::checked::CheckedInstruction;
+use mmac_compiler::checked::{Checked, CheckedInstruction};
 use mmac_compiler::diagnostic::Code;
 use mmac_compiler::exact::Rounding;
 use mmac_compiler::ir::{
@@ -86,7 +86,7 @@ pub fn numeric_parameters(inst: &Instruction) -> Vec<(String, i64)> {
         .provenance
         .arguments
         .iter()
-        .filter_map(|(name, value)| value.parse::<i64>().ok().map(|v| (name.clone(), v)))
+        .filter_map(|(name, value)| value.as_int().map(|v| (name.clone(), v)))
         .collect();
     if let Some(s) = &inst.arithmetic.scale {
         out.push(("block".into(), s.block as i64));
@@ -112,32 +112,24 @@ fn walk(parameter: &str, value: i64, step: i64, k: i64) -> Vec<i64> {
     }
 }
 
-/// Every neighbour of `inst`, which `text` (the spec file `file_name`) declares: for each
-/// numeric parameter, the nearest value above and below that checks and changes the
-/// arithmetic. Parameters in the order [`numeric_parameters`] gives, the step up first.
-pub fn neighbours(file_name: &str, text: &str, inst: &Instruction) -> Vec<Neighbour> {
+/// Every neighbour of `original`: for each numeric parameter, the nearest value above
+/// and below that checks and changes the arithmetic. Parameters in the order
+/// [`numeric_parameters`] gives, the step up first. None for an instruction validated
+/// from IR (it has no file to be checked again from).
+pub fn neighbours(original: Checked) -> Vec<Neighbour> {
+    let inst = original.instruction();
     let mut out: Vec<Neighbour> = vec![];
     let k = inst.k() as i64;
     for (parameter, old) in numeric_parameters(inst) {
         for step in [1, -1] {
             for new in walk(&parameter, old, step, k) {
-                let moved = Override {
-                    instruction: inst.name.clone(),
-                    parameter: parameter.clone(),
-                    value: new,
-                };
-                let checked = match mmac_compiler::compile_instruction_with_overrides(
-                    file_name,
-                    text,
-                    &inst.name,
-                    &[moved],
-                ) {
-                    Ok(v) => v,
+                let checked = match original.moved(&parameter, new) {
+                    None => return out,
+                    Some(Ok(v)) => v,
                     // further on in this direction is out of range too
-                    Err(d) if d.codes().contains(&Code::OutOfRange) => break,
-                    Err(_) => continue,
+                    Some(Err(d)) if d.codes().contains(&Code::OutOfRange) => break,
+                    Some(Err(_)) => continue,
                 };
-                let checked = checked.take(0);
                 let arithmetic = &checked.instruction().arithmetic;
                 let equivalent = *arithmetic == inst.arithmetic
                     || out
@@ -394,8 +386,7 @@ mod tests {
     fn labels(file: &str, name: &str) -> Vec<String> {
         let (path, text) = spec(file);
         let whole = mmac_compiler::compile(&path, &text).unwrap();
-        let inst = whole.spec().instruction(name).unwrap();
-        neighbours(&path, &text, inst)
+        neighbours(whole.find(name).unwrap())
             .iter()
             .map(|n| n.label())
             .collect()
@@ -467,7 +458,7 @@ mod tests {
         let name = "tcgen05.mma.block_scale.m128n8k64.kind::mxf4.block32.f32.e2m1.e2m1.ue8m0";
         let whole = mmac_compiler::compile(&path, &text).unwrap();
         let inst = whole.spec().instruction(name).unwrap();
-        let ns = neighbours(&path, &text, inst);
+        let ns = neighbours(whole.find(name).unwrap());
         let blocks: Vec<String> = ns
             .iter()
             .filter(|n| n.parameter == "block")

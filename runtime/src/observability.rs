@@ -179,11 +179,10 @@ mod tests {
     use mmac_compiler::interp;
     use mmac_compiler::records::Rng;
 
-    fn load(path: &str) -> (String, String, mmac_compiler::CheckedSpec) {
+    fn load(path: &str) -> mmac_compiler::CheckedSpec {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let text = std::fs::read_to_string(root.join(path)).unwrap();
-        let v = mmac_compiler::compile(path, &text).unwrap();
-        (path.to_string(), text, v)
+        mmac_compiler::compile(path, &text).unwrap()
     }
 
     /// Which e_zero neighbours are proven unobservable: f16 products (>= 2^-28) and an
@@ -192,7 +191,7 @@ mod tests {
     /// the cut -20 - 25; FP8 products below e_zero are exact at Hopper's F = 13.
     #[test]
     fn e_zero_below_every_term_is_unobservable() {
-        let (path, text, v) = load("specs/hopper.mma");
+        let v = load("specs/hopper.mma");
         for (name, expect) in [
             ("mma.m16n8k16.f32.f16.f16.f32", true),
             ("mma.m16n8k16.f32.bf16.bf16.f32", false),
@@ -201,10 +200,8 @@ mod tests {
             // F = 13 below e_zero = -20 still holds every e5m2 product (multiples of 2^-32)
             ("wgmma.m64n8k32.f16.e5m2.e5m2", true),
         ] {
-            let i = v.spec().position(name).unwrap();
-            let checked = v.get(i);
-            let inst = checked.instruction();
-            let ns = neighbours(&path, &text, inst);
+            let checked = v.find(name).unwrap();
+            let ns = neighbours(checked);
             let mut seen = 0;
             for n in ns.iter().filter(|n| n.parameter == "e_zero") {
                 seen += 1;
@@ -227,7 +224,7 @@ mod tests {
     /// (zero and tiny elements, zero c) and on random ones.
     #[test]
     fn proven_pairs_agree() {
-        let (path, text, v) = load("specs/hopper.mma");
+        let v = load("specs/hopper.mma");
         let mut rng = Rng::new(7);
         for name in [
             "mma.m16n8k16.f32.f16.f16.f32",
@@ -236,7 +233,7 @@ mod tests {
             let i = v.spec().position(name).unwrap();
             let checked = v.get(i);
             let inst = checked.instruction();
-            for n in neighbours(&path, &text, inst) {
+            for n in neighbours(checked) {
                 if proven_equivalent(checked, n.instruction()).is_none() {
                     continue;
                 }

@@ -1326,11 +1326,10 @@ mod tests {
     use crate::mutants::neighbours;
     use crate::observability::proven_equivalent;
 
-    fn load(path: &str) -> (String, String, mmac_compiler::CheckedSpec) {
+    fn load(path: &str) -> mmac_compiler::CheckedSpec {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let text = std::fs::read_to_string(root.join(path)).unwrap();
-        let v = mmac_compiler::compile(path, &text).unwrap();
-        (path.to_string(), text, v)
+        mmac_compiler::compile(path, &text).unwrap()
     }
 
     /// Every neighbour of these instructions is separated by a structured candidate or a
@@ -1358,11 +1357,11 @@ mod tests {
                 "fixed.m16n8k32.f32.e4m3.e4m3.f32",
             ),
         ] {
-            let (path, text, v) = load(file);
+            let v = load(file);
             let i = v.spec().position(name).unwrap();
             let checked = v.get(i);
             let inst = checked.instruction();
-            for n in neighbours(&path, &text, inst) {
+            for n in neighbours(checked) {
                 if !n.same_interface(inst) || proven_equivalent(checked, n.instruction()).is_some()
                 {
                     continue;
@@ -1385,7 +1384,7 @@ mod tests {
     /// Instructions that take other operands cannot be compared.
     #[test]
     fn other_operands_are_incomparable() {
-        let (_, _, v) = load("specs/hopper.mma");
+        let v = load("specs/hopper.mma");
         let x = v.spec().position("mma.m16n8k16.f32.f16.f16.f32").unwrap();
         let y = v.spec().position("mma.m16n8k8.f32.f16.f16.f32").unwrap();
         let r = find(v.get(x), v.get(y), &SearchOptions::default());

@@ -71,7 +71,7 @@ fn instruction_json(checked: Checked) -> serde_json::Value {
         "shape": listing::shape(i),
         "types": listing::types(i),
         "pipeline": i.provenance.pipeline,
-        "arguments": i.provenance.arguments.iter().map(|(n, v)| (n.clone(), serde_json::Value::String(v.clone()))).collect::<serde_json::Map<_, _>>(),
+        "arguments": i.provenance.arguments.iter().map(|(n, v)| (n.clone(), serde_json::Value::String(v.show()))).collect::<serde_json::Map<_, _>>(),
         "F": listing::alignment_f(i),
         "evidence": listing::evidence(i),
         "datapath": mmac_runtime::datapath::of(checked),
@@ -392,14 +392,6 @@ pub fn generate(
         Some(p) => Some(create_output(p, &[("FILE", file)])?),
         None => None,
     };
-    // the neighbours are re-checked from the text that was just loaded
-    let text = match std::fs::read_to_string(file) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: cannot read {}: {e}", file.display());
-            return Ok(EXIT_USAGE);
-        }
-    };
     let shown = file.display().to_string();
     if random > generate::MAX_RANDOM {
         eprintln!(
@@ -411,7 +403,7 @@ pub fn generate(
     let options = generate::Options { random, seed };
     // the corner cases first (they need only the random inputs' fingerprints), then the
     // file: its head, the random cases as they are computed, the corner cases
-    let corners = match generate::corner_cases(&shown, &text, checked, &options) {
+    let corners = match generate::corner_cases(checked, &options) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("error: {e}");

@@ -37,14 +37,9 @@ pub fn diff(args: &DiffArgs, color: bool) -> Outcome {
         );
         return Ok(EXIT_USAGE);
     }
-    // the left spec's text lets the cause be found by moving one argument at a time
-    let left_source = std::fs::read_to_string(args.left.0)
-        .ok()
-        .map(|text| (args.left.0.display().to_string(), text));
     let options = DiffOptions {
         trials: args.trials,
         seed: args.seed,
-        left_source,
     };
     let cmp = match diff::diff(x, y, &options) {
         Ok(c) => c,

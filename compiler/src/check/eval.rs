@@ -10,17 +10,7 @@ use crate::format::{self, Format, FormatKind};
 use crate::ir::Overflow;
 use std::collections::HashMap;
 
-/// A value an expression evaluates to.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Value {
-    Int(i64),
-    /// What happens on overflow: `inf`, `saturate`, `wrap`.
-    Overflow(Overflow),
-    Format(Format),
-    Rounding(Rounding),
-    Str(String),
-    Tuple(Vec<Value>),
-}
+pub use crate::ir::Value;
 
 impl Value {
     pub(super) fn kind(&self) -> &'static str {
@@ -31,20 +21,6 @@ impl Value {
             Value::Rounding(_) => "a rounding mode",
             Value::Str(_) => "a string",
             Value::Tuple(_) => "a tuple",
-        }
-    }
-    /// How the value reads in an instruction name or a listing.
-    pub fn show(&self) -> String {
-        match self {
-            Value::Int(i) => i.to_string(),
-            Value::Overflow(o) => overflow_keyword(*o).to_string(),
-            Value::Format(f) => f.name.clone(),
-            Value::Rounding(r) => r.keyword().to_string(),
-            Value::Str(s) => s.clone(),
-            Value::Tuple(v) => format!(
-                "({})",
-                v.iter().map(|x| x.show()).collect::<Vec<_>>().join(", ")
-            ),
         }
     }
 }
@@ -73,7 +49,7 @@ impl Scope<'_> {
         }
         [Overflow::Inf, Overflow::Saturate, Overflow::Wrap]
             .into_iter()
-            .find(|o| overflow_keyword(*o) == name)
+            .find(|o| o.keyword() == name)
             .map(Value::Overflow)
     }
 }
@@ -269,14 +245,6 @@ pub(super) fn expect_format(e: &Expr, scope: &Scope) -> Result<Format, Diag> {
     match eval(e, scope)? {
         Value::Format(f) => Ok(f),
         v => Err(type_error(e, "a format", &v)),
-    }
-}
-
-pub(super) fn overflow_keyword(o: Overflow) -> &'static str {
-    match o {
-        Overflow::Inf => "inf",
-        Overflow::Saturate => "saturate",
-        Overflow::Wrap => "wrap",
     }
 }
 

@@ -462,7 +462,7 @@ fn set_nan_rule(pipeline: &mut Pipeline, rule: &crate::ast::Ident) -> Result<(),
 /// provenance of its parts.
 pub(super) struct Instantiated {
     pub(super) pipeline: Pipeline,
-    pub(super) arguments: Vec<(String, String)>,
+    pub(super) arguments: Vec<(String, Value)>,
     pub(super) node_names: Vec<Option<String>>,
     pub(super) steps: Vec<StepProvenance>,
     pub(super) pipeline_span: Span,
@@ -611,7 +611,7 @@ pub(super) fn instantiate_pipeline(
             (Some(x), Value::Int(_)) => Value::Int(x),
             (_, v) => v,
         };
-        arguments.push((q.name.name.clone(), v.show()));
+        arguments.push((q.name.name.clone(), v.clone()));
         pscope.vars.insert(q.name.name.clone(), v);
     }
     if !diags.is_empty() {
