@@ -481,14 +481,6 @@ pub fn finite_value(d: &Finite) -> Dyadic {
     }
 }
 
-/// True if a dyadic is an integer multiple of nothing smaller than `2^q` (test helper).
-pub fn is_on_grid(v: &Dyadic, q: i64) -> bool {
-    v.is_zero() || v.exponent >= q || {
-        let r = v.round_to_grid(q, crate::exact::Rounding::TowardZero);
-        r.cmp_value(v) == std::cmp::Ordering::Equal
-    }
-}
-
 impl Decoded {
     pub fn is_nan(&self) -> bool {
         matches!(self, Decoded::Nan)

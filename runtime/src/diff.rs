@@ -128,13 +128,7 @@ pub fn diff(x: Checked, y: Checked, options: &DiffOptions) -> Result<Comparison,
     // candidates (on the interpreter: a few hundred)
     let probes: Vec<Input> = [x.instruction(), y.instruction()]
         .iter()
-        .flat_map(|i| {
-            let battery = crate::probes::battery(i).into_iter().map(|p| p.input());
-            let read = crate::probes::parameter_probes(i)
-                .into_iter()
-                .map(|(_, p)| p);
-            battery.chain(read).collect::<Vec<_>>()
-        })
+        .flat_map(|i| crate::probes::battery(i).into_iter().map(|p| p.input()))
         .filter(|p| {
             p.a.len() == x.instruction().k()
                 && p.sa.len() == x.instruction().scale_count()

@@ -2,14 +2,14 @@
 //! from the spec's own parameters, every expected `d` computed by the reference
 //! interpreter, written as `.mmv` (what `mmac test` reads) or as `$readmemh` hex.
 //!
-//! The corner cases are, in the spirit of Berkeley TestFloat's levels:
-//! - the feature-probe battery ([`crate::probes::battery`]): ±0, NaN and Inf in each
-//!   operand, product and output overflow, subnormal inputs and outputs, cancellation,
-//!   ties of the output rounding, scale-factor extremes;
-//! - the probes read from the IR ([`crate::probes::parameter_probes`]): ties at every
-//!   alignment cut, carries at every normalisation precision, sums below every e_zero,
-//!   chain and group boundaries;
-//! - the witness search's structured candidates ([`crate::witness::structured`]) focused
+//! The corner cases all come from the catalogue ([`crate::corners`]), in the spirit of
+//! Berkeley TestFloat's levels:
+//! - every probe of `mmac probe` ([`crate::probes::battery`]): the battery of the formats
+//!   (±0, NaN and Inf in each operand, product and output overflow, subnormal inputs and
+//!   outputs, cancellation, ties of the output rounding, scale-factor extremes) and the
+//!   probes read from the IR (ties at every alignment cut, carries at every normalisation
+//!   precision, sums below every e_zero, chain and group boundaries);
+//! - the catalogue's structured candidates ([`crate::corners::structured`]) focused
 //!   on the instruction and its single-parameter neighbours ([`crate::mutants`]), kept
 //!   when they tell a neighbour or a behaviour variant apart that the cases before them
 //!   do not (up to [`KILLS_WANTED`] cases per mutant);
@@ -21,11 +21,12 @@
 //! unobservable; [`Generated::neighbours`] says which held.
 
 use crate::conformance::matches;
+use crate::corners::{self, Focus};
 use crate::inputs::{Input, hex};
 use crate::mutants::{behaviour_variants, neighbours};
 use crate::observability::proven_equivalent;
-use crate::probes::{battery, parameter_probes};
-use crate::witness::{self, Evaluator, Focus, RandomInputs, SearchOptions, nan_any};
+use crate::probes::battery;
+use crate::witness::{self, Evaluator, RandomInputs, SearchOptions, nan_any};
 use mmac_compiler::Checked;
 use mmac_compiler::format::Format;
 use mmac_compiler::interp;
@@ -201,13 +202,12 @@ pub fn corner_cases(checked: Checked, options: &Options) -> Result<Corners, GenE
     let mut corners: Vec<(String, Input)> = battery(inst)
         .into_iter()
         .map(|p| (p.name.clone(), p.input()))
-        .chain(parameter_probes(inst))
         .filter(|(_, i)| fresh(i))
         .collect();
     let probe_count = corners.len();
     let mut focus_on: Vec<&Instruction> = vec![inst];
     focus_on.extend(neighbours.iter().map(|n| n.instruction()));
-    let structured: Vec<(String, Input)> = witness::structured(inst, &Focus::of(&focus_on))
+    let structured: Vec<(String, Input)> = corners::structured(inst, &Focus::of(&focus_on))
         .into_iter()
         .filter(|(_, i)| !seen.contains(&fingerprint(i)) && !seen_corner.contains(i))
         .collect();

@@ -482,13 +482,6 @@ impl<'a> Sketch<'a> {
         Some(if v.is_negative() { part.neg() } else { part })
     }
 
-    /// A negative-zero product on lane `k` (`-0 * 1`).
-    pub fn negative_zero_product(&mut self, k: usize) -> Option<&mut Self> {
-        let ar = &self.inst.arithmetic;
-        let (x, y) = (zero(&ar.a, true), pow2(&ar.b, 0, false)?);
-        self.lane_raw(k, x, y)
-    }
-
     pub fn finish(&self) -> Input {
         self.input.clone()
     }

@@ -6,6 +6,7 @@
 pub mod accuracy;
 pub mod blackbox;
 pub mod conformance;
+pub mod corners;
 pub mod datapath;
 pub mod diff;
 pub mod gemm;

@@ -157,7 +157,6 @@ pub fn parse(path: &Path, text: &str) -> (VectorFile, Vec<VectorError>) {
 
 fn parse_case(line: &str, lineno: usize) -> Result<Case, (usize, String)> {
     let [c, a, b, sa, sb, d] = parse_fields(line)?;
-    let _ = lineno;
     Ok(Case {
         line: lineno,
         c: single(c, "c")?,

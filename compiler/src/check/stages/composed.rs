@@ -124,8 +124,7 @@ pub(super) fn build_composed(
         result: None,
         diags: vec![],
     };
-    if let Some(s) = &ctx.scale {
-        let _ = s;
+    if ctx.scale.is_some() {
         state.diags.push(
             Diag::new(
                 Code::Type,
@@ -227,7 +226,7 @@ fn walk(stages: &[ast::Stage], scope: &Scope, env: &Env, state: &mut State) {
                 scope,
                 state,
             ),
-            StageKind::Let { name, value } => match bind(name, value, s.span, scope, env, state) {
+            StageKind::Let { name, value } => match bind(name, value, scope, env, state) {
                 Ok(()) => Ok(()),
                 Err(mut ds) => {
                     // later uses of the name are not reported again
@@ -435,9 +434,7 @@ fn positions(clauses: &[KClause], scope: &Scope, k: u32) -> Result<Vec<u32>, Dia
                 }
             }
             KClause::Mod {
-                modulus,
-                residues,
-                span,
+                modulus, residues, ..
             } => {
                 let m = in_range(
                     modulus,
@@ -450,7 +447,6 @@ fn positions(clauses: &[KClause], scope: &Scope, k: u32) -> Result<Vec<u32>, Dia
                 for r in residues {
                     rs.push(in_range(r, expect_int(r, scope)?, 0, m - 1, "a residue")?);
                 }
-                let _ = span;
                 for (j, kept) in keep.iter_mut().enumerate() {
                     *kept &= rs.contains(&(j as i64 % m));
                 }
@@ -464,7 +460,6 @@ fn positions(clauses: &[KClause], scope: &Scope, k: u32) -> Result<Vec<u32>, Dia
 fn bind(
     name: &ast::Ident,
     value: &StepExpr,
-    span: Span,
     scope: &Scope,
     env: &Env,
     state: &mut State,
@@ -486,7 +481,7 @@ fn bind(
             rounding,
         } => {
             let (x, y) = (state.value(x).map_err(one)?, state.value(y).map_err(one)?);
-            let op = rounded_op(format, rounding, false, scope, span).map_err(one)?;
+            let op = rounded_op(format, rounding, false, scope).map_err(one)?;
             state.steps.push(Step::Add { x, y, op });
             StepValue::Step(state.steps.len() - 1)
         }
@@ -502,7 +497,7 @@ fn bind(
                 state.value(y).map_err(one)?,
                 state.value(z).map_err(one)?,
             );
-            let op = rounded_op(format, rounding, false, scope, span).map_err(one)?;
+            let op = rounded_op(format, rounding, false, scope).map_err(one)?;
             state.steps.push(Step::Fma { x, y, z, op });
             StepValue::Step(state.steps.len() - 1)
         }
@@ -513,10 +508,8 @@ fn bind(
             span,
         } => run(target, clauses, c, *span, scope, env, state)?,
     };
-    if matches!(value, StepExpr::Value(_)) {
-        state.values.insert(name.name.clone(), v);
-    } else {
-        state.values.insert(name.name.clone(), v);
+    state.values.insert(name.name.clone(), v);
+    if !matches!(value, StepExpr::Value(_)) {
         let last = state.steps.len() - 1;
         if state.provenance.len() <= last {
             state.provenance.push(StepProvenance {

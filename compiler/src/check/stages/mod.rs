@@ -257,7 +257,6 @@ pub(super) fn rounded_op(
     rounding: &Expr,
     flush: bool,
     scope: &Scope,
-    span: Span,
 ) -> Result<RoundedOp, Diag> {
     let f = expect_format(format, scope)?;
     float_of(&f, format.span, "arithmetic format")?;
@@ -270,7 +269,6 @@ pub(super) fn rounded_op(
         .label("no IEEE specials")
         .help("rounded arithmetic steps follow IEEE rules and need a format with Inf and NaN"));
     }
-    let _ = span;
     Ok(RoundedOp {
         format: f,
         rounding: expect_rounding(rounding, scope)?,

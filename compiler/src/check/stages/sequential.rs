@@ -45,7 +45,7 @@ pub(super) fn build_sequential(
                             ProductRule::Exact
                         }
                         ast::MultiplyKind::Round { format, rounding } => ProductRule::Rounded(
-                            rounded_op(format, rounding, *flush_keep_sign, scope, s.span)?,
+                            rounded_op(format, rounding, *flush_keep_sign, scope)?,
                         ),
                         _ => unreachable!("integer multiplies select the integer pipeline"),
                     };
@@ -77,7 +77,7 @@ pub(super) fn build_sequential(
                     }
                     pairwise = Some((
                         g,
-                        rounded_op(format, rounding, *flush_keep_sign, scope, s.span)?,
+                        rounded_op(format, rounding, *flush_keep_sign, scope)?,
                     ));
                 }
                 StageKind::Accumulate {
@@ -85,7 +85,7 @@ pub(super) fn build_sequential(
                     rounding,
                     flush_keep_sign,
                 } => {
-                    let a = rounded_op(format, rounding, *flush_keep_sign, scope, s.span)?;
+                    let a = rounded_op(format, rounding, *flush_keep_sign, scope)?;
                     if a.format != ctx.d || ctx.c != ctx.d {
                         return Err(Diag::new(Code::Type, format.span, format!("accumulating in `{}` but c is `{}` and d is `{}`", a.format.name, ctx.c.name, ctx.d.name))
                             .label("accumulator format differs")

@@ -95,7 +95,7 @@ pub(super) fn special_step(
         let rb = em.load_at(ptrs.b, kk);
         let da = em.decode_float(&p.a, ra, cond.flush_a);
         let db = em.decode_float(&p.b, rb, cond.flush_b);
-        let (mut nan, mut inf, mut neg, mut zero) = {
+        let (mut nan, mut inf, mut neg, zero) = {
             let ab = em.or(da.nan, db.nan);
             let x = em.and(da.inf, db.zero);
             let y = em.and(db.inf, da.zero);
@@ -132,15 +132,10 @@ pub(super) fn special_step(
             let nn = em.not(nan);
             inf = em.and(ii, nn);
             neg = em.b.ins().bxor(neg, sc.neg);
-            let sz = em.or(zero, sc.zero);
-            let special = em.or(nan, inf);
-            let fin = em.not(special);
-            zero = em.and(sz, fin);
             sig = em.b.ins().imul(sig, sc.sig);
             grid = em.b.ins().iadd(grid, sc.exp);
             grid = em.b.ins().iadd_imm_s(grid, -2 * s.mantissa_bits as i64);
         }
-        let _ = zero;
         if let Some(x) = f.product_overflow {
             let o = overflows(em, sig, grid, x);
             let special = em.or(nan, inf);
