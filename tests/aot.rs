@@ -12,44 +12,29 @@
 //! - two objects link into one program; a shared library has the same API;
 //! - the control-register helpers are the instructions they claim to be (objdump).
 
+mod support;
+
+use support::{mmac_in, root, text};
+
 use mmac_compiler::interp;
-use mmac_compiler::records::Rng;
+use mmac_compiler::random::Rng;
 use mmac_runtime::inputs::Input;
 use mmac_runtime::specs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn mmac(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mmac"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use std::process::Command;
 
 /// `mmac compile SPEC --emit obj -o DIR/ARCH.o` (the spec path is relative to the
 /// repository root); returns the object's path.
 fn object(spec: &str, arch: &str, dir: &Path) -> PathBuf {
     let out = dir.join(format!("{arch}.o"));
-    let o = mmac(
-        &[
+    let o = mmac_in(dir, &[
             "compile",
             root().join(spec).to_str().unwrap(),
             "--emit",
             "obj",
             "-o",
             out.to_str().unwrap(),
-        ],
-        dir,
-    );
+        ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(dir.join(format!("{arch}.h")).is_file());
     out
@@ -349,17 +334,14 @@ fn two_objects_link_into_one_program() {
 fn shared_library_has_the_same_api() {
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path().join("libhopper.so");
-    let o = mmac(
-        &[
+    let o = mmac_in(dir.path(), &[
             "compile",
             root().join("specs/hopper.mma").to_str().unwrap(),
             "--emit",
             "lib",
             "-o",
             lib.to_str().unwrap(),
-        ],
-        dir.path(),
-    );
+        ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     // the header is libhopper.h; the checker includes it by the architecture's name
     std::fs::copy(dir.path().join("libhopper.h"), dir.path().join("hopper.h")).unwrap();
@@ -399,28 +381,22 @@ fn compile_refuses_what_it_cannot_do() {
     let spec = root().join("specs/hopper.mma");
     let spec = spec.to_str().unwrap();
     // -o without a file to write
-    let o = mmac(&["compile", spec, "--emit", "clif", "-o", "x"], dir.path());
+    let o = mmac_in(dir.path(), &["compile", spec, "--emit", "clif", "-o", "x"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("-o is for `--emit obj` and `--emit lib`"));
     // an unknown instruction
-    let o = mmac(
-        &[
+    let o = mmac_in(dir.path(), &[
             "compile",
             spec,
             "--instr",
             "mma.m16n8k16.f32.f16.f16.f31",
             "--emit",
             "obj",
-        ],
-        dir.path(),
-    );
+        ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("did you mean `mma.m16n8k16.f32.f16.f16.f32`?"));
     // an output folder that does not exist
-    let o = mmac(
-        &["compile", spec, "--emit", "obj", "-o", "no/such/x.o"],
-        dir.path(),
-    );
+    let o = mmac_in(dir.path(), &["compile", spec, "--emit", "obj", "-o", "no/such/x.o"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(!dir.path().join("no").exists());
 }
@@ -431,10 +407,7 @@ fn instr_filters_every_emit() {
     let spec = root().join("specs/hopper.mma");
     let spec = spec.to_str().unwrap();
     let one = "mma.m16n8k8.f32.bf16.bf16.f32";
-    let o = mmac(
-        &["compile", spec, "--instr", one, "--emit", "clif"],
-        dir.path(),
-    );
+    let o = mmac_in(dir.path(), &["compile", spec, "--instr", one, "--emit", "clif"]);
     assert_eq!(o.status.code(), Some(0));
     let out = text(&o.stdout);
     assert!(
@@ -442,8 +415,7 @@ fn instr_filters_every_emit() {
         "{out}"
     );
     assert!(out.contains("function"), "{out}");
-    let o = mmac(
-        &[
+    let o = mmac_in(dir.path(), &[
             "compile",
             spec,
             "--instr",
@@ -454,9 +426,7 @@ fn instr_filters_every_emit() {
             "obj",
             "-o",
             "two.o",
-        ],
-        dir.path(),
-    );
+        ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let header = std::fs::read_to_string(dir.path().join("two.h")).unwrap();
     assert!(header.contains("2 instructions"), "{header}");

@@ -5,15 +5,15 @@
 //! in specs/ must be accepted, and every instruction of a pass/ file runs on both engines
 //! with equal bits.
 
+mod support;
+
+use support::root;
+
 use mmac_compiler::diagnostic::Code;
 use mmac_compiler::engine::Operands;
-use mmac_compiler::records::Rng;
+use mmac_compiler::random::Rng;
 use mmac_compiler::{interp, jit};
 use std::path::{Path, PathBuf};
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn compile(
     path: &Path,

@@ -1,23 +1,10 @@
 //! The command-line contract: output streams, exit codes and formats other tools rely on.
 
+mod support;
+
+use support::{mmac, mmac_command, stderr, stdout};
+
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn mmac(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mmac"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("mmac runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 #[test]
 fn check_exit_codes() {
@@ -310,10 +297,8 @@ fn show_prints_a_resolved_spec_that_checks() {
 /// 0), as `mmac ... | head -n keep` does; returns the exit code and stderr.
 fn with_closed_stdout(args: &[&str], keep: usize) -> (Option<i32>, String) {
     use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mmac"))
+    let mut child = mmac_command()
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("NO_COLOR", "1")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -1,26 +1,13 @@
 //! The JIT's command-line surface: `compile`, `compile --emit clif`, `bench --json`, and
 //! `run`/`test` giving the same answers on both engines.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod support;
 
-fn mmac(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mmac"))
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")))
-        .output()
-        .expect("mmac runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use support::{mmac, mmac_ok, stdout};
 
 #[test]
 fn compile_reports_every_instruction() {
-    let o = mmac(&["compile", "specs/cdna3.mma"]);
-    assert!(o.status.success(), "{o:?}");
-    let out = stdout(&o);
+    let out = mmac_ok(&["compile", "specs/cdna3.mma"]);
     let line = out.lines().last().unwrap();
     let n = mmac(&["list", "specs/cdna3.mma"]);
     let count = stdout(&n).lines().count();
@@ -32,9 +19,7 @@ fn compile_reports_every_instruction() {
 
 #[test]
 fn compile_emits_clif() {
-    let o = mmac(&["compile", "specs/cdna2.mma", "--emit", "clif"]);
-    assert!(o.status.success());
-    let out = stdout(&o);
+    let out = mmac_ok(&["compile", "specs/cdna2.mma", "--emit", "clif"]);
     assert!(
         out.contains("function u0:0(i64, i64, i64, i64, i64) -> i64"),
         "{out}"
@@ -68,11 +53,9 @@ fn bench_json(
     engine: &str,
     dist: &str,
 ) -> serde_json::Map<String, serde_json::Value> {
-    let o = mmac(&[
+    let out = mmac_ok(&[
         "bench", file, "--instr", instr, "--engine", engine, "--dist", dist, "--json",
     ]);
-    assert!(o.status.success(), "{o:?}");
-    let out = stdout(&o);
     let last = out.lines().last().unwrap();
     let v: serde_json::Value =
         serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {last}"));

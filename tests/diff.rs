@@ -5,6 +5,10 @@
 //! its single-parameter neighbour gives a witness with at most two nonzero products (plus
 //! c), or a proof that the parameter is unobservable for those formats.
 
+mod support;
+
+use support::{mmac, stderr, stdout};
+
 use mmac_compiler::Checked;
 use mmac_compiler::format::Decoded;
 use mmac_compiler::interp;
@@ -12,23 +16,6 @@ use mmac_runtime::diff::{self, DiffOptions};
 use mmac_runtime::mutants::{Neighbour, neighbours, numeric_parameters};
 use mmac_runtime::specs;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn mmac(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mmac"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("mmac runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn json_diff(left: (&str, &str), right: (&str, &str)) -> (i32, serde_json::Value) {
     let o = mmac(&[

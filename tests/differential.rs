@@ -15,7 +15,7 @@ mod support;
 
 use mmac_compiler::engine::Operands;
 use mmac_compiler::jit;
-use mmac_compiler::records::Rng;
+use mmac_compiler::random::Rng;
 use mmac_runtime::conformance::matches;
 use mmac_runtime::generate::{self, Case};
 use mmac_runtime::witness::nan_any;

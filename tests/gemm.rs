@@ -2,20 +2,20 @@
 //! and the documented GEMM order, errors name what was expected, and the error report is
 //! computed against the exact result.
 
+mod support;
+
+use support::{mmac, root};
+
 use mmac_compiler::Checked;
 use mmac_compiler::engine::{Engine, Operands};
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
-use mmac_compiler::records::Rng;
+use mmac_compiler::random::Rng;
 use mmac_runtime::gemm::{self, Problem};
 use mmac_runtime::matrix::{self, Matrix};
 use mmac_runtime::specs::LoadedSpec;
 use std::path::Path;
 use std::process::{Command, Output};
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn spec(name: &str) -> LoadedSpec {
     mmac_runtime::specs::load_file(&root().join(name)).unwrap()
@@ -24,17 +24,9 @@ fn spec(name: &str) -> LoadedSpec {
 /// Deterministic pseudo-random finite encodings of a format (the shared generator of
 /// `mmac bench`, seeded per matrix).
 fn random(format: &mmac_compiler::format::Format, rows: usize, cols: usize, seed: u64) -> Matrix {
-    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let data = (0..rows * cols).map(|_| rng.finite(format)).collect();
     Matrix { rows, cols, data }
-}
-
-fn mmac(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mmac"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap()
 }
 
 /// Random problem files (a, b, c, and sa, sb for a block-scaled instruction) of an
@@ -526,7 +518,9 @@ fn a_failed_write_leaves_the_previous_output_whole() {
         p("d.npy")
     );
     let o = Command::new("sh")
-        .args(["-c", &script, env!("CARGO_BIN_EXE_mmac")])
+        .arg("-c")
+        .arg(&script)
+        .arg(support::mmac_path())
         .current_dir(root())
         .output()
         .unwrap();

@@ -4,6 +4,10 @@
 //! bookkeeping, over one instruction of every distinct arithmetic of every spec in
 //! `specs/` and `specs/examples/`. The hex format is checked field by field.
 
+mod support;
+
+use support::mmac;
+
 use mmac_compiler::interp;
 use mmac_runtime::conformance::matches;
 use mmac_runtime::generate::{self, Fate, Options};
@@ -13,15 +17,6 @@ use mmac_runtime::specs;
 use mmac_runtime::witness::nan_any;
 use rayon::prelude::*;
 use std::path::Path;
-use std::process::Command;
-
-fn mmac(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_mmac"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
-}
 
 #[test]
 fn generated_vectors_kill_every_neighbour_over_the_library() {

@@ -6,6 +6,10 @@
 //! accumulator) must be either recovered in the same way or refused: never reported as
 //! verified while it disagrees.
 
+mod support;
+
+use support::root;
+
 use mmac_compiler::engine::{self, Engine};
 use mmac_compiler::ir::Instruction;
 use mmac_compiler::{Checked, CheckedInstruction};
@@ -33,10 +37,6 @@ const PRELUDE_PIPELINES: [&str; 11] = [
     "xor_popc",
     "and_popc",
 ];
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// The public vectors: ../shared/vectors when present, else the committed subset.
 fn vectors_root() -> PathBuf {

@@ -3,26 +3,16 @@
 //! served spec that `mmac check` accepts, a refused box, and the Python example box.
 #![cfg(unix)]
 
+mod support;
+
+use support::{mmac, mmac_command, mmac_path, text};
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-fn mmac_path() -> &'static str {
-    env!("CARGO_BIN_EXE_mmac")
-}
-
-fn mmac(args: &[&str]) -> Output {
-    Command::new(mmac_path())
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("mmac runs")
-}
-
 fn serve(instr: &str, file: &str, input: &str) -> Output {
-    let mut child = Command::new(mmac_path())
+    let mut child = mmac_command()
         .args(["serve", file, "--instr", instr])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -34,10 +24,6 @@ fn serve(instr: &str, file: &str, input: &str) -> Output {
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap().unwrap();
     out
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 const HOPPER: &str = "mma.m16n8k16.f32.f16.f16.f32";
@@ -112,7 +98,7 @@ fn serve_reports_a_malformed_line_with_its_number() {
 fn infer_recovers_a_served_spec() {
     let dir = tempfile::TempDir::new().unwrap();
     let out_path = dir.path().join("inferred.mma");
-    let exec = format!("{} serve specs/hopper.mma --instr {HOPPER}", mmac_path());
+    let exec = format!("{} serve specs/hopper.mma --instr {HOPPER}", mmac_path().display());
     let out = mmac(&[
         "infer",
         "--exec",
@@ -152,7 +138,7 @@ fn infer_refuses_a_box_it_cannot_reproduce() {
     let out_path = dir.path().join("never.mma");
     let exec = format!(
         "{} serve tests/infer/outside.mma --instr rounded.k16.f32.f16.f16.f32",
-        mmac_path()
+        mmac_path().display()
     );
     let out = mmac(&[
         "infer",

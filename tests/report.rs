@@ -4,6 +4,10 @@
 //! as SVG and PNG; truncating alignment on positive inputs has a negative bias whose
 //! confidence interval excludes 0; bad arguments are usage errors.
 
+mod support;
+
+use support::{mmac, stderr};
+
 use mmac_compiler::engine::Operands;
 use mmac_compiler::exact::{Dyadic, Rounding};
 use mmac_compiler::format::Decoded;
@@ -13,20 +17,6 @@ use mmac_compiler::ir::RoundedOp;
 use mmac_runtime::accuracy::{Distribution, ReportOptions, sample_inputs};
 use mmac_runtime::specs;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn mmac(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mmac"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("mmac runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 const HOPPER: (&str, &str) = ("specs/hopper.mma", "mma.m16n8k16.f32.f16.f16.f32");
 const CDNA3: (&str, &str) = ("specs/cdna3.mma", "v_mfma_f32_16x16x16_f16");

@@ -6,7 +6,7 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mmac_compiler::interp;
 use mmac_compiler::jit;
-use mmac_compiler::records::{Records, Rng};
+use mmac_compiler::random::{Records, Rng};
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;
@@ -76,7 +76,7 @@ fn bench(c: &mut Criterion) {
         });
 
         // the floor: a plain native f32 dot product of the same k
-        let mut r = Rng(7);
+        let mut r = Rng::new(7);
         let mut unit = || (r.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
         let fa: Vec<f32> = (0..N * k).map(|_| unit()).collect();
         let fb: Vec<f32> = (0..N * k).map(|_| unit()).collect();

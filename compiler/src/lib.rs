@@ -1,11 +1,14 @@
-//! mmac-compiler: the `.mma` spec language.
+//! mmac-compiler: the `.mma` spec language and the engines that run it.
 //!
 //! The pipeline, whole: source text -> [`parse::parse`] (pest, `grammar/mma.pest`) ->
 //! [`ast::File`] -> [`check::check`] -> [`ir::Spec`] -> [`valid::validate`] ->
-//! [`valid::SpecInfo`]; the engines take the spec with its info: [`interp::run`] (the exact
-//! reference) and [`jit::compile`] (Cranelift). Formats and exact arithmetic live in
-//! [`format`](mod@format) and [`exact`]; what both engines share in [`engine`]; diagnostics in
-//! [`diagnostic`]; the IR printer (checked IR back to `.mma` text) in [`printer`].
+//! [`CheckedSpec`] ([`checked`]: the only values the engines accept). The engines:
+//! [`interp`] (the exact reference), [`jit`] (Cranelift native code) and [`aot`] (the same
+//! code as a relocatable object with a C API); [`engine`] is the one door to them, choosing
+//! the JIT kernel or the interpreter with the reason. Formats and exact arithmetic live in
+//! [`format`](mod@format), [`exact`] and [`ieee`]; diagnostics in [`diagnostic`]; the IR
+//! printer (checked IR back to `.mma` text) in [`printer`]; the deterministic generator and
+//! random operands every test, fuzzer and benchmark draws from in [`random`].
 
 // Diagnostics are plain values passed up by `?` in every pass; their size does not matter.
 #![allow(clippy::result_large_err)]
@@ -24,7 +27,7 @@ pub mod ir;
 pub mod jit;
 pub mod parse;
 pub mod printer;
-pub mod records;
+pub mod random;
 pub mod valid;
 
 use diagnostic::{Code, Diag, Diagnostics, FileId};

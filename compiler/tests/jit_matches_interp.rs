@@ -12,7 +12,7 @@ use mmac_compiler::format::{Format, FormatKind};
 use mmac_compiler::interp;
 use mmac_compiler::ir::{Instruction, NanPolicy, Pipeline};
 use mmac_compiler::jit;
-use mmac_compiler::records::Rng;
+use mmac_compiler::random::Rng;
 use mmac_compiler::{Checked, CheckedSpec};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};

@@ -11,7 +11,7 @@
 use mmac_compiler::engine::{EvalError, Operands};
 use mmac_compiler::interp;
 use mmac_compiler::jit;
-use mmac_compiler::records::{Records, Rng};
+use mmac_compiler::random::{Records, Rng};
 use mmac_compiler::{Checked, CheckedSpec};
 use std::path::Path;
 

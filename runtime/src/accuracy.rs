@@ -16,7 +16,8 @@ use mmac_compiler::exact::{Dyadic, Rounding};
 use mmac_compiler::format::{Decoded, Format};
 use mmac_compiler::ieee::{self, Num};
 use mmac_compiler::ir::{Instruction, RoundedOp};
-use mmac_compiler::records::Rng;
+use mmac_compiler::random::Rng;
+use rand_distr::{Distribution as _, StandardNormal, StandardUniform};
 use rayon::prelude::*;
 
 /// The distribution inputs are drawn from (before rounding into the input format).
@@ -62,9 +63,12 @@ impl Distribution {
     /// One value of the distribution.
     pub fn draw(&self, rng: &mut Rng) -> f64 {
         match *self {
-            Distribution::Normal => normal(rng),
+            Distribution::Normal => StandardNormal.sample(rng),
             Distribution::Uniform { lo, hi } => lo + (hi - lo) * unit(rng),
-            Distribution::LogNormal => normal(rng).exp(),
+            Distribution::LogNormal => {
+                let x: f64 = StandardNormal.sample(rng);
+                x.exp()
+            },
             Distribution::Signed => 2.0 * unit(rng) - 1.0,
         }
     }
@@ -82,14 +86,7 @@ impl Distribution {
 
 /// Uniform on [0, 1) with 53 random bits.
 fn unit(rng: &mut Rng) -> f64 {
-    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// Standard normal (Box-Muller).
-fn normal(rng: &mut Rng) -> f64 {
-    let u1 = 1.0 - unit(rng); // (0, 1]
-    let u2 = unit(rng);
-    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    StandardUniform.sample(rng)
 }
 
 /// What a report measures.

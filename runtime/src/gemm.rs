@@ -600,7 +600,7 @@ pub fn error_report_with_progress(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mmac_compiler::records::Rng;
+    use mmac_compiler::random::Rng;
 
     /// The fixed-width exact sums equal the arbitrary-precision ones, element by element,
     /// on f16 data over its whole range and bf16 data over a narrow one (both fit, and

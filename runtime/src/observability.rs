@@ -177,7 +177,7 @@ mod tests {
     use super::*;
     use crate::mutants::neighbours;
     use mmac_compiler::interp;
-    use mmac_compiler::records::Rng;
+    use mmac_compiler::random::Rng;
 
     fn load(path: &str) -> mmac_compiler::CheckedSpec {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

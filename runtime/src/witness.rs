@@ -20,7 +20,7 @@ use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::Format;
 use mmac_compiler::interp;
 use mmac_compiler::ir::{Instruction, NanPolicy, Pipeline};
-use mmac_compiler::records::Rng;
+use mmac_compiler::random::Rng;
 
 fn p2(e: i64) -> Dyadic {
     Dyadic::pow2(e)

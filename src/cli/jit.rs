@@ -11,7 +11,7 @@ use clap::ValueEnum;
 use mmac_compiler::aot;
 use mmac_compiler::engine as facade;
 use mmac_compiler::jit;
-use mmac_compiler::records::{Records, Rng};
+use mmac_compiler::random::{Records, Rng};
 use mmac_runtime::accuracy::{self, Distribution};
 use mmac_runtime::specs::LoadedSpec;
 use std::hint::black_box;
@@ -216,7 +216,7 @@ fn time_per_dot(rounds: usize, min: Duration, per_call: usize, mut f: impl FnMut
 
 /// A plain native f32 dot-product-add of length k over `n` records: the floor.
 fn baseline_ns_per_dot(k: usize, n: usize) -> f64 {
-    let mut r = Rng(0x2545_f491_4f6c_dd1d);
+    let mut r = Rng::new(0x2545_f491_4f6c_dd1d);
     let mut unit = || (r.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
     let a: Vec<f32> = (0..n * k).map(|_| unit()).collect();
     let b: Vec<f32> = (0..n * k).map(|_| unit()).collect();
@@ -259,7 +259,7 @@ fn bench_records(
     }
     let d = Distribution::parse(dist, None).map_err(|e| e.replace("one of ", "one of finite, "))?;
     let ar = &inst.arithmetic;
-    let mut rng = Rng(0x5851_f42d_4c95_7f2d);
+    let mut rng = Rng::new(0x5851_f42d_4c95_7f2d);
     for (format, values) in [
         (&ar.c, &mut rec.c),
         (&ar.a, &mut rec.a),

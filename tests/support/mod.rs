@@ -5,30 +5,66 @@
 
 pub mod spec_gen;
 
+use assert_cmd::cargo::{cargo_bin, cargo_bin_cmd};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// The repository root.
 pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `mmac` with its working folder at the repository root and colour off.
-pub fn mmac_command() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mmac"));
+/// The `mmac` executable cargo built for these tests.
+pub fn mmac_path() -> &'static Path {
+    cargo_bin!("mmac")
+}
+
+/// `mmac` with its working folder at the repository root and colour off, as a plain
+/// `std::process::Command` for tests that pipe or spawn it.
+pub fn mmac_command() -> std::process::Command {
+    let mut c = std::process::Command::new(mmac_path());
     c.current_dir(root()).env("NO_COLOR", "1");
     c
 }
 
 /// Run `mmac ARGS` from the repository root.
 pub fn mmac(args: &[&str]) -> Output {
-    mmac_command().args(args).output().expect("mmac runs")
+    mmac_in(root(), args)
 }
 
+/// Run `mmac ARGS` with its working folder at `dir`.
+pub fn mmac_in(dir: &Path, args: &[&str]) -> Output {
+    cargo_bin_cmd!("mmac")
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .args(args)
+        .output()
+        .expect("mmac runs")
+}
+
+/// Run `mmac ARGS` from the repository root, which must succeed (on failure the test
+/// fails showing the command, its exit code, stdout and stderr); its stdout.
+pub fn mmac_ok(args: &[&str]) -> String {
+    let assert = cargo_bin_cmd!("mmac")
+        .current_dir(root())
+        .env("NO_COLOR", "1")
+        .args(args)
+        .assert()
+        .success();
+    stdout(assert.get_output())
+}
+
+/// A process's stdout as text.
 pub fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    text(&o.stdout)
 }
 
+/// A process's stderr as text.
 pub fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    text(&o.stderr)
+}
+
+/// Bytes as text, invalid UTF-8 replaced.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }

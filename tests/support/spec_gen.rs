@@ -6,7 +6,7 @@
 //! whose names carry its number, so that the candidates that check can be joined into one
 //! file.
 
-use mmac_compiler::records::Rng;
+use mmac_compiler::random::Rng;
 
 /// One generated instruction: its spec text (formats, pipelines, instructions) and name.
 pub struct Candidate {

@@ -555,7 +555,7 @@ mod tests {
     //! products, pairwise sums and accumulations land around the smallest normal f32.
     use super::super::{Code, Kernel};
     use crate::engine::Operands;
-    use crate::records::Rng;
+    use crate::random::Rng;
 
     #[test]
     fn ftz_multiply_add_is_exact_with_and_without_flush_to_zero() {

@@ -1,29 +1,29 @@
-//! Random operands: the one small deterministic generator every test, fuzzer and benchmark
+//! Randomness: the one deterministic generator every test, fuzzer and benchmark
 //! uses ([`Rng`]), and random finite records laid out as a kernel's batch entry takes them.
 //! `mmac bench` and `cargo bench` share them, so both time the same inputs.
 
 use crate::engine::Operands;
 use crate::format::{Decoded, Format};
 use crate::ir::Instruction;
+use rand_core::{Infallible, Rng as _, SeedableRng, TryRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 
-/// A small deterministic generator (xorshift64*), so runs are comparable.
-pub struct Rng(pub u64);
+/// The project's deterministic generator: xoshiro256++ (from `rand_xoshiro`), seeded
+/// through SplitMix64 so that any `u64`, 0 and nearby seeds included, gives an unrelated
+/// stream, with the few draws mmac's generators need on top. It implements
+/// [`rand_core::Rng`], so `rand_distr`'s distributions sample from it.
+#[derive(Clone, Debug)]
+pub struct Rng(Xoshiro256PlusPlus);
 
 impl Rng {
-    /// A generator from a seed (any value; 0 is replaced, xorshift needs a nonzero state).
+    /// A generator from a seed (any value).
     pub fn new(seed: u64) -> Rng {
-        Rng(if seed == 0 {
-            0x9e37_79b9_7f4a_7c15
-        } else {
-            seed
-        })
+        Rng(Xoshiro256PlusPlus::seed_from_u64(seed))
     }
 
+    /// 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.0.next_u64()
     }
 
     /// An index in `0..n` (0 when `n` is 0).
@@ -66,6 +66,23 @@ impl Rng {
     }
 }
 
+impl TryRng for Rng {
+    type Error = Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
+        Ok(self.0.next_u32())
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
+        Ok(self.0.next_u64())
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
+        self.0.fill_bytes(dst);
+        Ok(())
+    }
+}
+
 /// Random finite operands for `n` dot products: record i is `c[i]`, `a[i*k..]`,
 /// `b[i*k..]`, `sa[i*s..]`, `sb[i*s..]`.
 pub struct Records {
@@ -82,7 +99,7 @@ pub struct Records {
 
 impl Records {
     pub fn random(inst: &Instruction, n: usize) -> Records {
-        let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut r = Rng::new(0x9e37_79b9_7f4a_7c15);
         let (k, s) = (inst.k(), inst.scale_count());
         let scale = inst.arithmetic.scale.as_ref().map(|x| x.format.clone());
         let mut draw = |f: Option<&Format>, len: usize| -> Vec<u64> {
