@@ -97,6 +97,8 @@ pub fn check_instruction(
     check_selected(file, std, overrides, Some(instruction))
 }
 
+/// [`check_with`], instantiating only the instruction `only` when one is named
+/// ([`check_instruction`]).
 fn check_selected(
     file: &ast::File,
     std: &ast::File,
@@ -104,212 +106,281 @@ fn check_selected(
     only: Option<&str>,
 ) -> Result<ir::Spec, Vec<Diag>> {
     let mut diags: Vec<Diag> = vec![];
-    let mut arch: Option<(String, Option<String>, Span)> = None;
-    let mut formats: HashMap<String, Format> = HashMap::new();
-    let mut format_spans: HashMap<String, Span> = HashMap::new();
-    let mut broken_formats = false;
-    let mut pipelines: BTreeMap<String, PipelineEntry> = BTreeMap::new();
-
-    for item in &std.items {
-        if let Item::Pipeline(p) = item {
-            pipelines.insert(
-                p.name.name.clone(),
-                PipelineEntry {
-                    decl: p,
-                    origin: Origin::Std,
-                    broken: false,
-                },
-            );
-        }
-    }
-    let imports_std = file
-        .items
-        .iter()
-        .any(|i| matches!(i, Item::Import { name, .. } if name.name == "std"));
-    if !imports_std {
-        pipelines.clear();
-    }
-
+    let mut declared = Declarations::new(file, std);
     for item in &file.items {
-        match item {
-            Item::Arch { name, title, span } => {
-                if let Some((_, _, first)) = &arch {
-                    diags.push(
-                        Diag::new(
-                            Code::DuplicateArch,
-                            *span,
-                            "a spec file declares one architecture",
-                        )
-                        .label("second `arch`")
-                        .also(*first, "first declared here")
-                        .help("split the instructions of each architecture into its own file"),
-                    );
-                } else {
-                    arch = Some((name.name.clone(), title.clone(), *span));
-                }
-            }
-            Item::Import { name, .. } => {
-                if name.name != "std" {
-                    diags.push(
-                        Diag::new(
-                            Code::UnknownImport,
-                            name.span,
-                            format!("unknown library `{}`", name.name),
-                        )
-                        .label("no such library")
-                        .help(
-                            "the only library is `std`, the standard prelude of MMA-Sim pipelines",
-                        ),
-                    );
-                }
-            }
-            Item::Format(fd) => {
-                if let Some(prev) = format_spans.get(&fd.name.name) {
-                    diags.push(
-                        Diag::new(
-                            Code::DuplicateName,
-                            fd.name.span,
-                            format!("format `{}` is defined twice", fd.name.name),
-                        )
-                        .label("redefined here")
-                        .also(*prev, "first defined here")
-                        .help("rename one of them"),
-                    );
-                    continue;
-                }
-                if format::builtin(&fd.name.name).is_some() {
-                    diags.push(
-                        Diag::new(
-                            Code::DuplicateName,
-                            fd.name.span,
-                            format!("`{}` is a built-in format", fd.name.name),
-                        )
-                        .label("shadows a built-in format")
-                        .help("choose another name; built-in formats cannot be redefined"),
-                    );
-                    continue;
-                }
-                match define_format(fd, &formats) {
-                    Ok(f) => {
-                        format_spans.insert(fd.name.name.clone(), fd.name.span);
-                        formats.insert(fd.name.name.clone(), f);
-                    }
-                    Err(mut d) => {
-                        broken_formats = true;
-                        diags.append(&mut d)
-                    }
-                }
-            }
-            Item::Pipeline(p) => {
-                if let Some(prev) = pipelines.get(&p.name.name)
-                    && prev.origin == Origin::Local
-                {
-                    diags.push(
-                        Diag::new(
-                            Code::DuplicateName,
-                            p.name.span,
-                            format!("pipeline `{}` is defined twice", p.name.name),
-                        )
-                        .label("redefined here")
-                        .also(prev.decl.name.span, "first defined here")
-                        .help("rename one of them"),
-                    );
-                    continue;
-                }
-                let mut seen: HashMap<&str, Span> = HashMap::new();
-                for param in &p.params {
-                    if let Some(prev) = seen.insert(&param.name.name, param.name.span) {
-                        diags.push(
-                            Diag::new(
-                                Code::DuplicateName,
-                                param.name.span,
-                                format!("parameter `{}` is declared twice", param.name.name),
-                            )
-                            .label("again here")
-                            .also(prev, "first here")
-                            .help("each parameter needs its own name"),
-                        );
-                    }
-                }
+        declared.declare(item, &mut diags);
+    }
+    declared.require_arch(file, &mut diags);
+    declared.check_pipelines(&mut diags);
+    let instructions = expand_instructions(file, &declared, overrides, only, &mut diags);
+    finish(declared.arch, instructions, diags)
+}
+
+/// What a file declares besides its instructions: its architecture, its formats and the
+/// pipelines it can use (its own, and the prelude's when it says `import std`).
+struct Declarations<'a> {
+    /// `arch NAME "TITLE"`, with where it is declared.
+    arch: Option<(String, Option<String>, Span)>,
+    formats: HashMap<String, Format>,
+    /// Where each of `formats` is defined.
+    format_spans: HashMap<String, Span>,
+    /// A format failed to define: no instruction is checked.
+    broken_formats: bool,
+    pipelines: BTreeMap<String, PipelineEntry<'a>>,
+}
+
+impl<'a> Declarations<'a> {
+    /// Nothing declared yet but the prelude's pipelines, when `file` imports `std`.
+    fn new(file: &ast::File, std: &'a ast::File) -> Self {
+        let mut pipelines = BTreeMap::new();
+        for item in &std.items {
+            if let Item::Pipeline(p) = item {
                 pipelines.insert(
                     p.name.name.clone(),
                     PipelineEntry {
                         decl: p,
-                        origin: Origin::Local,
+                        origin: Origin::Std,
                         broken: false,
                     },
                 );
             }
+        }
+        let imports_std = file
+            .items
+            .iter()
+            .any(|i| matches!(i, Item::Import { name, .. } if name.name == "std"));
+        if !imports_std {
+            pipelines.clear();
+        }
+        Declarations {
+            arch: None,
+            formats: HashMap::new(),
+            format_spans: HashMap::new(),
+            broken_formats: false,
+            pipelines,
+        }
+    }
+
+    /// Record one item of the file (instructions are expanded later).
+    fn declare(&mut self, item: &'a Item, diags: &mut Vec<Diag>) {
+        match item {
+            Item::Arch { name, title, span } => self.declare_arch(name, title, *span, diags),
+            Item::Import { name, .. } => check_import(name, diags),
+            Item::Format(fd) => self.declare_format(fd, diags),
+            Item::Pipeline(p) => self.declare_pipeline(p, diags),
             Item::Instruction(_) => {}
         }
     }
 
-    // a file without instructions is a library of formats and pipelines and needs no arch
-    let has_instructions = file.items.iter().any(|i| matches!(i, Item::Instruction(_)));
-    if arch.is_none() && has_instructions {
-        diags.push(
-            Diag::new(
-                Code::MissingArch,
-                Span::new(0, 0),
-                "the spec file does not name its architecture",
-            )
-            .label("expected `arch NAME` here")
-            .help("start the file with e.g. `arch hopper \"NVIDIA Hopper (sm_90a)\"`"),
-        );
-    }
-
-    // every pipeline the file defines, used or not; an instruction that uses a broken one
-    // is not instantiated (its errors are reported once, here)
-    for entry in pipelines.values_mut() {
-        if entry.origin == Origin::Local {
-            let mut d = check_pipeline(entry.decl, &formats);
-            entry.broken = !d.is_empty();
-            diags.append(&mut d);
+    /// `arch NAME "TITLE"`: the first one counts, a second is an error.
+    fn declare_arch(
+        &mut self,
+        name: &ast::Ident,
+        title: &Option<String>,
+        span: Span,
+        diags: &mut Vec<Diag>,
+    ) {
+        if let Some((_, _, first)) = &self.arch {
+            diags.push(
+                Diag::new(
+                    Code::DuplicateArch,
+                    span,
+                    "a spec file declares one architecture",
+                )
+                .label("second `arch`")
+                .also(*first, "first declared here")
+                .help("split the instructions of each architecture into its own file"),
+            );
+        } else {
+            self.arch = Some((name.name.clone(), title.clone(), span));
         }
     }
 
-    // instructions are checked once the formats they may name are sound; families whose
-    // pipeline is composed come second, since they run instructions the others declare
+    /// `format NAME { ... }`: defined unless its name is taken (by another format of the
+    /// file or a built-in one).
+    fn declare_format(&mut self, fd: &ast::FormatDecl, diags: &mut Vec<Diag>) {
+        if let Some(prev) = self.format_spans.get(&fd.name.name) {
+            diags.push(
+                Diag::new(
+                    Code::DuplicateName,
+                    fd.name.span,
+                    format!("format `{}` is defined twice", fd.name.name),
+                )
+                .label("redefined here")
+                .also(*prev, "first defined here")
+                .help("rename one of them"),
+            );
+            return;
+        }
+        if format::builtin(&fd.name.name).is_some() {
+            diags.push(
+                Diag::new(
+                    Code::DuplicateName,
+                    fd.name.span,
+                    format!("`{}` is a built-in format", fd.name.name),
+                )
+                .label("shadows a built-in format")
+                .help("choose another name; built-in formats cannot be redefined"),
+            );
+            return;
+        }
+        match define_format(fd, &self.formats) {
+            Ok(f) => {
+                self.format_spans.insert(fd.name.name.clone(), fd.name.span);
+                self.formats.insert(fd.name.name.clone(), f);
+            }
+            Err(mut d) => {
+                self.broken_formats = true;
+                diags.append(&mut d)
+            }
+        }
+    }
+
+    /// `pipeline NAME(...) { ... }`: recorded (in place of a prelude pipeline of that
+    /// name) unless the file defines it twice; checked later by [`Self::check_pipelines`].
+    fn declare_pipeline(&mut self, p: &'a ast::PipelineDecl, diags: &mut Vec<Diag>) {
+        if let Some(prev) = self.pipelines.get(&p.name.name)
+            && prev.origin == Origin::Local
+        {
+            diags.push(
+                Diag::new(
+                    Code::DuplicateName,
+                    p.name.span,
+                    format!("pipeline `{}` is defined twice", p.name.name),
+                )
+                .label("redefined here")
+                .also(prev.decl.name.span, "first defined here")
+                .help("rename one of them"),
+            );
+            return;
+        }
+        check_parameter_names(p, diags);
+        self.pipelines.insert(
+            p.name.name.clone(),
+            PipelineEntry {
+                decl: p,
+                origin: Origin::Local,
+                broken: false,
+            },
+        );
+    }
+
+    /// A file with instructions must name its architecture; a file without them is a
+    /// library of formats and pipelines and needs none.
+    fn require_arch(&self, file: &ast::File, diags: &mut Vec<Diag>) {
+        let has_instructions = file.items.iter().any(|i| matches!(i, Item::Instruction(_)));
+        if self.arch.is_none() && has_instructions {
+            diags.push(
+                Diag::new(
+                    Code::MissingArch,
+                    Span::new(0, 0),
+                    "the spec file does not name its architecture",
+                )
+                .label("expected `arch NAME` here")
+                .help("start the file with e.g. `arch hopper \"NVIDIA Hopper (sm_90a)\"`"),
+            );
+        }
+    }
+
+    /// Check every pipeline the file defines, used or not, and mark the broken ones: an
+    /// instruction that uses one is not instantiated (its errors are reported once, here).
+    fn check_pipelines(&mut self, diags: &mut Vec<Diag>) {
+        for entry in self.pipelines.values_mut() {
+            if entry.origin == Origin::Local {
+                let mut d = check_pipeline(entry.decl, &self.formats);
+                entry.broken = !d.is_empty();
+                diags.append(&mut d);
+            }
+        }
+    }
+
+    /// Whether `decl` uses a composed pipeline (one that runs other instructions).
+    fn is_composed(&self, decl: &ast::InstructionDecl) -> bool {
+        decl.uses
+            .as_ref()
+            .and_then(|u| self.pipelines.get(&u.pipeline.name))
+            .is_some_and(|e| stages::Kind::of(e.decl) == stages::Kind::Composed)
+    }
+}
+
+/// `import NAME`: the only library is `std`.
+fn check_import(name: &ast::Ident, diags: &mut Vec<Diag>) {
+    if name.name != "std" {
+        diags.push(
+            Diag::new(
+                Code::UnknownImport,
+                name.span,
+                format!("unknown library `{}`", name.name),
+            )
+            .label("no such library")
+            .help("the only library is `std`, the standard prelude of MMA-Sim pipelines"),
+        );
+    }
+}
+
+/// Each parameter of pipeline `p` has its own name.
+fn check_parameter_names(p: &ast::PipelineDecl, diags: &mut Vec<Diag>) {
+    let mut seen: HashMap<&str, Span> = HashMap::new();
+    for param in &p.params {
+        if let Some(prev) = seen.insert(&param.name.name, param.name.span) {
+            diags.push(
+                Diag::new(
+                    Code::DuplicateName,
+                    param.name.span,
+                    format!("parameter `{}` is declared twice", param.name.name),
+                )
+                .label("again here")
+                .also(prev, "first here")
+                .help("each parameter needs its own name"),
+            );
+        }
+    }
+}
+
+/// Expand the file's instruction families, in the file's order, once the formats they may
+/// name are sound. Families whose pipeline is composed are expanded second, since they run
+/// instructions the others declare. With `only`, the first pass expands only that
+/// instruction; a composed one may run instructions the pass skipped, which are then
+/// expanded on demand.
+fn expand_instructions(
+    file: &ast::File,
+    declared: &Declarations,
+    overrides: &[Override],
+    only: Option<&str>,
+    diags: &mut Vec<Diag>,
+) -> Vec<Instruction> {
     let decls: Vec<&ast::InstructionDecl> = file
         .items
         .iter()
         .filter_map(|item| match item {
-            Item::Instruction(decl) if !broken_formats => Some(decl),
+            Item::Instruction(decl) if !declared.broken_formats => Some(decl),
             _ => None,
         })
         .collect();
-    let composed = |decl: &ast::InstructionDecl| {
-        decl.uses
-            .as_ref()
-            .and_then(|u| pipelines.get(&u.pipeline.name))
-            .is_some_and(|e| stages::Kind::of(e.decl) == stages::Kind::Composed)
-    };
     let mut expanded: Vec<Vec<Instruction>> = vec![vec![]; decls.len()];
     let mut known: HashMap<String, Instruction> = HashMap::new();
     let mut names: HashMap<String, Span> = HashMap::new();
-    // with `only`, the first pass expands only that instruction; a composed one may run
-    // instructions the pass skipped, which are then expanded on demand
     let resolve = |name: &str| -> Option<Instruction> {
         let no_known = HashMap::new();
         let env = Env {
-            formats: &formats,
-            pipelines: &pipelines,
+            formats: &declared.formats,
+            pipelines: &declared.pipelines,
             known: &no_known,
             resolve: None,
         };
         decls
             .iter()
-            .filter(|d| !composed(d))
+            .filter(|d| !declared.is_composed(d))
             .find_map(|d| expand_family(d, &env, overrides, Some(name)).ok()?.pop())
     };
     for second_pass in [false, true] {
         for (index, decl) in decls.iter().enumerate() {
-            if composed(decl) != second_pass {
+            if declared.is_composed(decl) != second_pass {
                 continue;
             }
             let env = Env {
-                formats: &formats,
-                pipelines: &pipelines,
+                formats: &declared.formats,
+                pipelines: &declared.pipelines,
                 known: &known,
                 resolve: only.is_some().then_some(&resolve as Resolve),
             };
@@ -317,16 +388,7 @@ fn check_selected(
                 Ok(list) => {
                     for inst in list {
                         if let Some(prev) = names.get(&inst.name) {
-                            diags.push(
-                                Diag::new(
-                                    Code::DuplicateInstruction,
-                                    decl.name_span,
-                                    format!("instruction `{}` is declared twice", inst.name),
-                                )
-                                .label("declares it again")
-                                .also(*prev, "already declared here")
-                                .help("remove one declaration, or narrow a family's `for` lists"),
-                            );
+                            diags.push(duplicate_instruction(decl, &inst.name, *prev));
                             continue;
                         }
                         names.insert(inst.name.clone(), decl.name_span);
@@ -338,8 +400,27 @@ fn check_selected(
             }
         }
     }
-    let instructions: Vec<Instruction> = expanded.into_iter().flatten().collect();
+    expanded.into_iter().flatten().collect()
+}
 
+/// Instruction `name`, expanded from `decl`, was already declared at `prev`.
+fn duplicate_instruction(decl: &ast::InstructionDecl, name: &str, prev: Span) -> Diag {
+    Diag::new(
+        Code::DuplicateInstruction,
+        decl.name_span,
+        format!("instruction `{name}` is declared twice"),
+    )
+    .label("declares it again")
+    .also(prev, "already declared here")
+    .help("remove one declaration, or narrow a family's `for` lists")
+}
+
+/// The spec, or every error found, each once and in the order of the file.
+fn finish(
+    arch: Option<(String, Option<String>, Span)>,
+    instructions: Vec<Instruction>,
+    mut diags: Vec<Diag>,
+) -> Result<ir::Spec, Vec<Diag>> {
     // the same mistake inside a family is reported once, not once per expansion
     let mut seen = HashSet::new();
     diags.retain(|d| seen.insert((d.code, d.span, d.message.clone())));
