@@ -211,6 +211,9 @@ pub(super) fn expand_family(
     }
 }
 
+/// Instantiate one member of the family `decl`, whose `for` bindings are `vars`: its
+/// shape, operand types and scale factors, then its pipeline `entry` with the arguments
+/// of `uses`.
 pub(super) fn instantiate(
     decl: &ast::InstructionDecl,
     uses: &ast::Uses,
@@ -225,45 +228,107 @@ pub(super) fn instantiate(
     };
     let mut diags = vec![];
     let name = instruction_name(decl, &scope);
-
-    // shape
-    let shape = match &decl.shape {
-        None => {
-            diags.push(
-                Diag::new(
-                    Code::MissingShape,
-                    decl.name_span,
-                    format!("instruction `{name}` has no shape"),
-                )
-                .label("M x N x K unknown")
-                .help("add `shape M x N x K`, e.g. `shape 16 x 8 x 16`"),
-            );
-            None
-        }
-        Some((dims, _)) => {
-            let mut v = [0u32; 3];
-            let mut ok = true;
-            for (i, e) in dims.iter().enumerate() {
-                match expect_int(e, &scope).and_then(|x| in_range(e, x, 1, 65536, "a dimension")) {
-                    Ok(x) => v[i] = x as u32,
-                    Err(d) => {
-                        diags.push(d);
-                        ok = false;
-                    }
-                }
-            }
-            ok.then_some(Shape {
-                m: v[0],
-                n: v[1],
-                k: v[2],
-            })
-        }
+    let shape = instruction_shape(decl, &scope, &name, &mut diags);
+    let types = operand_types(decl, &scope, &name, &mut diags);
+    let scale = scale_factors(decl, &scope, &name, overrides, &mut diags);
+    check_scale_block(decl, scale.as_ref(), shape, &mut diags);
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    let shape = shape.unwrap();
+    check_overrides(decl, uses, entry, &name, overrides)?;
+    let evidence = evidence_kinds(decl)?;
+    let ctx = Ctx {
+        k: shape.k,
+        a: types[&'a'].clone(),
+        b: types[&'b'].clone(),
+        c: types[&'c'].clone(),
+        d: types[&'d'].clone(),
+        scale: scale.clone(),
+        uses_span: uses.span,
+        origin: entry.origin,
+        pipeline: entry.decl.name.name.clone(),
+        instruction: name.clone(),
     };
+    let mut ins = instantiate_pipeline(entry, &uses.args, &scope, &ctx, env, overrides)?;
+    if let Some(rule) = &uses.nan {
+        set_nan_rule(&mut ins.pipeline, rule).map_err(|d| vec![d])?;
+    }
+    Ok(Instruction {
+        name,
+        m: shape.m,
+        n: shape.n,
+        arithmetic: Arithmetic {
+            a: ctx.a,
+            b: ctx.b,
+            c: ctx.c,
+            d: ctx.d,
+            k: shape.k,
+            scale,
+            pipeline: ins.pipeline,
+        },
+        provenance: Provenance {
+            pipeline: entry.decl.name.name.clone(),
+            arguments: ins.arguments,
+            span: decl.span,
+            uses: uses.span,
+            pipeline_span: ins.pipeline_span,
+            node_names: ins.node_names,
+            steps: ins.steps,
+            evidence,
+        },
+    })
+}
 
-    // operand types
+/// `shape M x N x K` of instruction `name`: each dimension from 1 to 65536 (None after
+/// an error).
+fn instruction_shape(
+    decl: &ast::InstructionDecl,
+    scope: &Scope,
+    name: &str,
+    diags: &mut Vec<Diag>,
+) -> Option<Shape> {
+    let Some((dims, _)) = &decl.shape else {
+        diags.push(
+            Diag::new(
+                Code::MissingShape,
+                decl.name_span,
+                format!("instruction `{name}` has no shape"),
+            )
+            .label("M x N x K unknown")
+            .help("add `shape M x N x K`, e.g. `shape 16 x 8 x 16`"),
+        );
+        return None;
+    };
+    let mut v = [0u32; 3];
+    let mut ok = true;
+    for (i, e) in dims.iter().enumerate() {
+        match expect_int(e, scope).and_then(|x| in_range(e, x, 1, 65536, "a dimension")) {
+            Ok(x) => v[i] = x as u32,
+            Err(d) => {
+                diags.push(d);
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(Shape {
+        m: v[0],
+        n: v[1],
+        k: v[2],
+    })
+}
+
+/// `types a = ..., b = ..., c = ..., d = ...` of instruction `name`: each operand's
+/// format, given once.
+fn operand_types(
+    decl: &ast::InstructionDecl,
+    scope: &Scope,
+    name: &str,
+    diags: &mut Vec<Diag>,
+) -> HashMap<char, Format> {
     let mut types: HashMap<char, Format> = HashMap::new();
     for (op, e, sp) in &decl.types {
-        match expect_format(e, &scope) {
+        match expect_format(e, scope) {
             Ok(f) => {
                 if types.insert(*op, f).is_some() {
                     diags.push(
@@ -293,40 +358,57 @@ pub(super) fn instantiate(
             );
         }
     }
+    types
+}
 
-    // scale factors
-    let scale = match &decl.scale {
-        None => None,
-        Some((fe, be, _)) => match (
-            expect_format(fe, &scope),
-            expect_int(be, &scope)
-                .map(|b| overridden(overrides, &name, "block").unwrap_or(b))
-                .and_then(|b| in_range(be, b, 1, 65536, "a block size")),
-        ) {
-            (Ok(f), Ok(b)) => {
-                if f.as_float().is_none() {
-                    diags.push(
-                        Diag::new(
-                            Code::Type,
-                            fe.span,
-                            format!("scale format `{}` is not a float format", f.name),
-                        )
-                        .label("expected ue8m0, ue4m3 or another float format"),
-                    );
-                }
-                Some(ScaleSpec {
-                    format: f,
-                    block: b as u32,
-                })
+/// `scale FORMAT block B` of instruction `name`, if any: a float format, and a block
+/// size (possibly overridden) from 1 to 65536 (None after an error).
+fn scale_factors(
+    decl: &ast::InstructionDecl,
+    scope: &Scope,
+    name: &str,
+    overrides: &[Override],
+    diags: &mut Vec<Diag>,
+) -> Option<ScaleSpec> {
+    let (fe, be, _) = decl.scale.as_ref()?;
+    match (
+        expect_format(fe, scope),
+        expect_int(be, scope)
+            .map(|b| overridden(overrides, name, "block").unwrap_or(b))
+            .and_then(|b| in_range(be, b, 1, 65536, "a block size")),
+    ) {
+        (Ok(f), Ok(b)) => {
+            if f.as_float().is_none() {
+                diags.push(
+                    Diag::new(
+                        Code::Type,
+                        fe.span,
+                        format!("scale format `{}` is not a float format", f.name),
+                    )
+                    .label("expected ue8m0, ue4m3 or another float format"),
+                );
             }
-            (a, b) => {
-                diags.extend(a.err());
-                diags.extend(b.err());
-                None
-            }
-        },
-    };
-    if let (Some(s), Some(sh)) = (&scale, shape)
+            Some(ScaleSpec {
+                format: f,
+                block: b as u32,
+            })
+        }
+        (a, b) => {
+            diags.extend(a.err());
+            diags.extend(b.err());
+            None
+        }
+    }
+}
+
+/// K is a whole number of scale blocks (when both are known).
+fn check_scale_block(
+    decl: &ast::InstructionDecl,
+    scale: Option<&ScaleSpec>,
+    shape: Option<Shape>,
+    diags: &mut Vec<Diag>,
+) {
+    if let (Some(s), Some(sh)) = (scale, shape)
         && sh.k % s.block != 0
     {
         let (_, be, _) = decl.scale.as_ref().unwrap();
@@ -343,22 +425,18 @@ pub(super) fn instantiate(
             .help("each block of k shares one scale factor; K must be a whole number of blocks"),
         );
     }
-    if !diags.is_empty() {
-        return Err(diags);
-    }
-    let shape = shape.unwrap();
-    let ctx = Ctx {
-        k: shape.k,
-        a: types[&'a'].clone(),
-        b: types[&'b'].clone(),
-        c: types[&'c'].clone(),
-        d: types[&'d'].clone(),
-        scale: scale.clone(),
-        uses_span: uses.span,
-        origin: entry.origin,
-        pipeline: entry.decl.name.name.clone(),
-        instruction: name.clone(),
-    };
+}
+
+/// Every override of instruction `name` names a parameter of its pipeline, or `block`
+/// when it is scaled.
+fn check_overrides(
+    decl: &ast::InstructionDecl,
+    uses: &ast::Uses,
+    entry: &PipelineEntry,
+    name: &str,
+    overrides: &[Override],
+) -> Result<(), Vec<Diag>> {
+    let mut diags = vec![];
     for o in overrides.iter().filter(|o| o.instruction == name) {
         let known = o.parameter == "block" && decl.scale.is_some()
             || entry.decl.params.iter().any(|q| q.name.name == o.parameter);
@@ -374,9 +452,12 @@ pub(super) fn instantiate(
             );
         }
     }
-    if !diags.is_empty() {
-        return Err(diags);
-    }
+    if diags.is_empty() { Ok(()) } else { Err(diags) }
+}
+
+/// `evidence WORD, ...`: the kinds of evidence that pin the instruction, each once.
+fn evidence_kinds(decl: &ast::InstructionDecl) -> Result<Vec<Evidence>, Vec<Diag>> {
+    let mut diags = vec![];
     let mut evidence = vec![];
     for id in &decl.evidence {
         match Evidence::ALL.iter().find(|e| e.keyword() == id.name) {
@@ -397,37 +478,11 @@ pub(super) fn instantiate(
             }
         }
     }
-    if !diags.is_empty() {
-        return Err(diags);
+    if diags.is_empty() {
+        Ok(evidence)
+    } else {
+        Err(diags)
     }
-    let mut ins = instantiate_pipeline(entry, &uses.args, &scope, &ctx, env, overrides)?;
-    if let Some(rule) = &uses.nan {
-        set_nan_rule(&mut ins.pipeline, rule).map_err(|d| vec![d])?;
-    }
-    Ok(Instruction {
-        name,
-        m: shape.m,
-        n: shape.n,
-        arithmetic: Arithmetic {
-            a: ctx.a,
-            b: ctx.b,
-            c: ctx.c,
-            d: ctx.d,
-            k: shape.k,
-            scale,
-            pipeline: ins.pipeline,
-        },
-        provenance: Provenance {
-            pipeline: entry.decl.name.name.clone(),
-            arguments: ins.arguments,
-            span: decl.span,
-            uses: uses.span,
-            pipeline_span: ins.pipeline_span,
-            node_names: ins.node_names,
-            steps: ins.steps,
-            evidence,
-        },
-    })
 }
 
 /// `uses PIPELINE(...) nan RULE`: the instruction's NaN rule in place of the pipeline's
