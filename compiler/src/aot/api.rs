@@ -15,6 +15,7 @@ use cranelift_codegen::ir::{
     AbiParam, BlockArg, FuncRef, Function, GlobalValue, InstBuilder, MemFlagsData, Signature,
     StackSlotData, StackSlotKind, Type, UserFuncName, Value, types,
 };
+use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module, ModuleRelocTarget};
 use cranelift_object::ObjectModule;
@@ -114,16 +115,31 @@ impl Strings {
     }
 }
 
-/// The functions and data the entries use.
-struct Refs {
+/// The data objects the entries read: the descriptor table and the strings, with where
+/// each error message lies among the strings.
+struct Data {
     table: DataId,
     strings: DataId,
+    /// Each error code, with the offset of its message.
+    errors: Vec<(i64, u32)>,
+    /// The offset of the message of a code that is none of them.
+    unknown_error: u32,
+}
+
+/// The functions and data the entries use.
+struct Refs {
+    data: Data,
     count: i64,
     read_fp: FuncId,
     write_fp: FuncId,
     strcmp: FuncId,
     malloc: FuncId,
     free: FuncId,
+}
+
+/// A module error, as the message [`define`] returns.
+fn module_error(e: cranelift_module::ModuleError) -> String {
+    e.to_string()
 }
 
 /// Define the descriptor table and the exported entries in `module`.
@@ -133,38 +149,49 @@ pub(crate) fn define(
     arch: &str,
     present: &[Present],
 ) -> Result<(), String> {
-    let err = |e: cranelift_module::ModuleError| e.to_string();
-    let ptr = module.target_config().pointer_type();
     let fp = FpControl::host().ok_or("no floating-point control helpers for this host")?;
+    let mut object = Api::new(module, prefix);
+    let data = object.define_data(arch, present)?;
+    let refs = object.declare_functions(&fp, data, present.len() as i64)?;
+    object.export_entries(&refs)
+}
 
-    // strings and the descriptor table
-    let mut strings = Strings {
-        bytes: vec![],
-        at: Default::default(),
-    };
-    let strings_id = module
-        .declare_data(&format!("{prefix}strings"), Linkage::Local, false, false)
-        .map_err(err)?;
-    let table_id = module
-        .declare_data(
-            &format!("{prefix}instructions"),
-            Linkage::Local,
-            false,
-            false,
-        )
-        .map_err(err)?;
-    let mut table = DataDescription::new();
-    table.set_align(8);
-    let mut bytes = vec![0u8; present.len().max(1) * layout::SIZE as usize];
-    let strings_gv = table.import_global_value(ModuleRelocTarget::user(1, strings_id.as_u32()));
-    let mut string_fields = vec![];
-    let mut function_fields = vec![];
-    for (i, p) in present.iter().enumerate() {
-        let base = i as u32 * layout::SIZE;
+/// The contents of the descriptor table: its bytes, with the counts filled in, and the
+/// fields that point at strings and at functions, which are relocated.
+struct TableContents {
+    bytes: Vec<u8>,
+    /// Each field that points at a string, with the string's offset among the strings.
+    string_fields: Vec<(u32, u32)>,
+    /// Each field that points at a kernel, with the kernel.
+    function_fields: Vec<(u32, FuncId)>,
+}
+
+impl TableContents {
+    /// One descriptor per instruction of `present`, in order, their strings added to
+    /// `strings`.
+    fn new(arch: &str, present: &[Present], strings: &mut Strings) -> Self {
+        let mut table = TableContents {
+            bytes: vec![0u8; present.len().max(1) * layout::SIZE as usize],
+            string_fields: vec![],
+            function_fields: vec![],
+        };
+        for (i, p) in present.iter().enumerate() {
+            let base = i as u32 * layout::SIZE;
+            table.put_counts(base, p);
+            table.put_strings(base, p, arch, strings);
+            table.function_fields.push((base + layout::DOT, p.dot));
+            table.function_fields.push((base + layout::BATCH, p.batch));
+        }
+        table
+    }
+
+    /// The counts of the descriptor at `base`: the shape, the scale block, and the bits
+    /// of the operands and of the scale factors.
+    fn put_counts(&mut self, base: u32, p: &Present) {
         let ar = &p.inst.arithmetic;
         let mut put32 = |field: u32, v: u32| {
             let at = (base + field) as usize;
-            bytes[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            self.bytes[at..at + 4].copy_from_slice(&v.to_le_bytes());
         };
         put32(layout::M, p.inst.m);
         put32(layout::N, p.inst.n);
@@ -182,6 +209,12 @@ pub(crate) fn define(
             ar.scale.as_ref().map_or(0, |s| s.format.storage_bits()),
         );
         put32(layout::SCALE_COUNT, ar.scale_count() as u32);
+    }
+
+    /// The string fields of the descriptor at `base`: the name, the architecture, the
+    /// formats, the algorithm and the evidence.
+    fn put_strings(&mut self, base: u32, p: &Present, arch: &str, strings: &mut Strings) {
+        let ar = &p.inst.arithmetic;
         for (field, s) in [
             (layout::NAME, Some(p.inst.name.as_str())),
             (layout::ARCH, Some(arch)),
@@ -196,162 +229,220 @@ pub(crate) fn define(
             (layout::ALGORITHM, Some(super::algorithm(p.inst))),
         ] {
             if let Some(s) = s {
-                string_fields.push((base + field, strings.offset(s)));
+                self.string_fields.push((base + field, strings.offset(s)));
             }
         }
-        string_fields.push((
+        self.string_fields.push((
             base + layout::EVIDENCE,
             strings.offset(&p.inst.provenance.evidence_words()),
         ));
-        function_fields.push((base + layout::DOT, p.dot));
-        function_fields.push((base + layout::BATCH, p.batch));
     }
-    table.define(bytes.into_boxed_slice());
-    for (at, offset) in string_fields {
-        table.write_data_addr(at, strings_gv, offset as i64);
-    }
-    for (at, f) in function_fields {
-        let r = table.import_function(ModuleRelocTarget::user(0, f.as_u32()));
-        table.write_function_addr(at, r);
-    }
-    module.define_data(table_id, &table).map_err(err)?;
-    let error_offsets: Vec<(i64, u32)> = ERRORS
-        .iter()
-        .map(|(_, code, message)| (*code, strings.offset(message)))
-        .collect();
-    let unknown = strings.offset("unknown error code");
-    let mut desc = DataDescription::new();
-    desc.define(strings.bytes.into_boxed_slice());
-    module.define_data(strings_id, &desc).map_err(err)?;
+}
 
-    // the control-register helpers and the libc functions
-    let call_conv = module.isa().default_call_conv();
-    let sig = |params: &[Type], returns: &[Type]| {
-        let mut s = Signature::new(call_conv);
+/// The C API being written into a module: where its symbols go, and what the functions
+/// it defines share.
+struct Api<'m> {
+    module: &'m mut ObjectModule,
+    /// The prefix of every symbol, `mmac_<arch>_`.
+    prefix: &'m str,
+    ptr: Type,
+    call_conv: CallConv,
+    fctx: FunctionBuilderContext,
+}
+
+impl<'m> Api<'m> {
+    /// Nothing written yet.
+    fn new(module: &'m mut ObjectModule, prefix: &'m str) -> Self {
+        Api {
+            ptr: module.target_config().pointer_type(),
+            call_conv: module.isa().default_call_conv(),
+            module,
+            prefix,
+            fctx: FunctionBuilderContext::new(),
+        }
+    }
+
+    /// A signature in the module's calling convention.
+    fn sig(&self, params: &[Type], returns: &[Type]) -> Signature {
+        let mut s = Signature::new(self.call_conv);
         s.params.extend(params.iter().map(|t| AbiParam::new(*t)));
         s.returns.extend(returns.iter().map(|t| AbiParam::new(*t)));
         s
-    };
-    let read_fp = module
-        .declare_function(
-            &format!("{prefix}fp_read"),
-            Linkage::Local,
-            &sig(&[], &[types::I64]),
-        )
-        .map_err(err)?;
-    let write_fp = module
-        .declare_function(
-            &format!("{prefix}fp_write"),
-            Linkage::Local,
-            &sig(&[types::I64], &[]),
-        )
-        .map_err(err)?;
-    module
-        .define_function_bytes(read_fp, 16, fp.read, &[])
-        .map_err(err)?;
-    module
-        .define_function_bytes(write_fp, 16, fp.write, &[])
-        .map_err(err)?;
-    let import = |module: &mut ObjectModule, name: &str, s: Signature| {
-        module
-            .declare_function(name, Linkage::Import, &s)
-            .map_err(err)
-    };
-    let refs = Refs {
-        table: table_id,
-        strings: strings_id,
-        count: present.len() as i64,
-        read_fp,
-        write_fp,
-        strcmp: import(module, "strcmp", sig(&[ptr, ptr], &[types::I32]))?,
-        malloc: import(module, "malloc", sig(&[ptr], &[ptr]))?,
-        free: import(module, "free", sig(&[ptr], &[]))?,
-    };
+    }
 
-    let mut fctx = FunctionBuilderContext::new();
-    let mut export = |name: &str,
-                      params: &[Type],
-                      returns: &[Type],
-                      body: &dyn Fn(&mut Entry)|
-     -> Result<(), String> {
-        let id = module
-            .declare_function(
-                &format!("{prefix}{name}"),
-                Linkage::Export,
-                &sig(params, returns),
+    /// Declare the local data object `<prefix><name>`.
+    fn declare_data(&mut self, name: &str) -> Result<DataId, String> {
+        self.module
+            .declare_data(
+                &format!("{}{name}", self.prefix),
+                Linkage::Local,
+                false,
+                false,
             )
-            .map_err(err)?;
+            .map_err(module_error)
+    }
+
+    /// Define the descriptor table of `present` and the strings it and the error
+    /// messages point at.
+    fn define_data(&mut self, arch: &str, present: &[Present]) -> Result<Data, String> {
+        let mut strings = Strings {
+            bytes: vec![],
+            at: Default::default(),
+        };
+        let strings_id = self.declare_data("strings")?;
+        let table_id = self.declare_data("instructions")?;
+        let contents = TableContents::new(arch, present, &mut strings);
+        let mut table = DataDescription::new();
+        table.set_align(8);
+        let strings_gv = table.import_global_value(ModuleRelocTarget::user(1, strings_id.as_u32()));
+        table.define(contents.bytes.into_boxed_slice());
+        for (at, offset) in contents.string_fields {
+            table.write_data_addr(at, strings_gv, offset as i64);
+        }
+        for (at, f) in contents.function_fields {
+            let r = table.import_function(ModuleRelocTarget::user(0, f.as_u32()));
+            table.write_function_addr(at, r);
+        }
+        self.module
+            .define_data(table_id, &table)
+            .map_err(module_error)?;
+        let errors = ERRORS
+            .iter()
+            .map(|(_, code, message)| (*code, strings.offset(message)))
+            .collect();
+        let unknown_error = strings.offset("unknown error code");
+        let mut desc = DataDescription::new();
+        desc.define(strings.bytes.into_boxed_slice());
+        self.module
+            .define_data(strings_id, &desc)
+            .map_err(module_error)?;
+        Ok(Data {
+            table: table_id,
+            strings: strings_id,
+            errors,
+            unknown_error,
+        })
+    }
+
+    /// Define the control-register helpers from their machine code `fp`, and import the
+    /// libc functions the entries call.
+    fn declare_functions(
+        &mut self,
+        fp: &FpControl,
+        data: Data,
+        count: i64,
+    ) -> Result<Refs, String> {
+        let read_fp = self
+            .module
+            .declare_function(
+                &format!("{}fp_read", self.prefix),
+                Linkage::Local,
+                &self.sig(&[], &[types::I64]),
+            )
+            .map_err(module_error)?;
+        let write_fp = self
+            .module
+            .declare_function(
+                &format!("{}fp_write", self.prefix),
+                Linkage::Local,
+                &self.sig(&[types::I64], &[]),
+            )
+            .map_err(module_error)?;
+        self.module
+            .define_function_bytes(read_fp, 16, fp.read, &[])
+            .map_err(module_error)?;
+        self.module
+            .define_function_bytes(write_fp, 16, fp.write, &[])
+            .map_err(module_error)?;
+        let ptr = self.ptr;
+        Ok(Refs {
+            data,
+            count,
+            read_fp,
+            write_fp,
+            strcmp: self.import("strcmp", &[ptr, ptr], &[types::I32])?,
+            malloc: self.import("malloc", &[ptr], &[ptr])?,
+            free: self.import("free", &[ptr], &[])?,
+        })
+    }
+
+    /// Declare the function `name` that the object imports.
+    fn import(&mut self, name: &str, params: &[Type], returns: &[Type]) -> Result<FuncId, String> {
+        let s = self.sig(params, returns);
+        self.module
+            .declare_function(name, Linkage::Import, &s)
+            .map_err(module_error)
+    }
+
+    /// Define the exported entries: `count`, `at`, `find`, `dot`, `batch`, `mma` and
+    /// `error`.
+    fn export_entries(&mut self, refs: &Refs) -> Result<(), String> {
+        let ptr = self.ptr;
+        self.export(refs, "count", &[], &[ptr], &|e| e.count())?;
+        self.export(refs, "at", &[ptr], &[ptr], &|e| e.at())?;
+        self.export(refs, "find", &[ptr], &[ptr], &|e| e.find())?;
+        self.export(
+            refs,
+            "dot",
+            &[ptr, types::I64, ptr, ptr, ptr, ptr, ptr],
+            &[types::I32],
+            &|e| e.dot(),
+        )?;
+        self.export(
+            refs,
+            "batch",
+            &[ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr],
+            &[types::I32],
+            &|e| e.batch(),
+        )?;
+        self.export(
+            refs,
+            "mma",
+            &[ptr, ptr, ptr, ptr, ptr, ptr, ptr],
+            &[types::I32],
+            &|e| e.mma(),
+        )?;
+        self.export(refs, "error", &[types::I32], &[ptr], &|e| e.error())
+    }
+
+    /// Define the exported function `<prefix><name>`, whose body `body` writes.
+    fn export(
+        &mut self,
+        refs: &Refs,
+        name: &str,
+        params: &[Type],
+        returns: &[Type],
+        body: &dyn Fn(&mut Entry),
+    ) -> Result<(), String> {
+        let sig = self.sig(params, returns);
+        let id = self
+            .module
+            .declare_function(&format!("{}{name}", self.prefix), Linkage::Export, &sig)
+            .map_err(module_error)?;
         let mut ctx = Context::new();
-        ctx.func =
-            Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig(params, returns));
+        ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
         {
-            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            let mut b = FunctionBuilder::new(&mut ctx.func, &mut self.fctx);
             let block = b.create_block();
             b.append_block_params_for_function_params(block);
             b.switch_to_block(block);
             let args = b.block_params(block).to_vec();
             let mut e = Entry {
                 b,
-                module,
-                refs: &refs,
-                ptr,
+                module: self.module,
+                refs,
+                ptr: self.ptr,
                 args,
             };
             body(&mut e);
             e.b.seal_all_blocks();
-            e.b.finalize(module.target_config());
+            e.b.finalize(self.module.target_config());
         }
-        module
+        self.module
             .define_function(id, &mut ctx)
-            .map_err(|e| format!("cannot compile the entry `{prefix}{name}`: {e:?}"))?;
+            .map_err(|e| format!("cannot compile the entry `{}{name}`: {e:?}", self.prefix))?;
         Ok(())
-    };
-
-    export("count", &[], &[ptr], &|e| {
-        let n = e.b.ins().iconst(e.ptr, e.refs.count);
-        e.b.ins().return_(&[n]);
-    })?;
-    export("at", &[ptr], &[ptr], &|e| {
-        let i = e.args[0];
-        let inside =
-            e.b.ins()
-                .icmp_imm_s(IntCC::UnsignedLessThan, i, e.refs.count);
-        let d = e.descriptor(i);
-        let null = e.b.ins().iconst(e.ptr, 0);
-        let r = e.b.ins().select(inside, d, null);
-        e.b.ins().return_(&[r]);
-    })?;
-    export("find", &[ptr], &[ptr], &|e| e.find())?;
-    export(
-        "dot",
-        &[ptr, types::I64, ptr, ptr, ptr, ptr, ptr],
-        &[types::I32],
-        &|e| e.dot(),
-    )?;
-    export(
-        "batch",
-        &[ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr],
-        &[types::I32],
-        &|e| e.batch(),
-    )?;
-    export(
-        "mma",
-        &[ptr, ptr, ptr, ptr, ptr, ptr, ptr],
-        &[types::I32],
-        &|e| e.mma(),
-    )?;
-    export("error", &[types::I32], &[ptr], &|e| {
-        let code = e.b.ins().sextend(types::I64, e.args[0]);
-        let base = e.strings();
-        let mut r = e.b.ins().iadd_imm_s(base, unknown as i64);
-        for (c, offset) in &error_offsets {
-            let is = e.b.ins().icmp_imm_s(IntCC::Equal, code, *c);
-            let m = e.b.ins().iadd_imm_s(base, *offset as i64);
-            r = e.b.ins().select(is, m, r);
-        }
-        e.b.ins().return_(&[r]);
-    })?;
-    Ok(())
+    }
 }
 
 /// One exported entry being built.
@@ -370,7 +461,7 @@ impl Entry<'_, '_> {
     }
 
     fn strings(&mut self) -> Value {
-        self.data(self.refs.strings)
+        self.data(self.refs.data.strings)
     }
 
     fn func(&mut self, id: FuncId) -> FuncRef {
@@ -379,7 +470,7 @@ impl Entry<'_, '_> {
 
     /// The address of descriptor `i` (no bounds check).
     fn descriptor(&mut self, i: Value) -> Value {
-        let table = self.data(self.refs.table);
+        let table = self.data(self.refs.data.table);
         let off = self.b.ins().imul_imm_s(i, layout::SIZE as i64);
         self.b.ins().iadd(table, off)
     }
@@ -490,6 +581,39 @@ impl Entry<'_, '_> {
         let next = self.b.ins().iadd_imm_s(i, 1);
         self.b.ins().jump(head, &[BlockArg::Value(next)]);
         self.b.switch_to_block(done);
+    }
+
+    /// `count()`: the number of instructions.
+    fn count(&mut self) {
+        let n = self.b.ins().iconst(self.ptr, self.refs.count);
+        self.b.ins().return_(&[n]);
+    }
+
+    /// `at(i)`: descriptor `i`, or NULL past the last one.
+    fn at(&mut self) {
+        let i = self.args[0];
+        let inside = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedLessThan, i, self.refs.count);
+        let d = self.descriptor(i);
+        let null = self.b.ins().iconst(self.ptr, 0);
+        let r = self.b.ins().select(inside, d, null);
+        self.b.ins().return_(&[r]);
+    }
+
+    /// `error(code)`: the message of error code `code`.
+    fn error(&mut self) {
+        let code = self.b.ins().sextend(types::I64, self.args[0]);
+        let base = self.strings();
+        let data = &self.refs.data;
+        let mut r = self.b.ins().iadd_imm_s(base, data.unknown_error as i64);
+        for (c, offset) in &data.errors {
+            let is = self.b.ins().icmp_imm_s(IntCC::Equal, code, *c);
+            let m = self.b.ins().iadd_imm_s(base, *offset as i64);
+            r = self.b.ins().select(is, m, r);
+        }
+        self.b.ins().return_(&[r]);
     }
 
     /// `find(name)`: the descriptor whose name is `name` (strcmp), or NULL.
