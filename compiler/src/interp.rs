@@ -809,9 +809,11 @@ fn align(
                     items.push((g, at, format!("group[{gi}]")));
                 }
             }
-            TermSource::Node(i) => {
-                items.push((&sources.nodes[i], at, node_name(inst, i, f.nodes.len())))
-            }
+            TermSource::Node(i) => items.push((
+                &sources.nodes[i.index()],
+                at,
+                node_name(inst, i.index(), f.nodes.len()),
+            )),
         }
     }
     let reference = match node.reference {

@@ -277,7 +277,31 @@ pub enum TermSource {
     C,
     Groups,
     /// The sum of an earlier alignment node; its exponent is that node's reference exponent.
-    Node(usize),
+    Node(NodeId),
+}
+
+/// An alignment node of a fused pipeline: its place in [`Fused::nodes`], which lists the
+/// nodes in order (a node sums only earlier ones, each exactly once; the last gives the
+/// sum that is normalised).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(u32);
+
+impl NodeId {
+    /// The node at `index` of [`Fused::nodes`].
+    pub fn new(index: usize) -> NodeId {
+        NodeId(u32::try_from(index).unwrap_or(u32::MAX))
+    }
+
+    /// Its place in [`Fused::nodes`].
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl std::fmt::Display for NodeId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
 }
 
 /// One input of an alignment node.

@@ -4,10 +4,11 @@
 //! and, for each alignment node, how many values it sums, the grid of its sum and the bit
 //! width of the fixed-point accumulator that holds it exactly ([`SpecInfo`]).
 //!
-//! Only this module builds a [`SpecInfo`], and the engines take one beside the spec: the
-//! JIT reads its widths and grids from it instead of re-deriving them, and the
-//! interpreter asserts (in debug and test builds) that every sum it computes fits the
-//! width computed here, so each test run also tests the analysis the JIT relies on.
+//! Only this module builds a [`SpecInfo`], and [`validate`] returns it inside a
+//! [`CheckedSpec`], the only form the engines take: the JIT reads its widths and grids
+//! from it instead of re-deriving them, and the interpreter asserts (in debug and test
+//! builds) that every sum it computes fits the width computed here, so each test run also
+//! tests the analysis the JIT relies on.
 
 use crate::checked::{CheckedInstruction, CheckedSpec};
 use crate::diagnostic::{Code, Diag};
@@ -64,7 +65,9 @@ enum KindInfo {
     Composed(Box<CheckedComposed>),
 }
 
-/// A checked arithmetic by pipeline kind.
+/// A checked arithmetic by pipeline kind. The structs its variants refer to have public
+/// fields to read, and are `#[non_exhaustive]`, so that none is built outside this crate:
+/// every one comes from the validator.
 #[derive(Clone, Copy, Debug)]
 pub enum Kind<'a> {
     Fused(&'a CheckedFused),
@@ -74,6 +77,7 @@ pub enum Kind<'a> {
 }
 
 /// The operand formats of a pipeline that computes on floats, and its scale factors'.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FloatOperands {
     pub a: FloatFormat,
@@ -85,6 +89,7 @@ pub struct FloatOperands {
 }
 
 /// The operand formats of an integer pipeline.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IntOperands {
     pub a: IntFormat,
@@ -94,6 +99,7 @@ pub struct IntOperands {
 }
 
 /// A fused pipeline with float operands and the facts of its alignments.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckedFused {
     pub operands: FloatOperands,
@@ -115,6 +121,7 @@ pub enum Scaling {
 }
 
 /// A sequential pipeline with float operands.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckedSequential {
     pub operands: FloatOperands,
@@ -122,6 +129,7 @@ pub struct CheckedSequential {
 }
 
 /// An integer pipeline with integer operands.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckedInteger {
     pub operands: IntOperands,
@@ -130,6 +138,7 @@ pub struct CheckedInteger {
 
 /// A composed pipeline, and the info of each step's arithmetic (`None` for the steps that
 /// are not runs), in step order.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckedComposed {
     pub pipeline: Composed,
@@ -713,7 +722,7 @@ fn fused(a: &Arithmetic, f: &Fused) -> Result<(), String> {
         }
         for t in &n.terms {
             if let TermSource::Node(i) = t.source
-                && i >= ni
+                && i.index() >= ni
             {
                 return Err(format!(
                     "alignment {ni} takes alignment {i}, which is not earlier"
@@ -754,7 +763,7 @@ fn fused(a: &Arithmetic, f: &Fused) -> Result<(), String> {
         return Err(format!("c is aligned {} times", count(TermSource::C)));
     }
     for i in 0..f.nodes.len() {
-        let n = count(TermSource::Node(i));
+        let n = count(TermSource::Node(NodeId::new(i)));
         let want = usize::from(i + 1 < f.nodes.len());
         if n != want {
             return Err(format!(
@@ -844,7 +853,7 @@ fn fused_info(a: &Arithmetic, f: &Fused) -> Result<FusedInfo, i64> {
                 TermSource::Products(_) => products,
                 TermSource::C => c,
                 TermSource::Groups => groups.expect("validated: groups exist"),
-                TermSource::Node(i) => nodes[i].value,
+                TermSource::Node(i) => nodes[i.index()].value,
             })
             .collect();
         let items: u64 = n

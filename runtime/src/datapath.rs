@@ -93,7 +93,7 @@ pub fn of(checked: Checked) -> Datapath {
                                 TermSource::Node(i) => inst
                                     .provenance
                                     .node_names
-                                    .get(i)
+                                    .get(i.index())
                                     .cloned()
                                     .flatten()
                                     .unwrap_or_else(|| format!("node {i}")),

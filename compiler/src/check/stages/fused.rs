@@ -33,11 +33,7 @@ pub(super) fn build_fused(
 
 /// `Err(diags)` when there are any.
 fn fail_if_any(diags: Vec<Diag>) -> Result<(), Vec<Diag>> {
-    if diags.is_empty() {
-        Ok(())
-    } else {
-        Err(diags)
-    }
+    if diags.is_empty() { Ok(()) } else { Err(diags) }
 }
 
 /// The operands of a fused pipeline are floats, and d has Inf and NaN.
@@ -127,9 +123,15 @@ impl<'a> FusedBuilder<'a> {
                 StageKind::Normalize { .. } | StageKind::Nan(_) | StageKind::ZeroResult(_)
             )
         {
-            return Err(Diag::new(Code::StageOrder, s.span, format!("`{}` after `normalize`", stage_name(&s.kind)))
-                .label("the sum is already normalised here")
-                .help("stages run in order: conditioning, products, grouping, alignment, normalisation"));
+            return Err(Diag::new(
+                Code::StageOrder,
+                s.span,
+                format!("`{}` after `normalize`", stage_name(&s.kind)),
+            )
+            .label("the sum is already normalised here")
+            .help(
+                "stages run in order: conditioning, products, grouping, alignment, normalisation",
+            ));
         }
         match &s.kind {
             StageKind::Chain { length, bytes } => self.chain = self.chain_length(length, *bytes)?,
@@ -258,8 +260,13 @@ impl<'a> FusedBuilder<'a> {
     /// `group G products exact [, scaled]`: groups that divide the chain and lie inside
     /// one scale block.
     fn grouping(&self, size: &ast::Expr, scaled: bool) -> Result<Grouping, Diag> {
-        let g = in_range(size, expect_int(size, self.scope)?, 1, 1 << 16, "a group size")?
-            as u32;
+        let g = in_range(
+            size,
+            expect_int(size, self.scope)?,
+            1,
+            1 << 16,
+            "a group size",
+        )? as u32;
         if !self.chain.is_multiple_of(g) {
             return Err(divisibility(size.span, self.chain, g, "group size"));
         }
@@ -343,13 +350,9 @@ impl<'a> FusedBuilder<'a> {
                 .help("add `keep F bits round MODE` after the term or after the reference; for an exact sum use `sum exact`"));
         }
         let drop_below = match &t.drop_below {
-            Some(e) => Some(in_range(
-                e,
-                expect_int(e, self.scope)?,
-                0,
-                100_000,
-                "a drop distance",
-            )? as u32),
+            Some(e) => {
+                Some(in_range(e, expect_int(e, self.scope)?, 0, 100_000, "a drop distance")? as u32)
+            }
             None => None,
         };
         Ok(AlignTerm {
@@ -370,7 +373,7 @@ impl<'a> FusedBuilder<'a> {
             ast::Source::Named(id) if id.name == "c" => TermSource::C,
             ast::Source::Named(id) => {
                 if let Some((idx, _)) = self.node_names.get(&id.name) {
-                    TermSource::Node(*idx)
+                    TermSource::Node(NodeId::new(*idx))
                 } else if self
                     .grouping
                     .as_ref()
@@ -480,9 +483,13 @@ impl<'a> FusedBuilder<'a> {
         if let Some(last) = self.normalize.last()
             && last.max_exponent.is_some()
         {
-            return Err(Diag::new(Code::StageOrder, span, "normalisation after the final `normalize to out`")
-                .label("d is already produced")
-                .help("intermediate steps (`normalize range ...`) come before `normalize to out`"));
+            return Err(Diag::new(
+                Code::StageOrder,
+                span,
+                "normalisation after the final `normalize to out`",
+            )
+            .label("d is already produced")
+            .help("intermediate steps (`normalize range ...`) come before `normalize to out`"));
         }
         Ok(NormalizeStep {
             min_exponent: ff.min_exponent(),
@@ -522,12 +529,16 @@ impl<'a> FusedBuilder<'a> {
                 .help("add `align products, c to max exponent keep F bits round MODE`, or `sum exact`"),
             );
         }
-        if self.normalize.last().is_none_or(|n| n.max_exponent.is_none()) {
+        if self
+            .normalize
+            .last()
+            .is_none_or(|n| n.max_exponent.is_none())
+        {
             diags.push(missing_normalize(p));
         }
         let ctx = self.ctx;
-        let scale_used = self.scaled_products
-            || self.grouping.as_ref().is_some_and(|(g, _, _)| g.scaled);
+        let scale_used =
+            self.scaled_products || self.grouping.as_ref().is_some_and(|(g, _, _)| g.scaled);
         match (&ctx.scale, scale_used) {
             (Some(_), false) => diags.push(
                 Diag::new(Code::ScaleUnused, ctx.uses_span, format!("`{}` has scale factors, but pipeline `{}` never applies them", ctx.instruction, p.name.name))
@@ -574,7 +585,7 @@ impl<'a> FusedBuilder<'a> {
             );
         }
         for (i, name) in self.node_name_list.iter().enumerate() {
-            let uses = count(TermSource::Node(i));
+            let uses = count(TermSource::Node(NodeId::new(i)));
             let last = i + 1 == self.nodes.len();
             if !last && uses != 1 {
                 diags.push(
@@ -655,9 +666,11 @@ fn float_overflow(overflow: Option<&ast::Expr>, scope: &Scope) -> Result<Overflo
     match overflow.map(|e| (expect_overflow(e, scope), e.span)) {
         None => Ok(Overflow::Inf),
         Some((Err(d), _)) => Err(d),
-        Some((Ok(Overflow::Wrap), sp)) => Err(Diag::new(Code::BadOverflow, sp, "floats cannot wrap")
-            .label("wrap is for integers")
-            .help("use `overflow inf` or `overflow saturate`")),
+        Some((Ok(Overflow::Wrap), sp)) => {
+            Err(Diag::new(Code::BadOverflow, sp, "floats cannot wrap")
+                .label("wrap is for integers")
+                .help("use `overflow inf` or `overflow saturate`"))
+        }
         Some((Ok(x), _)) => Ok(x),
     }
 }

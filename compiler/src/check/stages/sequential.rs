@@ -75,10 +75,7 @@ pub(super) fn build_sequential(
                     if !ctx.k.is_multiple_of(g) {
                         return Err(divisibility(size.span, ctx.k, g, "pairwise group size"));
                     }
-                    pairwise = Some((
-                        g,
-                        rounded_op(format, rounding, *flush_keep_sign, scope)?,
-                    ));
+                    pairwise = Some((g, rounded_op(format, rounding, *flush_keep_sign, scope)?));
                 }
                 StageKind::Accumulate {
                     format,

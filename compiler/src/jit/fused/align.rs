@@ -106,7 +106,7 @@ fn node_items<'a>(
             }
             TermSource::C => items.push((*c_term, at)),
             TermSource::Groups => items.extend(groups.iter().map(|g| (*g, at))),
-            TermSource::Node(i) => items.push((node_terms[i], at)),
+            TermSource::Node(i) => items.push((node_terms[i.index()], at)),
         }
     }
     items

@@ -73,7 +73,7 @@ impl Term {
         match (self.x, self.sig) {
             (Some(x), _) => x,
             (None, Some(sig)) => em.signed(self.neg, sig),
-            (None, None) => unreachable!("a term has a value"),
+            (None, None) => unreachable!("a term is built with its value or its significand"),
         }
     }
     fn grid(&self, em: &mut Emitter) -> Value {
@@ -410,7 +410,7 @@ fn finite_step(
     );
     let last = *node_terms
         .last()
-        .expect("a fused pipeline has an alignment (checked: `align` before `normalize`)");
+        .expect("one node term per alignment node, and a checked fused pipeline has one");
     // one normalisation into binary32: the SIMD T-FDPA node's sum in f64 lanes is exact
     // in f64 and rounds there; in i32 lanes it is a small integer (and the f64 unit
     // measures slower for it)

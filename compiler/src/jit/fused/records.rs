@@ -527,10 +527,16 @@ impl ValueProducts {
         max: &mut Option<Value>,
         seen: &mut [Option<Value>; 2],
     ) -> PairProducts {
-        let n = self.narrow.as_ref().expect("planned in i16 lanes");
+        let n = self
+            .narrow
+            .as_ref()
+            .expect("the record plan puts these operands in i16 lanes");
         let mut parts = Vec::with_capacity(2);
         for ((x, code), seen) in self.operands.iter().zip([ra, rb]).zip(seen) {
-            let masks = x.narrow.as_ref().expect("planned in i16 lanes");
+            let masks = x
+                .narrow
+                .as_ref()
+                .expect("the record plan puts these operands in i16 lanes");
             let mantissa = em.b.ins().band(code, masks.mantissa);
             let field = em.b.ins().band(code, masks.field);
             let implicit = em.b.ins().smin(field, masks.unit);

@@ -143,7 +143,9 @@ pub(super) fn limb_sum(
     let mut sticky = zero;
     let mut below = vec![zero];
     for (j, &m) in mag.iter().enumerate() {
-        let prev = *below.last().expect("non-empty");
+        let prev = *below
+            .last()
+            .expect("`below` starts with the zero of no limb");
         below.push(em.b.ins().bor(prev, m));
         let nz = em.icmp_imm(IntCC::NotEqual, m, 0);
         let jc = em.i64c(j as i64);

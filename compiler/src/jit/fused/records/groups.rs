@@ -177,7 +177,7 @@ pub(super) fn step(
             scale_codes[pair] = Some([x[0], y[0]]);
             scale_codes[pair + 1] = Some([x[1], y[1]]);
         }
-        scale_codes[idx].expect("loaded")
+        scale_codes[idx].expect("the loop above loads the scale codes of every pair of records")
     };
     let s = &gp.scale;
     let (m, e_bits) = (s.mantissa_bits as i64, s.exponent_bits as i64);

@@ -75,11 +75,11 @@ pub(crate) fn parity_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Par
     };
     let (dot_keep, c_keep, drop) = match (dot.terms.as_slice(), last.terms.as_slice()) {
         ([even, odd], [d, c])
-            if down(even, TermSource::Node(0), false) == Some(s.keep)
-                && down(odd, TermSource::Node(1), false) == Some(s.keep) =>
+            if down(even, TermSource::Node(NodeId::new(0)), false) == Some(s.keep)
+                && down(odd, TermSource::Node(NodeId::new(1)), false) == Some(s.keep) =>
         {
             (
-                down(d, TermSource::Node(2), false)?,
+                down(d, TermSource::Node(NodeId::new(2)), false)?,
                 down(c, TermSource::C, true)?,
                 c.drop_below? as i64,
             )
