@@ -15,7 +15,8 @@ use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::{Decoded, Format};
 use mmac_compiler::interp;
 use mmac_compiler::ir::{
-    Instruction, Overflow, Pipeline, ProductRule, Reference, RoundedOp, TermSource, ZeroExponent,
+    AlignNode, Fused, Instruction, NormalizeStep, Pipeline, ProductRule, Reference, RoundedOp,
+    Sequential, TermSource, ZeroExponent,
 };
 use num_bigint::BigInt;
 use num_traits::Signed;
@@ -753,63 +754,7 @@ fn facts(inst: &Instruction) -> Vec<Fact> {
     )];
     match &inst.arithmetic.pipeline {
         Pipeline::Fused(f) => {
-            let cond = f.conditioning;
-            for (name, on) in [
-                ("a", cond.flush_a),
-                ("b", cond.flush_b),
-                ("c", cond.flush_c),
-            ] {
-                if on {
-                    out.push(fact(
-                        format!("flush.{name}"),
-                        "products",
-                        format!("subnormal {name}"),
-                        "flushed to zero",
-                    ));
-                }
-            }
-            if let Some(x) = f.product_overflow {
-                out.push(fact(
-                    "product_overflow",
-                    "products",
-                    "products overflow at",
-                    format!("2^{x}"),
-                ));
-            }
-            if (f.chain as usize) < inst.k() {
-                out.push(fact(
-                    "chain",
-                    "chain",
-                    "chained every",
-                    format!("{} products", f.chain),
-                ));
-            }
-            if let Some(g) = f.grouping {
-                out.push(fact(
-                    "group",
-                    "groups",
-                    "products summed exactly in groups of",
-                    format!("{}", g.size),
-                ));
-            }
-            let z = f.zero_exponent;
-            if z.products == z.c && z.c == z.groups {
-                out.push(fact(
-                    "zero",
-                    "alignment",
-                    "zero terms take the exponent",
-                    zero_exponent(z.products),
-                ));
-            } else {
-                for (what, z) in [("products", z.products), ("c", z.c), ("groups", z.groups)] {
-                    out.push(fact(
-                        format!("zero.{what}"),
-                        "alignment",
-                        format!("zero {what} take the exponent"),
-                        zero_exponent(z),
-                    ));
-                }
-            }
+            product_facts(inst, f, &mut out);
             let last = f.nodes.len().saturating_sub(1);
             for (ni, node) in f.nodes.iter().enumerate() {
                 let name = inst
@@ -831,60 +776,10 @@ fn facts(inst: &Instruction) -> Vec<Fact> {
                 } else {
                     ni.to_string()
                 };
-                if let Reference::Fixed(r) = node.reference {
-                    out.push(fact(
-                        format!("node.{slot}.reference"),
-                        "alignment",
-                        format!("{name} is fixed at"),
-                        format!("2^{r}"),
-                    ));
-                }
-                for t in &node.terms {
-                    let src = match t.source {
-                        TermSource::Products(_) => "products".to_string(),
-                        TermSource::C => "c".into(),
-                        TermSource::Groups => "groups".into(),
-                        TermSource::Node(i) => format!("node {i}"),
-                    };
-                    let of = if node.terms.len() > 1 {
-                        format!(" ({src})")
-                    } else {
-                        String::new()
-                    };
-                    match t.keep {
-                        Some((bits, mode)) => {
-                            out.push(fact(
-                                format!("node.{slot}.{src}.keep"),
-                                "alignment",
-                                format!("{name}{of} keeps"),
-                                format!("{bits} bits"),
-                            ));
-                            out.push(fact(
-                                format!("node.{slot}.{src}.mode"),
-                                "alignment",
-                                format!("{name}{of} rounds by"),
-                                mode.short(),
-                            ));
-                        }
-                        None => out.push(fact(
-                            format!("node.{slot}.{src}.keep"),
-                            "alignment",
-                            format!("{name}{of} keeps"),
-                            "every bit",
-                        )),
-                    }
-                    if let Some(n) = t.drop_below {
-                        out.push(fact(
-                            format!("node.{slot}.{src}.drop"),
-                            "alignment",
-                            format!("{name}{of} drops terms more than"),
-                            format!("{n} bits below the reference"),
-                        ));
-                    }
-                }
+                node_facts(node, &name, &slot, &mut out);
             }
             let steps = f.normalize.len();
-            for (si, s) in f.normalize.iter().enumerate() {
+            for (si, step) in f.normalize.iter().enumerate() {
                 let slot = if si + 1 == steps {
                     "last".to_string()
                 } else {
@@ -895,63 +790,185 @@ fn facts(inst: &Instruction) -> Vec<Fact> {
                 } else {
                     format!("normalisation {si}")
                 };
-                out.push(fact(
-                    format!("norm.{slot}.bits"),
-                    "normalisation",
-                    format!("{name} keeps"),
-                    format!("{} bits", s.fraction_bits),
-                ));
-                out.push(fact(
-                    format!("norm.{slot}.mode"),
-                    "normalisation",
-                    format!("{name} rounds by"),
-                    s.rounding.short(),
-                ));
-                out.push(fact(
-                    format!("norm.{slot}.floor"),
-                    "normalisation",
-                    format!("{name} has the exponent floor"),
-                    format!("{}", s.min_exponent),
-                ));
-                if s.max_exponent.is_some() {
-                    let o = match s.overflow {
-                        Overflow::Inf => "inf",
-                        Overflow::Saturate => "saturate",
-                        Overflow::Wrap => "wrap",
-                    };
-                    out.push(fact(
-                        format!("norm.{slot}.overflow"),
-                        "normalisation",
-                        format!("{name} overflows to"),
-                        o,
-                    ));
-                }
+                normalize_facts(step, &name, &slot, &mut out);
             }
         }
-        Pipeline::Sequential(s) => {
-            let p = match &s.product {
-                ProductRule::Exact => "exact".to_string(),
-                ProductRule::Rounded(o) => op(o),
-            };
-            out.push(fact("seq.product", "products", "products are", p));
-            if let Some((g, o)) = &s.pairwise {
-                out.push(fact(
-                    "seq.pairwise",
-                    "groups",
-                    "pairwise groups of",
-                    format!("{g} products, {}", op(o)),
-                ));
-            }
-            out.push(fact(
-                "seq.accumulate",
-                "accumulation",
-                "each step rounds to",
-                op(&s.accumulate),
-            ));
-        }
+        Pipeline::Sequential(s) => sequential_facts(s, &mut out),
         Pipeline::Integer(_) | Pipeline::Composed(_) => {}
     }
     out
+}
+
+/// A fused pipeline's facts before alignment: flushed inputs, product overflow, chains,
+/// groups and the exponents zero terms take.
+fn product_facts(inst: &Instruction, f: &Fused, out: &mut Vec<Fact>) {
+    let cond = f.conditioning;
+    for (name, on) in [
+        ("a", cond.flush_a),
+        ("b", cond.flush_b),
+        ("c", cond.flush_c),
+    ] {
+        if on {
+            out.push(fact(
+                format!("flush.{name}"),
+                "products",
+                format!("subnormal {name}"),
+                "flushed to zero",
+            ));
+        }
+    }
+    if let Some(x) = f.product_overflow {
+        out.push(fact(
+            "product_overflow",
+            "products",
+            "products overflow at",
+            format!("2^{x}"),
+        ));
+    }
+    if (f.chain as usize) < inst.k() {
+        out.push(fact(
+            "chain",
+            "chain",
+            "chained every",
+            format!("{} products", f.chain),
+        ));
+    }
+    if let Some(g) = f.grouping {
+        out.push(fact(
+            "group",
+            "groups",
+            "products summed exactly in groups of",
+            format!("{}", g.size),
+        ));
+    }
+    let z = f.zero_exponent;
+    if z.products == z.c && z.c == z.groups {
+        out.push(fact(
+            "zero",
+            "alignment",
+            "zero terms take the exponent",
+            zero_exponent(z.products),
+        ));
+    } else {
+        for (what, z) in [("products", z.products), ("c", z.c), ("groups", z.groups)] {
+            out.push(fact(
+                format!("zero.{what}"),
+                "alignment",
+                format!("zero {what} take the exponent"),
+                zero_exponent(z),
+            ));
+        }
+    }
+}
+
+/// One alignment node's facts (`name` as the trace calls it, `slot` its key: its index,
+/// or `last`): a fixed reference, and per term what it keeps, how it rounds and what it
+/// drops.
+fn node_facts(node: &AlignNode, name: &str, slot: &str, out: &mut Vec<Fact>) {
+    if let Reference::Fixed(r) = node.reference {
+        out.push(fact(
+            format!("node.{slot}.reference"),
+            "alignment",
+            format!("{name} is fixed at"),
+            format!("2^{r}"),
+        ));
+    }
+    for t in &node.terms {
+        let src = match t.source {
+            TermSource::Products(_) => "products".to_string(),
+            TermSource::C => "c".into(),
+            TermSource::Groups => "groups".into(),
+            TermSource::Node(i) => format!("node {i}"),
+        };
+        let of = if node.terms.len() > 1 {
+            format!(" ({src})")
+        } else {
+            String::new()
+        };
+        match t.keep {
+            Some((bits, mode)) => {
+                out.push(fact(
+                    format!("node.{slot}.{src}.keep"),
+                    "alignment",
+                    format!("{name}{of} keeps"),
+                    format!("{bits} bits"),
+                ));
+                out.push(fact(
+                    format!("node.{slot}.{src}.mode"),
+                    "alignment",
+                    format!("{name}{of} rounds by"),
+                    mode.short(),
+                ));
+            }
+            None => out.push(fact(
+                format!("node.{slot}.{src}.keep"),
+                "alignment",
+                format!("{name}{of} keeps"),
+                "every bit",
+            )),
+        }
+        if let Some(n) = t.drop_below {
+            out.push(fact(
+                format!("node.{slot}.{src}.drop"),
+                "alignment",
+                format!("{name}{of} drops terms more than"),
+                format!("{n} bits below the reference"),
+            ));
+        }
+    }
+}
+
+/// One normalisation step's facts: bits kept, rounding, exponent floor, overflow.
+fn normalize_facts(step: &NormalizeStep, name: &str, slot: &str, out: &mut Vec<Fact>) {
+    out.push(fact(
+        format!("norm.{slot}.bits"),
+        "normalisation",
+        format!("{name} keeps"),
+        format!("{} bits", step.fraction_bits),
+    ));
+    out.push(fact(
+        format!("norm.{slot}.mode"),
+        "normalisation",
+        format!("{name} rounds by"),
+        step.rounding.short(),
+    ));
+    out.push(fact(
+        format!("norm.{slot}.floor"),
+        "normalisation",
+        format!("{name} has the exponent floor"),
+        format!("{}", step.min_exponent),
+    ));
+    if step.max_exponent.is_some() {
+        out.push(fact(
+            format!("norm.{slot}.overflow"),
+            "normalisation",
+            format!("{name} overflows to"),
+            step.overflow.keyword(),
+        ));
+    }
+}
+
+/// A sequential pipeline's facts: how products, pairwise groups and each step round.
+fn sequential_facts(s: &Sequential, out: &mut Vec<Fact>) {
+    let p = match &s.product {
+        ProductRule::Exact => "exact".to_string(),
+        ProductRule::Rounded(o) => op(o),
+    };
+    out.push(fact("seq.product", "products", "products are", p));
+    if let Some((g, o)) = &s.pairwise {
+        out.push(fact(
+            "seq.pairwise",
+            "groups",
+            "pairwise groups of",
+            format!("{g} products, {}", op(o)),
+        ));
+    }
+    out.push(fact(
+        "seq.accumulate",
+        "accumulation",
+        "each step rounds to",
+        op(&s.accumulate),
+    ));
 }
 
 /// `25 bits` vs `24 bits` reads `25 bits (left) vs 24 (right)`.

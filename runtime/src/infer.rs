@@ -509,6 +509,26 @@ fn top_exponent(iface: &Interface, input: &Input) -> Option<i64> {
 }
 
 impl<'a> Search<'a> {
+    /// A search that has asked nothing yet.
+    fn new(iface: &'a Interface, naming: &'a Naming, bx: &'a mut dyn BlackBox) -> Search<'a> {
+        Search {
+            iface,
+            naming,
+            bx,
+            obs: vec![],
+            seen: HashSet::new(),
+            order: vec![],
+            compiled: HashMap::new(),
+            counts: HashMap::new(),
+            high: vec![],
+            sample_offset: 0,
+            high_above: iface
+                .d
+                .as_float()
+                .map_or(i64::MAX, |d| d.min_exponent() as i64 + 8 + 2),
+        }
+    }
+
     fn compile(&mut self, fam: &Family, c: &Candidate) -> Option<Rc<std::cell::RefCell<Compiled>>> {
         if let Some(x) = self.compiled.get(c) {
             return x.clone();
@@ -808,9 +828,6 @@ fn initial_probes(
     out
 }
 
-/// A mismatch in one line: the probe's name and both answers (the request itself is in
-/// [`Mismatch::request`]).
-
 /// The NaN rule of the box, decided on its NaN answers once the arithmetic is known: the
 /// pipeline's own rule when it gives every one of them bit for bit, else the first of
 /// `canonical`, `propagate_c_first`, `propagate_products_first` that does (written as
@@ -913,6 +930,8 @@ fn own_nan_word(inst: &Instruction) -> String {
     }
 }
 
+/// A mismatch in one line: the probe's name and both answers (the request itself is in
+/// [`Mismatch::request`]).
 fn describe(m: &Mismatch) -> String {
     let mine = m
         .candidate_d
@@ -930,22 +949,7 @@ pub fn infer(
     options: &Options,
 ) -> Result<Inference, InferError> {
     let fams = families(iface);
-    let mut search = Search {
-        iface,
-        naming,
-        bx,
-        obs: vec![],
-        seen: HashSet::new(),
-        order: vec![],
-        compiled: HashMap::new(),
-        counts: HashMap::new(),
-        high: vec![],
-        sample_offset: 0,
-        high_above: iface
-            .d
-            .as_float()
-            .map_or(i64::MAX, |d| d.min_exponent() as i64 + 8 + 2),
-    };
+    let mut search = Search::new(iface, naming, bx);
     // any candidate that checks gives the operands' shape for building probes
     let seed = fams.iter().find_map(|f| search.compile(f, &f.start()));
     let Some(seed) = seed else {
@@ -955,160 +959,18 @@ pub fn infer(
         )));
     };
     let seed_inst = seed.borrow().inst().clone();
-    let started = std::time::Instant::now();
-    let trace = std::env::var_os("MMAC_INFER_TRACE").is_some();
-    let note = |what: &str, search: &Search| {
-        if trace {
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "infer: {:>8.3}s {what} ({} probes, {} candidates, {} kernels)",
-                started.elapsed().as_secs_f64(),
-                search.obs.len(),
-                search.compiled.len(),
-                search
-                    .compiled
-                    .values()
-                    .flatten()
-                    .filter(|c| c.borrow().engine.is_some())
-                    .count()
-            );
-        }
-    };
+    let progress = Progress::new();
     search.ask(initial_probes(&seed_inst, iface, options))?;
-    note("initial probes answered", &search);
+    progress.note("initial probes answered", &search);
+    let narrowed = narrow_and_separate(&mut search, &fams, options, &progress)?;
+    progress.note("narrowed", &search);
 
-    let mut unresolved = vec![];
-    let mut unobservable: HashMap<&'static str, Vec<(Value, String)>> = HashMap::new();
-    let mut best: (usize, Candidate, usize);
-    let mut found: Vec<(usize, Candidate, usize)>;
-    let mut round = 0;
-    let mut restarts = 0;
-    loop {
-        round += 1;
-        note(&format!("round {round}"), &search);
-        found = vec![];
-        for (fi, fam) in fams.iter().enumerate() {
-            // a restart begins from the family's own start, on another sample
-            let start = if restarts % 2 == 1 {
-                fam.start()
-            } else {
-                start_for(fam, &found)
-            };
-            if let Some((c, n)) = search.narrow(fam, start) {
-                found.push((fi, c, n));
-            }
-        }
-        best = found
-            .iter()
-            .min_by_key(|(fi, _, n)| (*n, *fi))
-            .cloned()
-            .expect("at least one family checks");
-        if best.2 > 0 && restarts < RESTARTS && round <= options.rounds {
-            // stuck where no parameter alone can move: search again from elsewhere
-            restarts += 1;
-            search.sample_offset += 1;
-            search
-                .counts
-                .retain(|(_, scope), _| matches!(scope, Scope::All | Scope::High));
-            note(&format!("restart {restarts}"), &search);
-            continue;
-        }
-        if best.2 > 0 || round > options.rounds {
-            break;
-        }
-        // rivals: other values of one parameter, and other families, that agree so far
-        let fam = &fams[best.0];
-        let mut rivals: Vec<(usize, Candidate)> = search
-            .ties(fam, &best.1)
-            .into_iter()
-            .map(|(c, _)| (best.0, c))
-            .collect();
-        rivals.extend(
-            found
-                .iter()
-                .filter(|(fi, _, n)| *n == 0 && *fi != best.0)
-                .map(|(fi, c, _)| (*fi, c.clone())),
-        );
-        note(
-            &format!("{} rivals of {}", rivals.len(), fam.uses(&best.1)),
-            &search,
-        );
-        let winner = search.compile(fam, &best.1).expect("the winner checks");
-        let winner = winner.borrow().v.clone();
-        let w_inst = winner.get(0).instruction().clone();
-        unobservable.clear();
-        unresolved.clear();
-        let mut open = vec![];
-        for (fi, r) in &rivals {
-            let Some(rc) = search.compile(&fams[*fi], r) else {
-                continue;
-            };
-            let r_inst = rc.borrow().inst().clone();
-            if let Some(why) = proven_equivalent(winner.get(0), &r_inst) {
-                if *fi == best.0
-                    && let Some((name, v)) = r.args.iter().find(|(n, v)| best.1.get(n) != Some(v))
-                {
-                    unobservable.entry(name).or_default().push((v.clone(), why));
-                }
-                continue;
-            }
-            open.push((*fi, r.clone(), rc));
-        }
-        if open.is_empty() {
-            break;
-        }
-        // targeted probes: the corner cases of the winner and every open rival together
-        let insts: Vec<Instruction> = std::iter::once(w_inst.clone())
-            .chain(open.iter().map(|(_, _, rc)| rc.borrow().inst().clone()))
-            .collect();
-        let refs: Vec<&Instruction> = insts.iter().collect();
-        let focus = Focus::of(&refs);
-        let mut asked = search.ask(corners::structured(&w_inst, &focus))?;
-        let mut random = RandomInputs::new(&w_inst, &focus, options.seed ^ round as u64);
-        asked += search.ask(
-            (0..1000)
-                .map(|i| (format!("random probe {i} (round {round})"), random.draw()))
-                .collect(),
-        )?;
-        // rivals that still agree get a witness search each
-        let still: Vec<_> = open
-            .iter()
-            .filter(|(fi, r, _)| search.disagreements(&fams[*fi], r, 0) == Some(0))
-            .cloned()
-            .collect();
-        let mut witnesses = vec![];
-        for (_, r, rc) in still.iter().take(24) {
-            let rc = rc.borrow();
-            let opts = SearchOptions {
-                random_draws: 8192,
-                seed: options.seed,
-                wanted: 1,
-            };
-            match witness::find(winner.get(0), rc.checked(), &opts) {
-                Ok(ws) if !ws.is_empty() => witnesses.extend(
-                    ws.into_iter()
-                        .map(|w| (format!("witness against {} ({})", fams_uses(&fams, r), w.origin), w.input)),
-                ),
-                _ => unresolved.push(format!(
-                    "{} agrees with every probe; no witness found and no proof that it is equivalent",
-                    fams_uses(&fams, r)
-                )),
-            }
-        }
-        note("witness searches done", &search);
-        asked += search.ask(witnesses)?;
-        if asked == 0 {
-            break;
-        }
-    }
-    note("narrowed", &search);
-    let mut nan_report: Option<ParameterReport> = None;
-    let (bfi, winner, wrong) = best.clone();
+    let (bfi, winner, wrong) = narrowed.best.clone();
     let fam = &fams[bfi];
     let mut uses = fam.uses(&winner);
     // the NaN rule, decided on the box's NaN answers (exactly, where the narrowing let
     // any NaN match any NaN under `nan ieee`)
+    let mut nan_report: Option<ParameterReport> = None;
     if wrong == 0
         && let Some(own) = search.compile(fam, &winner)
     {
@@ -1125,14 +987,266 @@ pub fn infer(
             });
         }
     }
+    let mut parameters = parameter_reports(&mut search, fam, &winner, &narrowed.unobservable);
+    parameters.extend(nan_report);
+    let other_families = other_family_lines(&mut search, &fams, bfi, &narrowed.found);
+    let probes_asked = search.obs.len();
+    progress.note("evidence gathered", &search);
 
-    // evidence per parameter: the neighbouring values and the probes that rule them out
+    let (verify_cases, failure) = if wrong > 0 {
+        (0, search.first_wrong(fam, &winner).map(|(_, m)| m))
+    } else {
+        verify(&mut search, &uses, options)?
+    };
+    progress.note("verified", &search);
+    let mut inference = Inference {
+        family: fam.pipeline.to_string(),
+        uses,
+        spec: String::new(),
+        parameters,
+        other_families,
+        probes: probes_asked,
+        verify_cases,
+        failure,
+        unresolved: narrowed.unresolved,
+    };
+    let header = header(&inference, fam, iface, command);
+    inference.spec = spec_text(iface, naming, &inference.uses, &header);
+    Ok(inference)
+}
+
+/// `MMAC_INFER_TRACE`: a line on stderr at each phase, with the time and the search's size.
+struct Progress {
+    started: std::time::Instant,
+    trace: bool,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress {
+            started: std::time::Instant::now(),
+            trace: std::env::var_os("MMAC_INFER_TRACE").is_some(),
+        }
+    }
+
+    fn note(&self, what: &str, search: &Search) {
+        if !self.trace {
+            return;
+        }
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "infer: {:>8.3}s {what} ({} probes, {} candidates, {} kernels)",
+            self.started.elapsed().as_secs_f64(),
+            search.obs.len(),
+            search.compiled.len(),
+            search
+                .compiled
+                .values()
+                .flatten()
+                .filter(|c| c.borrow().engine.is_some())
+                .count()
+        );
+    }
+}
+
+/// Where narrowing ends: the best candidate (its family, its values, the probes it gets
+/// wrong), the best of every family, the parameter values proven equivalent to the
+/// best's, and the rivals nothing told apart.
+struct Narrowed {
+    best: (usize, Candidate, usize),
+    found: Vec<(usize, Candidate, usize)>,
+    unobservable: HashMap<&'static str, Vec<(Value, String)>>,
+    unresolved: Vec<String>,
+}
+
+/// Rounds of narrowing every family on the probes so far (restarting from elsewhere when
+/// stuck), then separating the best from its rivals with new probes, until no rival is
+/// open, nothing new was asked, or the rounds run out.
+fn narrow_and_separate(
+    search: &mut Search,
+    fams: &[Family],
+    options: &Options,
+    progress: &Progress,
+) -> Result<Narrowed, InferError> {
+    let mut round = 0;
+    let mut restarts = 0;
+    // what the last separation proved and left open
+    let mut unobservable = HashMap::new();
+    let mut unresolved = vec![];
+    loop {
+        round += 1;
+        progress.note(&format!("round {round}"), search);
+        let mut found = vec![];
+        for (fi, fam) in fams.iter().enumerate() {
+            // a restart begins from the family's own start, on another sample
+            let start = if restarts % 2 == 1 {
+                fam.start()
+            } else {
+                start_for(fam, &found)
+            };
+            if let Some((c, n)) = search.narrow(fam, start) {
+                found.push((fi, c, n));
+            }
+        }
+        // the seed checked, so its family narrows to some candidate
+        let Some(best) = found.iter().min_by_key(|(fi, _, n)| (*n, *fi)).cloned() else {
+            return Err(InferError::NoFamily(
+                "no candidate of any family checks".to_string(),
+            ));
+        };
+        let mut narrowed = Narrowed {
+            best,
+            found,
+            unobservable: std::mem::take(&mut unobservable),
+            unresolved: std::mem::take(&mut unresolved),
+        };
+        if narrowed.best.2 > 0 && restarts < RESTARTS && round <= options.rounds {
+            // stuck where no parameter alone can move: search again from elsewhere
+            restarts += 1;
+            search.sample_offset += 1;
+            search
+                .counts
+                .retain(|(_, scope), _| matches!(scope, Scope::All | Scope::High));
+            progress.note(&format!("restart {restarts}"), search);
+            unobservable = narrowed.unobservable;
+            unresolved = narrowed.unresolved;
+            continue;
+        }
+        if narrowed.best.2 > 0 || round > options.rounds {
+            return Ok(narrowed);
+        }
+        let asked = separate_rivals(search, fams, &mut narrowed, options, round, progress)?;
+        if asked == 0 {
+            return Ok(narrowed);
+        }
+        unobservable = narrowed.unobservable;
+        unresolved = narrowed.unresolved;
+    }
+}
+
+/// One round of separation: the best's rivals (other values of one parameter, other
+/// families) that agree on every probe so far are proven equivalent (recorded in
+/// `narrowed.unobservable`, replacing the last round's), or asked the corner cases and
+/// random inputs focused on the best and them, and then witness searches; rivals nothing
+/// separates are recorded in `narrowed.unresolved`. Returns how many new probes were
+/// asked (0 when no rival is open).
+fn separate_rivals(
+    search: &mut Search,
+    fams: &[Family],
+    narrowed: &mut Narrowed,
+    options: &Options,
+    round: usize,
+    progress: &Progress,
+) -> Result<usize, InferError> {
+    let best = &narrowed.best;
+    let fam = &fams[best.0];
+    let mut rivals: Vec<(usize, Candidate)> = search
+        .ties(fam, &best.1)
+        .into_iter()
+        .map(|(c, _)| (best.0, c))
+        .collect();
+    rivals.extend(
+        narrowed
+            .found
+            .iter()
+            .filter(|(fi, _, n)| *n == 0 && *fi != best.0)
+            .map(|(fi, c, _)| (*fi, c.clone())),
+    );
+    progress.note(
+        &format!("{} rivals of {}", rivals.len(), fam.uses(&best.1)),
+        search,
+    );
+    let Some(winner) = search.compile(fam, &best.1) else {
+        return Ok(0);
+    };
+    let winner = winner.borrow().v.clone();
+    let w_inst = winner.get(0).instruction().clone();
+    narrowed.unobservable.clear();
+    narrowed.unresolved.clear();
+    let mut open = vec![];
+    for (fi, r) in &rivals {
+        let Some(rc) = search.compile(&fams[*fi], r) else {
+            continue;
+        };
+        let r_inst = rc.borrow().inst().clone();
+        if let Some(why) = proven_equivalent(winner.get(0), &r_inst) {
+            if *fi == best.0
+                && let Some((name, v)) = r.args.iter().find(|(n, v)| best.1.get(n) != Some(v))
+            {
+                narrowed
+                    .unobservable
+                    .entry(name)
+                    .or_default()
+                    .push((v.clone(), why));
+            }
+            continue;
+        }
+        open.push((*fi, r.clone(), rc));
+    }
+    if open.is_empty() {
+        return Ok(0);
+    }
+    // targeted probes: the corner cases of the winner and every open rival together
+    let insts: Vec<Instruction> = std::iter::once(w_inst.clone())
+        .chain(open.iter().map(|(_, _, rc)| rc.borrow().inst().clone()))
+        .collect();
+    let refs: Vec<&Instruction> = insts.iter().collect();
+    let focus = Focus::of(&refs);
+    let mut asked = search.ask(corners::structured(&w_inst, &focus))?;
+    let mut random = RandomInputs::new(&w_inst, &focus, options.seed ^ round as u64);
+    asked += search.ask(
+        (0..1000)
+            .map(|i| (format!("random probe {i} (round {round})"), random.draw()))
+            .collect(),
+    )?;
+    // rivals that still agree get a witness search each
+    let still: Vec<_> = open
+        .iter()
+        .filter(|(fi, r, _)| search.disagreements(&fams[*fi], r, 0) == Some(0))
+        .cloned()
+        .collect();
+    let mut witnesses = vec![];
+    for (_, r, rc) in still.iter().take(24) {
+        let rc = rc.borrow();
+        let opts = SearchOptions {
+            random_draws: 8192,
+            seed: options.seed,
+            wanted: 1,
+        };
+        match witness::find(winner.get(0), rc.checked(), &opts) {
+            Ok(ws) if !ws.is_empty() => witnesses.extend(ws.into_iter().map(|w| {
+                (
+                    format!("witness against {} ({})", fams_uses(fams, r), w.origin),
+                    w.input,
+                )
+            })),
+            _ => narrowed.unresolved.push(format!(
+                "{} agrees with every probe; no witness found and no proof that it is equivalent",
+                fams_uses(fams, r)
+            )),
+        }
+    }
+    progress.note("witness searches done", search);
+    asked += search.ask(witnesses)?;
+    Ok(asked)
+}
+
+/// The evidence for each parameter of the winner: its neighbouring values (every other
+/// value, for a parameter that is not a number) and the probes that rule them out, or
+/// the proof that they are equivalent.
+fn parameter_reports(
+    search: &mut Search,
+    fam: &Family,
+    winner: &Candidate,
+    unobservable: &HashMap<&'static str, Vec<(Value, String)>>,
+) -> Vec<ParameterReport> {
     let mut parameters = vec![];
     for p in &fam.params {
-        let v = winner
-            .get(p.name)
-            .cloned()
-            .expect("every parameter has a value");
+        // a candidate of a family has a value for each of its parameters
+        let Some(v) = winner.get(p.name).cloned() else {
+            continue;
+        };
         let mut evidence = vec![];
         let at = p.domain.iter().position(|x| *x == v);
         let alternatives: Vec<Value> = match (&v, at) {
@@ -1165,7 +1279,7 @@ pub fn infer(
                 )),
             }
         }
-        if let Some(list) = unobservable.get(p.name) {
+        if let Some(list) = proven {
             let mut vals: Vec<Value> = list.iter().map(|(v, _)| v.clone()).collect();
             vals.push(v.clone());
             evidence.push(format!(
@@ -1181,82 +1295,96 @@ pub fn infer(
             evidence,
         });
     }
-    parameters.extend(nan_report);
-    let mut other_families = vec![];
-    for (fi, c, n) in &found {
-        if *fi == bfi {
+    parameters
+}
+
+/// One line per other family: its best candidate and the first probe it gets wrong.
+fn other_family_lines(
+    search: &mut Search,
+    fams: &[Family],
+    best: usize,
+    found: &[(usize, Candidate, usize)],
+) -> Vec<String> {
+    let mut lines = vec![];
+    for (fi, c, n) in found {
+        if *fi == best {
             continue;
         }
-        let line = match search.first_wrong(&fams[*fi], c) {
+        let f = &fams[*fi];
+        lines.push(match search.first_wrong(f, c) {
             Some((_, m)) => format!(
                 "{} ({}): at best {}, disagrees on {n} probes, first {}",
-                fams[*fi].pipeline,
-                fams[*fi].title,
-                fams[*fi].uses(c),
+                f.pipeline,
+                f.title,
+                f.uses(c),
                 describe(&m)
             ),
             None => format!(
                 "{} ({}): {} agrees with every probe",
-                fams[*fi].pipeline,
-                fams[*fi].title,
-                fams[*fi].uses(c)
+                f.pipeline,
+                f.title,
+                f.uses(c)
             ),
-        };
-        other_families.push(line);
+        });
     }
-    let probes_asked = search.obs.len();
+    lines
+}
 
-    note("evidence gathered", &search);
-    let mut failure = None;
-    let mut verify_cases = 0;
-    if wrong > 0 {
-        failure = search.first_wrong(fam, &winner).map(|(_, m)| m);
-    } else {
-        // the spec as written: the winner with its NaN rule
-        let v = compile("inferred.mma", &spec_text(iface, naming, &uses, ""))
-            .expect("the winner checks, with any NaN rule");
-        let inst = v.get(0).instruction();
-        let engine = Engine::new(v.get(0), Choice::QUICK);
-        let focus = Focus::of(&[inst]);
-        let mut random = RandomInputs::new(inst, &focus, options.seed.wrapping_mul(31) ^ 0x7e51);
-        let nan = nan_any(inst);
-        let d = &inst.arithmetic.d;
-        while verify_cases < options.verify && failure.is_none() {
-            let n = 4096.min(options.verify - verify_cases);
-            let batch: Vec<Input> = (0..n).map(|_| random.draw()).collect();
-            let want = search.bx.answer(&batch)?;
-            let got = evaluate(&engine, &batch).ok();
-            for (i, input) in batch.iter().enumerate() {
-                let mine = got.as_ref().map(|g| g[i]);
-                if !mine.is_some_and(|m| matches(d, want[i], m, nan)) {
-                    failure = Some(Mismatch {
-                        probe: format!("verification case {}", verify_cases + i + 1),
-                        input: input.clone(),
-                        request: iface.request(input),
-                        box_d: want[i],
-                        candidate_d: mine,
-                    });
-                    break;
-                }
-            }
-            verify_cases += n;
+/// The spec as written (the winner with its NaN rule) against the box on
+/// `options.verify` random inputs drawn to stress its parameters: how many were asked and
+/// the first that disagrees.
+fn verify(
+    search: &mut Search,
+    uses: &str,
+    options: &Options,
+) -> Result<(usize, Option<Mismatch>), InferError> {
+    let iface = search.iface;
+    let written = spec_text(iface, search.naming, uses, "");
+    let v = match compile("inferred.mma", &written) {
+        Ok(v) => v,
+        Err(e) => {
+            return Err(InferError::NoFamily(format!(
+                "the inferred spec does not check: {}",
+                e.render_plain(100)
+            )));
         }
-    }
-
-    note("verified", &search);
-    let mut header = String::new();
-    let w = |s: &mut String, line: &str| {
-        s.push_str("// ");
-        s.push_str(line);
-        s.push('\n');
     };
-    w(
-        &mut header,
-        &format!("Inferred by `mmac infer` from the box `{command}`."),
-    );
-    w(
-        &mut header,
-        &format!(
+    let inst = v.get(0).instruction();
+    let engine = Engine::new(v.get(0), Choice::QUICK);
+    let focus = Focus::of(&[inst]);
+    let mut random = RandomInputs::new(inst, &focus, options.seed.wrapping_mul(31) ^ 0x7e51);
+    let nan = nan_any(inst);
+    let d = &inst.arithmetic.d;
+    let mut cases = 0;
+    while cases < options.verify {
+        let n = 4096.min(options.verify - cases);
+        let batch: Vec<Input> = (0..n).map(|_| random.draw()).collect();
+        let want = search.bx.answer(&batch)?;
+        let got = evaluate(&engine, &batch).ok();
+        for (i, input) in batch.iter().enumerate() {
+            let mine = got.as_ref().map(|g| g[i]);
+            if !mine.is_some_and(|m| matches(d, want[i], m, nan)) {
+                let failure = Mismatch {
+                    probe: format!("verification case {}", cases + i + 1),
+                    input: input.clone(),
+                    request: iface.request(input),
+                    box_d: want[i],
+                    candidate_d: mine,
+                };
+                return Ok((cases + n, Some(failure)));
+            }
+        }
+        cases += n;
+    }
+    Ok((cases, None))
+}
+
+/// The inferred spec's header comment: the box, the operands, the algorithm chosen over
+/// the others, every parameter with its evidence, what is unresolved, and the verdict.
+fn header(inference: &Inference, fam: &Family, iface: &Interface, command: &str) -> String {
+    let mut lines = vec![
+        format!("Inferred by `mmac infer` from the box `{command}`."),
+        format!(
             "operands: a = {}, b = {}, c = {}, d = {}, k = {}{}",
             iface.a.name,
             iface.b.name,
@@ -1269,63 +1397,44 @@ pub fn infer(
                 .map(|(f, b)| format!(", scale {} block {b}", f.name))
                 .unwrap_or_default()
         ),
+    ];
+    let probes = inference.probes;
+    lines.push(if inference.other_families.is_empty() {
+        format!(
+            "algorithm: {} ({}), the only pipeline of the prelude for these operands; {probes} probes",
+            fam.pipeline, fam.title
+        )
+    } else {
+        format!(
+            "algorithm: {} ({}), chosen over every other pipeline of the prelude on {probes} probes:",
+            fam.pipeline, fam.title
+        )
+    });
+    lines.extend(inference.other_families.iter().map(|l| format!("  {l}")));
+    for p in &inference.parameters {
+        lines.push(format!("{} = {}", p.name, p.value));
+        lines.extend(p.evidence.iter().map(|e| format!("  {e}")));
+    }
+    lines.extend(
+        inference
+            .unresolved
+            .iter()
+            .map(|u| format!("unresolved: {u}")),
     );
-    w(
-        &mut header,
-        &if other_families.is_empty() {
-            format!(
-                "algorithm: {} ({}), the only pipeline of the prelude for these operands; {probes_asked} probes",
-                fam.pipeline, fam.title
-            )
-        } else {
-            format!(
-                "algorithm: {} ({}), chosen over every other pipeline of the prelude on {probes_asked} probes:",
-                fam.pipeline, fam.title
-            )
-        },
-    );
-    for line in &other_families {
-        w(&mut header, &format!("  {line}"));
-    }
-    for p in &parameters {
-        w(&mut header, &format!("{} = {}", p.name, p.value));
-        for e in &p.evidence {
-            w(&mut header, &format!("  {e}"));
-        }
-    }
-    for u in &unresolved {
-        w(&mut header, &format!("unresolved: {u}"));
-    }
-    match &failure {
-        None => w(
-            &mut header,
-            &format!(
-                "verified: {verify_cases} random cases drawn to stress these parameters agree bit for bit"
-            ),
+    lines.push(match &inference.failure {
+        None => format!(
+            "verified: {} random cases drawn to stress these parameters agree bit for bit",
+            inference.verify_cases
         ),
-        Some(m) => w(
-            &mut header,
-            &format!(
-                "NOT VERIFIED: the box answers d={:x} but this spec gives {} on {}",
-                m.box_d,
-                m.candidate_d
-                    .map_or("an error".into(), |d| format!("d={d:x}")),
-                describe(m)
-            ),
+        Some(m) => format!(
+            "NOT VERIFIED: the box answers d={:x} but this spec gives {} on {}",
+            m.box_d,
+            m.candidate_d
+                .map_or("an error".into(), |d| format!("d={d:x}")),
+            describe(m)
         ),
-    }
-    let spec = spec_text(iface, naming, &uses, &header);
-    Ok(Inference {
-        family: fam.pipeline.to_string(),
-        uses,
-        spec,
-        parameters,
-        other_families,
-        probes: probes_asked,
-        verify_cases,
-        failure,
-        unresolved,
-    })
+    });
+    lines.iter().map(|l| format!("// {l}\n")).collect()
 }
 
 /// Values as a short list: runs of consecutive integers as `lo..=hi`.
