@@ -1,7 +1,16 @@
-//! mmac-runtime: runs checked specs on data: conformance vector files ([`vectors`],
-//! [`conformance`]), spec loading from files and folders ([`specs`]), listings
-//! ([`listing`]), feature probes ([`probes`]), `.npy` matrices and GEMMs ([`matrix`],
-//! [`gemm`]) and operand values typed by hand ([`values`]).
+//! mmac-runtime: runs checked specs on data. Every module, by what it serves:
+//! - loading and listing: [`specs`] (files and folders), [`listing`] (`mmac list`);
+//! - conformance: [`vectors`] (`.mmv` files), [`conformance`] (running them);
+//! - operands and results: [`values`] (typed by hand), [`inputs`] (built from exact
+//!   values), [`matrix`] (`.npy`), [`output`] (atomic `-o` files), [`gemm`] (whole
+//!   instructions and GEMMs);
+//! - corner cases and the questions asked with them: [`corners`] (the one catalogue),
+//!   [`probes`] (`mmac probe`), [`mutants`] (single-parameter neighbours),
+//!   [`observability`] (proofs of agreement), [`witness`] (inputs on which two
+//!   instructions differ), [`generate`] (`mmac gen`), [`diff`] (`mmac diff`);
+//! - measurement and explanation: [`accuracy`] (`mmac report`), [`datapath`] (`mmac show`);
+//! - black boxes: [`blackbox`] (the protocol, in-process and piped boxes), [`infer`]
+//!   (`mmac infer`).
 
 pub mod accuracy;
 pub mod blackbox;
