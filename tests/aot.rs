@@ -27,14 +27,17 @@ use std::process::Command;
 /// repository root); returns the object's path.
 fn object(spec: &str, arch: &str, dir: &Path) -> PathBuf {
     let out = dir.join(format!("{arch}.o"));
-    let o = mmac_in(dir, &[
+    let o = mmac_in(
+        dir,
+        &[
             "compile",
             root().join(spec).to_str().unwrap(),
             "--emit",
             "obj",
             "-o",
             out.to_str().unwrap(),
-        ]);
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(dir.join(format!("{arch}.h")).is_file());
     out
@@ -334,14 +337,17 @@ fn two_objects_link_into_one_program() {
 fn shared_library_has_the_same_api() {
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path().join("libhopper.so");
-    let o = mmac_in(dir.path(), &[
+    let o = mmac_in(
+        dir.path(),
+        &[
             "compile",
             root().join("specs/hopper.mma").to_str().unwrap(),
             "--emit",
             "lib",
             "-o",
             lib.to_str().unwrap(),
-        ]);
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     // the header is libhopper.h; the checker includes it by the architecture's name
     std::fs::copy(dir.path().join("libhopper.h"), dir.path().join("hopper.h")).unwrap();
@@ -385,18 +391,24 @@ fn compile_refuses_what_it_cannot_do() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("-o is for `--emit obj` and `--emit lib`"));
     // an unknown instruction
-    let o = mmac_in(dir.path(), &[
+    let o = mmac_in(
+        dir.path(),
+        &[
             "compile",
             spec,
             "--instr",
             "mma.m16n8k16.f32.f16.f16.f31",
             "--emit",
             "obj",
-        ]);
+        ],
+    );
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("did you mean `mma.m16n8k16.f32.f16.f16.f32`?"));
     // an output folder that does not exist
-    let o = mmac_in(dir.path(), &["compile", spec, "--emit", "obj", "-o", "no/such/x.o"]);
+    let o = mmac_in(
+        dir.path(),
+        &["compile", spec, "--emit", "obj", "-o", "no/such/x.o"],
+    );
     assert_eq!(o.status.code(), Some(2));
     assert!(!dir.path().join("no").exists());
 }
@@ -407,7 +419,10 @@ fn instr_filters_every_emit() {
     let spec = root().join("specs/hopper.mma");
     let spec = spec.to_str().unwrap();
     let one = "mma.m16n8k8.f32.bf16.bf16.f32";
-    let o = mmac_in(dir.path(), &["compile", spec, "--instr", one, "--emit", "clif"]);
+    let o = mmac_in(
+        dir.path(),
+        &["compile", spec, "--instr", one, "--emit", "clif"],
+    );
     assert_eq!(o.status.code(), Some(0));
     let out = text(&o.stdout);
     assert!(
@@ -415,7 +430,9 @@ fn instr_filters_every_emit() {
         "{out}"
     );
     assert!(out.contains("function"), "{out}");
-    let o = mmac_in(dir.path(), &[
+    let o = mmac_in(
+        dir.path(),
+        &[
             "compile",
             spec,
             "--instr",
@@ -426,7 +443,8 @@ fn instr_filters_every_emit() {
             "obj",
             "-o",
             "two.o",
-        ]);
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let header = std::fs::read_to_string(dir.path().join("two.h")).unwrap();
     assert!(header.contains("2 instructions"), "{header}");

@@ -98,7 +98,10 @@ fn serve_reports_a_malformed_line_with_its_number() {
 fn infer_recovers_a_served_spec() {
     let dir = tempfile::TempDir::new().unwrap();
     let out_path = dir.path().join("inferred.mma");
-    let exec = format!("{} serve specs/hopper.mma --instr {HOPPER}", mmac_path().display());
+    let exec = format!(
+        "{} serve specs/hopper.mma --instr {HOPPER}",
+        mmac_path().display()
+    );
     let out = mmac(&[
         "infer",
         "--exec",

@@ -68,7 +68,7 @@ impl Distribution {
             Distribution::LogNormal => {
                 let x: f64 = StandardNormal.sample(rng);
                 x.exp()
-            },
+            }
             Distribution::Signed => 2.0 * unit(rng) - 1.0,
         }
     }
