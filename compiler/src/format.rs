@@ -297,23 +297,23 @@ pub fn int_range(i: &IntFormat) -> (i64, i64) {
     }
 }
 
-fn sign_bit(f: &FloatFormat, negative: bool) -> u64 {
-    if f.signed && negative {
-        1u64 << (f.exponent_bits + f.mantissa_bits)
+fn sign_bit(float: &FloatFormat, negative: bool) -> u64 {
+    if float.signed && negative {
+        1u64 << (float.exponent_bits + float.mantissa_bits)
     } else {
         0
     }
 }
 
-fn decode_float(f: &FloatFormat, raw: u64) -> Decoded {
-    let code = (raw >> f.ignored_low_bits) & low_mask(f.code_bits());
-    let m = f.mantissa_bits;
-    let e = f.exponent_bits;
+fn decode_float(float: &FloatFormat, raw: u64) -> Decoded {
+    let code = (raw >> float.ignored_low_bits) & low_mask(float.code_bits());
+    let m = float.mantissa_bits;
+    let e = float.exponent_bits;
     let man = code & ((1u64 << m) - 1);
     let exp_field = (code >> m) & ((1u64 << e) - 1);
-    let negative = f.signed && (code >> (e + m)) & 1 == 1;
+    let negative = float.signed && (code >> (e + m)) & 1 == 1;
     let exp_all_ones = exp_field == (1u64 << e) - 1;
-    match f.specials {
+    match float.specials {
         Specials::Ieee if exp_all_ones => {
             return if man == 0 {
                 Decoded::Inf { negative }
@@ -325,10 +325,10 @@ fn decode_float(f: &FloatFormat, raw: u64) -> Decoded {
         Specials::Fnuz if negative && exp_field == 0 && man == 0 => return Decoded::Nan,
         _ => {}
     }
-    let (significand, exponent) = if exp_field == 0 && f.subnormals {
-        (man, f.min_exponent())
+    let (significand, exponent) = if exp_field == 0 && float.subnormals {
+        (man, float.min_exponent())
     } else {
-        ((1u64 << m) | man, exp_field as i32 - f.bias)
+        ((1u64 << m) | man, exp_field as i32 - float.bias)
     };
     Decoded::Finite(Finite {
         negative,
@@ -338,37 +338,37 @@ fn decode_float(f: &FloatFormat, raw: u64) -> Decoded {
     })
 }
 
-fn encode_float(f: &FloatFormat, negative: bool, value: &Dyadic) -> Option<u64> {
+fn encode_float(float: &FloatFormat, negative: bool, value: &Dyadic) -> Option<u64> {
     let negative = if value.is_zero() {
         negative
     } else {
         value.is_negative()
     };
-    if negative && !f.signed && !value.is_zero() {
+    if negative && !float.signed && !value.is_zero() {
         return None;
     }
     if value.is_zero() {
-        if !f.subnormals {
+        if !float.subnormals {
             return None;
         }
         // FNUZ has no -0: both zeros encode as +0
-        let neg = negative && f.specials != Specials::Fnuz;
-        return Some(sign_bit(f, neg) << f.ignored_low_bits);
+        let neg = negative && float.specials != Specials::Fnuz;
+        return Some(sign_bit(float, neg) << float.ignored_low_bits);
     }
-    let m = f.mantissa_bits as i64;
+    let m = float.mantissa_bits as i64;
     let lead = value.leading_exponent()?;
-    let emin = f.min_exponent() as i64;
-    if lead > f.max_exponent() as i64 {
+    let emin = float.min_exponent() as i64;
+    if lead > float.max_exponent() as i64 {
         return None;
     }
     let (exp_field, scale_exp) = if lead < emin {
-        if !f.subnormals {
+        if !float.subnormals {
             return None;
         }
         (0u64, emin)
     } else {
         (
-            (lead - emin + if f.subnormals { 1 } else { 0 }) as u64,
+            (lead - emin + if float.subnormals { 1 } else { 0 }) as u64,
             lead,
         )
     };
@@ -385,10 +385,10 @@ fn encode_float(f: &FloatFormat, negative: bool, value: &Dyadic) -> Option<u64> 
         >> (grid - value.exponent).max(0) as usize;
     let sig = sig.to_u64()?;
     let man = sig & ((1u64 << m) - 1);
-    let code = sign_bit(f, negative) | (exp_field << m) | man;
+    let code = sign_bit(float, negative) | (exp_field << m) | man;
     // the code must not collide with a special
-    let bits = code << f.ignored_low_bits;
-    match decode_float(f, bits) {
+    let bits = code << float.ignored_low_bits;
+    match decode_float(float, bits) {
         Decoded::Finite(_) => Some(bits),
         _ => None,
     }
@@ -530,8 +530,8 @@ mod tests {
         builtin(n).unwrap()
     }
 
-    fn val(f: &Format, raw: u64) -> f64 {
-        match f.decode(raw) {
+    fn val(format: &Format, raw: u64) -> f64 {
+        match format.decode(raw) {
             Decoded::Finite(x) => {
                 let v = x.value().to_f64_lossy();
                 if x.negative && v == 0.0 { -0.0 } else { v }

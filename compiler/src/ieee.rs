@@ -47,11 +47,11 @@ impl Num {
 }
 
 /// The largest finite value of `f` with the given sign.
-fn max_finite(f: &crate::format::FloatFormat, neg: bool) -> Dyadic {
+fn max_finite(float: &crate::format::FloatFormat, neg: bool) -> Dyadic {
     Dyadic::from_parts(
         neg,
-        f.max_significand() as u128,
-        f.max_exponent() as i64 - f.mantissa_bits as i64,
+        float.max_significand() as u128,
+        float.max_exponent() as i64 - float.mantissa_bits as i64,
     )
 }
 
@@ -175,11 +175,11 @@ pub fn convert(raw: u64, from: &Format, conv: &Conversion) -> Result<u64, String
 
 /// The encoding of a value in a format (a NaN as the format's canonical NaN), if it has
 /// one.
-pub fn encode(f: &Format, n: &Num) -> Option<u64> {
+pub fn encode(format: &Format, n: &Num) -> Option<u64> {
     match n {
-        Num::Nan => f.encode_nan(),
-        Num::Inf(neg) => f.encode_inf(*neg),
-        Num::Fin(neg, v) => f.encode_finite(*neg, v),
+        Num::Nan => format.encode_nan(),
+        Num::Inf(neg) => format.encode_inf(*neg),
+        Num::Fin(neg, v) => format.encode_finite(*neg, v),
     }
 }
 

@@ -319,11 +319,11 @@ fn composed(
     Ok(raw_of(c.result, &values, &ar.d))
 }
 
-fn decode(f: &Format, raw: u64, flush: bool) -> Decoded {
-    let d = f.decode(raw);
+fn decode(format: &Format, raw: u64, flush: bool) -> Decoded {
+    let d = format.decode(raw);
     if flush
         && let Decoded::Finite(x) = d
-        && x.exponent == f.as_float().map(|ff| ff.min_exponent()).unwrap_or(0)
+        && x.exponent == format.as_float().map(|ff| ff.min_exponent()).unwrap_or(0)
         && x.significand < (1u64 << x.fraction_bits)
     {
         // subnormals (and -0) read as +0
@@ -336,12 +336,12 @@ fn decode(f: &Format, raw: u64, flush: bool) -> Decoded {
     d
 }
 
-fn describe_raw(f: &Format, raw: u64) -> String {
+fn describe_raw(format: &Format, raw: u64) -> String {
     format!(
         "{:0w$x} ({})",
-        raw & f.storage_mask(),
-        f.decode(raw).describe(),
-        w = f.hex_digits()
+        raw & format.storage_mask(),
+        format.decode(raw).describe(),
+        w = format.hex_digits()
     )
 }
 
@@ -630,13 +630,13 @@ fn fused_step(
 }
 
 /// c as an alignment term (a NaN or an infinity noted in `specials`).
-fn c_term(f: &Fused, ops: &StepOperands, specials: &mut Specials, t: &mut Trace) -> Term {
-    let c_dec = decode(ops.c_format, ops.c, f.conditioning.flush_c);
+fn c_term(fused: &Fused, ops: &StepOperands, specials: &mut Specials, t: &mut Trace) -> Term {
+    let c_dec = decode(ops.c_format, ops.c, fused.conditioning.flush_c);
     t.line(|| format!("c = {}", describe_raw(ops.c_format, ops.c)));
     match &c_dec {
         Decoded::Finite(x) => {
             let exponent = if x.is_zero() {
-                zero_exp(f.zero_exponent.c, x.exponent as i64)
+                zero_exp(fused.zero_exponent.c, x.exponent as i64)
             } else {
                 Some(x.exponent as i64)
             };
@@ -659,14 +659,14 @@ fn c_term(f: &Fused, ops: &StepOperands, specials: &mut Specials, t: &mut Trace)
 /// made infinite where the pipeline says so (NaNs and infinities noted in `specials`).
 fn step_products(
     inst: Target,
-    f: &Fused,
+    fused: &Fused,
     ops: &StepOperands,
     specials: &mut Specials,
     t: &mut Trace,
 ) -> Vec<StepProduct> {
-    let cond = f.conditioning;
+    let cond = fused.conditioning;
     let ar = inst.arithmetic;
-    let product_scales = ops.scales.as_ref().filter(|_| f.scaled_products);
+    let product_scales = ops.scales.as_ref().filter(|_| fused.scaled_products);
     let mut products = Vec::with_capacity(ops.a.len());
     for k in 0..ops.a.len() {
         let da = decode(&ar.a, ops.a[k], cond.flush_a);
@@ -678,7 +678,7 @@ fn step_products(
             p = num_mul(&p, &s);
             e += se;
         }
-        if let (Some(x), Num::Fin(neg, v)) = (f.product_overflow, &p)
+        if let (Some(x), Num::Fin(neg, v)) = (fused.product_overflow, &p)
             && v.leading_exponent().is_some_and(|le| le >= x as i64)
         {
             p = Num::Inf(*neg);
@@ -718,13 +718,13 @@ fn step_products(
 /// The step's groups of products, each summed exactly and scaled where the pipeline
 /// scales groups (none without grouping).
 fn step_groups(
-    f: &Fused,
+    fused: &Fused,
     ops: &StepOperands,
     products: &[StepProduct],
     specials: &mut Specials,
     t: &mut Trace,
 ) -> Vec<Term> {
-    let Some(g) = f.grouping else {
+    let Some(g) = fused.grouping else {
         return vec![];
     };
     let mut groups = vec![];
@@ -751,7 +751,7 @@ fn step_groups(
         // the group's exponent is the scale exponent; the group value is the exact sum
         // of its products' values scaled by the scale significands
         let exponent = if all_zero || zero_scale {
-            zero_exp(f.zero_exponent.groups, exp)
+            zero_exp(fused.zero_exponent.groups, exp)
         } else {
             Some(exp)
         };
@@ -1034,8 +1034,8 @@ fn sequential(
 // ------------------------------------------------------------------------------------
 // Integer pipelines.
 
-fn int_value(f: &Format, raw: u64) -> i128 {
-    match f.decode(raw) {
+fn int_value(format: &Format, raw: u64) -> i128 {
+    match format.decode(raw) {
         Decoded::Finite(x) => {
             let v = x.significand as i128;
             if x.negative { -v } else { v }

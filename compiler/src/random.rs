@@ -55,10 +55,10 @@ impl Rng {
     }
 
     /// A random finite encoding of `f` (0 if 64 draws found none).
-    pub fn finite(&mut self, f: &Format) -> u64 {
+    pub fn finite(&mut self, format: &Format) -> u64 {
         for _ in 0..64 {
-            let x = self.next_u64() & f.storage_mask();
-            if matches!(f.decode(x), Decoded::Finite(_)) {
+            let x = self.next_u64() & format.storage_mask();
+            if matches!(format.decode(x), Decoded::Finite(_)) {
                 return x;
             }
         }

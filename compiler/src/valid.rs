@@ -181,8 +181,8 @@ impl Bounds {
         self.max_exp + self.sig_bits
     }
     /// The bounds of a finite element of a format (an integer: its value range).
-    pub fn of_format(f: &Format) -> Bounds {
-        match &f.kind {
+    pub fn of_format(format: &Format) -> Bounds {
+        match &format.kind {
             FormatKind::Float(x) => Bounds {
                 min_exp: x.min_exponent() as i64,
                 max_exp: x.max_exponent() as i64,
@@ -800,7 +800,7 @@ fn fused(a: &Arithmetic, f: &Fused) -> Result<(), String> {
 
 /// The width analysis of a fused pipeline whose invariants hold. `Err(bits)` when an
 /// accumulator would be wider than [`MAX_WIDTH_BITS`].
-fn fused_info(a: &Arithmetic, f: &Fused) -> Result<FusedInfo, i64> {
+fn fused_info(a: &Arithmetic, fused: &Fused) -> Result<FusedInfo, i64> {
     let fa = Bounds::of_format(&a.a);
     let fb = Bounds::of_format(&a.b);
     let mut products = Bounds {
@@ -810,7 +810,7 @@ fn fused_info(a: &Arithmetic, f: &Fused) -> Result<FusedInfo, i64> {
         lsb: fa.lsb + fb.lsb,
     };
     let scale = a.scale.as_ref().map(|s| Bounds::of_format(&s.format));
-    if f.scaled_products
+    if fused.scaled_products
         && let Some(s) = scale
     {
         products = Bounds {
@@ -830,7 +830,7 @@ fn fused_info(a: &Arithmetic, f: &Fused) -> Result<FusedInfo, i64> {
             lsb: c.lsb.min(d.lsb),
         }
     };
-    let groups = f.grouping.map(|g| {
+    let groups = fused.grouping.map(|g| {
         let (smin, smax, slsb, sbits) = match (g.scaled, scale) {
             (true, Some(s)) => (2 * s.min_exp, 2 * s.max_exp, 2 * s.lsb - 2 * s.min_exp, 2),
             _ => (0, 0, 0, 0),
@@ -843,9 +843,9 @@ fn fused_info(a: &Arithmetic, f: &Fused) -> Result<FusedInfo, i64> {
             lsb: products.lsb + slsb.min(0) + smin,
         }
     });
-    let chain = f.chain as u64;
+    let chain = fused.chain as u64;
     let mut nodes: Vec<NodeInfo> = vec![];
-    for n in &f.nodes {
+    for n in &fused.nodes {
         let inputs: Vec<Bounds> = n
             .terms
             .iter()
@@ -863,7 +863,7 @@ fn fused_info(a: &Arithmetic, f: &Fused) -> Result<FusedInfo, i64> {
                 TermSource::Products(ProductsPart::All) => chain,
                 TermSource::Products(ProductsPart::Even) => chain.div_ceil(2),
                 TermSource::Products(ProductsPart::Odd) => chain / 2,
-                TermSource::Groups => chain / f.grouping.map_or(1, |g| g.size as u64),
+                TermSource::Groups => chain / fused.grouping.map_or(1, |g| g.size as u64),
                 TermSource::C | TermSource::Node(_) => 1,
             })
             .sum();
@@ -887,7 +887,7 @@ fn fused_info(a: &Arithmetic, f: &Fused) -> Result<FusedInfo, i64> {
             .iter()
             .zip(&keeps)
             .map(|(b, k)| match k {
-                Some(f) => (ref_min - *f as i64).max(b.lsb.min(ref_min - *f as i64)),
+                Some(fused) => (ref_min - *fused as i64).max(b.lsb.min(ref_min - *fused as i64)),
                 None => b.lsb,
             })
             .min()

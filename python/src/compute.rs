@@ -41,11 +41,11 @@ impl Engine {
 
 /// The error for an encoding with bits above its format's storage width (`at`: where,
 /// as `[i]` or `[i, j]`).
-pub fn unfit_encoding(operand: &str, at: &str, value: u64, f: &Format) -> PyErr {
+pub fn unfit_encoding(operand: &str, at: &str, value: u64, format: &Format) -> PyErr {
     PyValueError::new_err(format!(
         "{operand}: element {at} = {value:#x} does not fit `{}` ({} bits)",
-        f.name,
-        f.storage_bits()
+        format.name,
+        format.storage_bits()
     ))
 }
 

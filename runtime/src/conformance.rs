@@ -82,12 +82,15 @@ fn count(cases: usize) -> String {
     format!("{cases} case{}", if cases == 1 { "" } else { "s" })
 }
 
-fn hex(f: &Format, v: u64) -> String {
-    format!("{:0w$x}", v, w = f.hex_digits())
+fn hex(format: &Format, v: u64) -> String {
+    format!("{:0w$x}", v, w = format.hex_digits())
 }
 
-fn list(f: &Format, v: &[u64]) -> String {
-    v.iter().map(|x| hex(f, *x)).collect::<Vec<_>>().join(",")
+fn list(format: &Format, v: &[u64]) -> String {
+    v.iter()
+        .map(|x| hex(format, *x))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Check that every value fits its format's storage; the message names the operand.

@@ -189,8 +189,8 @@ fn differs(x: Checked, y: Checked, i: &Input) -> bool {
 /// nonzero elements, then the spread of their exponents, then the last lane used.
 type Simplicity = (usize, u64, i64, usize);
 
-fn value(f: &Format, raw: u64) -> Option<Dyadic> {
-    match f.decode(raw) {
+fn value(format: &Format, raw: u64) -> Option<Dyadic> {
+    match format.decode(raw) {
         Decoded::Finite(x) => Some(x.value()),
         _ => None,
     }
@@ -261,8 +261,8 @@ fn simplicity(inst: &Instruction, i: &Input) -> Simplicity {
 
 /// Simpler values of one element: a power of two at its leading exponent, and the
 /// value with its lowest significant bit cleared.
-fn simpler(f: &Format, raw: u64) -> Vec<u64> {
-    let Some(v) = value(f, raw) else {
+fn simpler(format: &Format, raw: u64) -> Vec<u64> {
+    let Some(v) = value(format, raw) else {
         return vec![];
     };
     let Some(le) = v.leading_exponent() else {
@@ -271,12 +271,12 @@ fn simpler(f: &Format, raw: u64) -> Vec<u64> {
     let mut out = vec![];
     let pow = Dyadic::from_parts(v.is_negative(), 1, le);
     if pow != v {
-        out.extend(encode(f, &pow));
+        out.extend(encode(format, &pow));
     }
     if significant_bits(&v) > 1 {
         let tz = v.mantissa.trailing_zeros().unwrap_or(0) as i64;
         let low = Dyadic::from_parts(v.is_negative(), 1, v.exponent + tz);
-        out.extend(encode(f, &v.add(&low.neg())));
+        out.extend(encode(format, &v.add(&low.neg())));
     }
     out.retain(|&r| r != raw);
     out
@@ -480,8 +480,8 @@ pub fn exact_decimal(v: &Dyadic, negative_zero: bool) -> String {
 }
 
 /// An element as an exact decimal `mmac run` accepts (`inf`, `nan` for specials).
-pub fn element_decimal(f: &Format, raw: u64) -> String {
-    match f.decode(raw) {
+pub fn element_decimal(format: &Format, raw: u64) -> String {
+    match format.decode(raw) {
         Decoded::Finite(x) => exact_decimal(&x.value(), x.negative),
         Decoded::Inf { negative } => if negative { "-inf" } else { "inf" }.into(),
         Decoded::Nan => "nan".into(),
@@ -801,8 +801,8 @@ fn facts(inst: &Instruction) -> Vec<Fact> {
 
 /// A fused pipeline's facts before alignment: flushed inputs, product overflow, chains,
 /// groups and the exponents zero terms take.
-fn product_facts(inst: &Instruction, f: &Fused, out: &mut Vec<Fact>) {
-    let cond = f.conditioning;
+fn product_facts(inst: &Instruction, fused: &Fused, out: &mut Vec<Fact>) {
+    let cond = fused.conditioning;
     for (name, on) in [
         ("a", cond.flush_a),
         ("b", cond.flush_b),
@@ -817,7 +817,7 @@ fn product_facts(inst: &Instruction, f: &Fused, out: &mut Vec<Fact>) {
             ));
         }
     }
-    if let Some(x) = f.product_overflow {
+    if let Some(x) = fused.product_overflow {
         out.push(fact(
             "product_overflow",
             "products",
@@ -825,15 +825,15 @@ fn product_facts(inst: &Instruction, f: &Fused, out: &mut Vec<Fact>) {
             format!("2^{x}"),
         ));
     }
-    if (f.chain as usize) < inst.k() {
+    if (fused.chain as usize) < inst.k() {
         out.push(fact(
             "chain",
             "chain",
             "chained every",
-            format!("{} products", f.chain),
+            format!("{} products", fused.chain),
         ));
     }
-    if let Some(g) = f.grouping {
+    if let Some(g) = fused.grouping {
         out.push(fact(
             "group",
             "groups",
@@ -841,7 +841,7 @@ fn product_facts(inst: &Instruction, f: &Fused, out: &mut Vec<Fact>) {
             format!("{}", g.size),
         ));
     }
-    let z = f.zero_exponent;
+    let z = fused.zero_exponent;
     if z.products == z.c && z.c == z.groups {
         out.push(fact(
             "zero",
@@ -1241,8 +1241,8 @@ pub fn side_by_side(d: &Difference) -> String {
 }
 
 /// An element as `HEX (value)`.
-pub fn shown(f: &Format, raw: u64) -> String {
-    format!("{} ({})", hex(f, raw), f.decode(raw).describe())
+pub fn shown(format: &Format, raw: u64) -> String {
+    format!("{} ({})", hex(format, raw), format.decode(raw).describe())
 }
 
 /// The exact value for people: the exact decimal, and an approximation when long.

@@ -247,8 +247,8 @@ fn step_major(x: &Matrix, width: usize, steps: usize) -> Vec<u64> {
 }
 
 /// The encoding of +0 in a format (the default C of a GEMM).
-pub fn zero_of(f: &Format) -> u64 {
-    f.encode_finite(false, &Dyadic::zero()).unwrap_or(0)
+pub fn zero_of(format: &Format) -> u64 {
+    format.encode_finite(false, &Dyadic::zero()).unwrap_or(0)
 }
 
 /// Error statistics of D against the exact result `C + A*B` (scales included), computed
@@ -399,13 +399,13 @@ struct DecodedRows {
 
 impl DecodedRows {
     /// `data` as `rows` rows of `cols`; None if a significand needs more than 62 bits.
-    fn new(f: &Format, data: &[u64], rows: usize, cols: usize) -> Option<DecodedRows> {
+    fn new(format: &Format, data: &[u64], rows: usize, cols: usize) -> Option<DecodedRows> {
         let mut sig = Vec::with_capacity(data.len());
         let mut exp = Vec::with_capacity(data.len());
         let mut row_finite = vec![true; rows];
         let (mut lo, mut top) = (i64::MAX, i64::MIN);
         for (i, &x) in data.iter().enumerate() {
-            match split(&f.decode(x)) {
+            match split(&format.decode(x)) {
                 Some((v, e)) => {
                     if v.unsigned_abs() >= 1 << 62 || e.abs() > 1 << 20 {
                         return None;

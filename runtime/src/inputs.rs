@@ -118,52 +118,60 @@ impl Input {
 }
 
 /// An element in lower-case hex, zero-padded to its format's width.
-pub fn hex(f: &Format, v: u64) -> String {
-    format!("{:0w$x}", v & f.storage_mask(), w = f.hex_digits())
+pub fn hex(format: &Format, v: u64) -> String {
+    format!(
+        "{:0w$x}",
+        v & format.storage_mask(),
+        w = format.hex_digits()
+    )
 }
 
-fn hex_list(f: &Format, v: &[u64]) -> String {
-    v.iter().map(|x| hex(f, *x)).collect::<Vec<_>>().join(",")
+fn hex_list(format: &Format, v: &[u64]) -> String {
+    v.iter()
+        .map(|x| hex(format, *x))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The encoding of a signed zero (+0 where the format has no -0).
-pub fn zero(f: &Format, negative: bool) -> u64 {
-    f.encode_finite(negative, &Dyadic::zero())
-        .or_else(|| f.encode_finite(false, &Dyadic::zero()))
+pub fn zero(format: &Format, negative: bool) -> u64 {
+    format
+        .encode_finite(negative, &Dyadic::zero())
+        .or_else(|| format.encode_finite(false, &Dyadic::zero()))
         .unwrap_or(0)
 }
 
 /// The encoding of `(-1)^negative * 2^e`, if the format represents it.
-pub fn pow2(f: &Format, e: i64, negative: bool) -> Option<u64> {
-    f.encode_finite(negative, &Dyadic::from_parts(negative, 1, e))
+pub fn pow2(format: &Format, e: i64, negative: bool) -> Option<u64> {
+    format.encode_finite(negative, &Dyadic::from_parts(negative, 1, e))
 }
 
 /// The encoding of an exact value, if the format represents it.
-pub fn encode(f: &Format, v: &Dyadic) -> Option<u64> {
-    f.encode_finite(v.is_negative(), v)
+pub fn encode(format: &Format, v: &Dyadic) -> Option<u64> {
+    format.encode_finite(v.is_negative(), v)
 }
 
 /// The largest finite value.
-pub fn max_finite(f: &Format, negative: bool) -> Option<u64> {
-    let ff = f.as_float()?;
+pub fn max_finite(format: &Format, negative: bool) -> Option<u64> {
+    let ff = format.as_float()?;
     let v = Dyadic::from_parts(
         negative,
         ff.max_significand() as u128,
         ff.max_exponent() as i64 - ff.mantissa_bits as i64,
     );
-    encode(f, &v)
+    encode(format, &v)
 }
 
 /// The smallest positive value (the smallest subnormal, or the smallest normal without
 /// subnormals).
-pub fn min_positive(f: &Format) -> Option<u64> {
-    let ff = f.as_float()?;
+pub fn min_positive(format: &Format) -> Option<u64> {
+    let ff = format.as_float()?;
     let lsb = if ff.subnormals {
         ff.min_exponent() as i64 - ff.mantissa_bits as i64
     } else {
         ff.min_exponent() as i64
     };
-    pow2(f, lsb, false)
+    pow2(format, lsb, false)
 }
 
 /// `|v| = m * 2^q` with `m` odd, and the sign; `None` for zero or a huge mantissa.
@@ -177,10 +185,10 @@ fn odd_parts(v: &Dyadic) -> Option<(bool, u128, i64)> {
 }
 
 /// The exponents `q` at which `m * 2^q` may be representable in `f` (a superset).
-fn exponent_range(f: &FloatFormat, m: u128) -> (i64, i64) {
+fn exponent_range(float: &FloatFormat, m: u128) -> (i64, i64) {
     let bits = 128 - m.leading_zeros() as i64;
-    let lsb = f.min_exponent() as i64 - f.mantissa_bits as i64;
-    (lsb, f.max_exponent() as i64 - bits + 1)
+    let lsb = float.min_exponent() as i64 - float.mantissa_bits as i64;
+    (lsb, float.max_exponent() as i64 - bits + 1)
 }
 
 /// Factor an exact value into `a * b`, both representable (`v = 0` gives +0 * +0).
@@ -239,8 +247,10 @@ pub fn split_product(a: &Format, b: &Format, v: &Dyadic) -> Option<(u64, u64)> {
 /// kept (clamped into the format's range; below the normal range the value becomes a
 /// subnormal with the fraction's top bits), the fraction is cut to the format's mantissa.
 /// Never a NaN or an Inf.
-pub fn float_at(f: &Format, negative: bool, e: i64, fraction: u64) -> u64 {
-    let Some(ff) = f.as_float() else { return 0 };
+pub fn float_at(format: &Format, negative: bool, e: i64, fraction: u64) -> u64 {
+    let Some(ff) = format.as_float() else {
+        return 0;
+    };
     let m = ff.mantissa_bits;
     let emin = ff.min_exponent() as i64;
     let e = e.clamp(emin - m as i64, ff.max_exponent() as i64);
@@ -262,7 +272,7 @@ pub fn float_at(f: &Format, negative: bool, e: i64, fraction: u64) -> u64 {
     // FN's all-ones code and FNUZ's negative zero are NaN: step one code down
     for _ in 0..2 {
         let bits = code << ff.ignored_low_bits;
-        if let Decoded::Finite(_) = f.decode(bits) {
+        if let Decoded::Finite(_) = format.decode(bits) {
             return bits;
         }
         code = if code & ((1u64 << (ff.exponent_bits + m)) - 1) == 0 {

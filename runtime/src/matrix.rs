@@ -94,8 +94,8 @@ pub enum MatrixError {
 }
 
 /// The NumPy dtype descriptor of a format's encodings.
-pub fn dtype_of(f: &Format) -> &'static str {
-    match (f.name.as_str(), &f.kind) {
+pub fn dtype_of(format: &Format) -> &'static str {
+    match (format.name.as_str(), &format.kind) {
         ("f64", _) => "<f8",
         ("f32", _) => "<f4",
         ("f16", _) => "<f2",
@@ -104,7 +104,7 @@ pub fn dtype_of(f: &Format) -> &'static str {
         (_, FormatKind::Int(i)) if i.bits == 32 && i.signed => "<i4",
         (_, FormatKind::Int(i)) if i.bits == 16 => "<u2",
         (_, FormatKind::Int(i)) if i.bits == 32 => "<u4",
-        _ => match f.storage_bits() {
+        _ => match format.storage_bits() {
             0..=8 => "|u1",
             9..=16 => "<u2",
             17..=32 => "<u4",

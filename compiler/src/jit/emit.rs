@@ -330,26 +330,26 @@ impl<'a, 'f> Emitter<'a, 'f> {
 
     /// Decode a float element from its raw storage pattern, exactly as
     /// [`crate::format::Format::decode`] does; with `flush`, subnormals and -0 read as +0.
-    pub fn decode_float(&mut self, f: &FloatFormat, raw: Value, flush: bool) -> Decoded {
-        let m = f.mantissa_bits as i64;
-        let e = f.exponent_bits as i64;
-        let storage = low_mask(f.storage_bits) as i64;
+    pub fn decode_float(&mut self, float: &FloatFormat, raw: Value, flush: bool) -> Decoded {
+        let m = float.mantissa_bits as i64;
+        let e = float.exponent_bits as i64;
+        let storage = low_mask(float.storage_bits) as i64;
         let raw = self.b.ins().band_imm_s(raw, storage);
-        let code = if f.ignored_low_bits > 0 {
-            self.b.ins().ushr_imm_s(raw, f.ignored_low_bits as i64)
+        let code = if float.ignored_low_bits > 0 {
+            self.b.ins().ushr_imm_s(raw, float.ignored_low_bits as i64)
         } else {
             raw
         };
         let code = self
             .b
             .ins()
-            .band_imm_s(code, low_mask(f.code_bits()) as i64);
+            .band_imm_s(code, low_mask(float.code_bits()) as i64);
         let mmask = ((1u64 << m) - 1) as i64;
         let emask = ((1u64 << e) - 1) as i64;
         let man = self.b.ins().band_imm_s(code, mmask);
         let ef = self.b.ins().ushr_imm_s(code, m);
         let ef = self.b.ins().band_imm_s(ef, emask);
-        let neg = if f.signed {
+        let neg = if float.signed {
             let s = self.b.ins().ushr_imm_s(code, e + m);
             let s = self.b.ins().band_imm_s(s, 1);
             self.b.ins().ireduce(types::I8, s)
@@ -357,7 +357,7 @@ impl<'a, 'f> Emitter<'a, 'f> {
             self.boolc(false)
         };
         let all_ones = self.icmp_imm(IntCC::Equal, ef, emask);
-        let (nan, inf) = match f.specials {
+        let (nan, inf) = match float.specials {
             Specials::Ieee => {
                 let mz = self.icmp_imm(IntCC::Equal, man, 0);
                 let mnz = self.not(mz);
@@ -380,19 +380,19 @@ impl<'a, 'f> Emitter<'a, 'f> {
             Specials::None => (self.boolc(false), self.boolc(false)),
         };
         let implicit = self.b.ins().bor_imm_s(man, 1i64 << m);
-        let (mut sig, exp) = if f.subnormals {
+        let (mut sig, exp) = if float.subnormals {
             // exponent field 0 reads as the smallest normal binade without the implicit bit
             let ez = self.icmp_imm(IntCC::Equal, ef, 0);
             let sig = self.sel(ez, man, implicit);
             let one = self.i64c(1);
             let efx = self.b.ins().smax(ef, one);
-            let exp = self.b.ins().iadd_imm_s(efx, -(f.bias as i64));
+            let exp = self.b.ins().iadd_imm_s(efx, -(float.bias as i64));
             (sig, exp)
         } else {
-            (implicit, self.b.ins().iadd_imm_s(ef, -(f.bias as i64)))
+            (implicit, self.b.ins().iadd_imm_s(ef, -(float.bias as i64)))
         };
         let mut neg = neg;
-        if flush && f.subnormals {
+        if flush && float.subnormals {
             let ez = self.icmp_imm(IntCC::Equal, ef, 0);
             let not_nan = self.not(nan);
             let fl = self.and(ez, not_nan);

@@ -46,15 +46,17 @@ enum Native {
 }
 
 impl Native {
-    fn of(f: &FloatFormat) -> Option<Native> {
-        let plain =
-            f.signed && f.subnormals && f.specials == Specials::Ieee && f.ignored_low_bits == 0;
+    fn of(float: &FloatFormat) -> Option<Native> {
+        let plain = float.signed
+            && float.subnormals
+            && float.specials == Specials::Ieee
+            && float.ignored_low_bits == 0;
         match (
             plain,
-            f.exponent_bits,
-            f.mantissa_bits,
-            f.bias,
-            f.storage_bits,
+            float.exponent_bits,
+            float.mantissa_bits,
+            float.bias,
+            float.storage_bits,
         ) {
             (true, 8, 23, 127, 32) => Some(Native::F32),
             (true, 11, 52, 1023, 64) => Some(Native::F64),
@@ -196,52 +198,52 @@ pub(crate) fn plan(inst: &Instruction, checked: &CheckedSequential) -> Result<Pl
 /// Can an i32 lane widen an element of `f` to f32 bits with shifts and masks? (A signed
 /// IEEE-style format of at most 32 bits whose exponents and significands fit f32's; when
 /// its subnormals are not flushed, they are f32 normals or f32's own.)
-fn lane_widens(f: &FloatFormat, flush: bool) -> bool {
+fn lane_widens(float: &FloatFormat, flush: bool) -> bool {
     let subnormals_widen = flush
-        || (f.exponent_bits == 8 && f.bias == 127)
-        || f.min_exponent() as i64 - f.mantissa_bits as i64 >= -126;
+        || (float.exponent_bits == 8 && float.bias == 127)
+        || float.min_exponent() as i64 - float.mantissa_bits as i64 >= -126;
     subnormals_widen
-        && f.signed
-        && f.specials == Specials::Ieee
-        && f.ignored_low_bits == 0
-        && f.storage_bits == 1 + f.exponent_bits + f.mantissa_bits
-        && f.storage_bits <= 32
-        && f.mantissa_bits <= 23
-        && f.exponent_bits <= 8
-        && f.exponent_bits >= 2
+        && float.signed
+        && float.specials == Specials::Ieee
+        && float.ignored_low_bits == 0
+        && float.storage_bits == 1 + float.exponent_bits + float.mantissa_bits
+        && float.storage_bits <= 32
+        && float.mantissa_bits <= 23
+        && float.exponent_bits <= 8
+        && float.exponent_bits >= 2
 }
 
-fn to_native(em: &mut Emitter, f: &FloatFormat, n: Native, raw: Value, flush: bool) -> Value {
+fn to_native(em: &mut Emitter, float: &FloatFormat, n: Native, raw: Value, flush: bool) -> Value {
     let (ne, nm, nbias) = n.layout();
-    let m = f.mantissa_bits as i64;
-    let e = f.exponent_bits as i64;
+    let m = float.mantissa_bits as i64;
+    let e = float.exponent_bits as i64;
     let raw =
         em.b.ins()
-            .band_imm_s(raw, crate::format::low_mask(f.storage_bits) as i64);
-    let code = if f.ignored_low_bits > 0 {
-        em.b.ins().ushr_imm_s(raw, f.ignored_low_bits as i64)
+            .band_imm_s(raw, crate::format::low_mask(float.storage_bits) as i64);
+    let code = if float.ignored_low_bits > 0 {
+        em.b.ins().ushr_imm_s(raw, float.ignored_low_bits as i64)
     } else {
         raw
     };
     let code =
         em.b.ins()
-            .band_imm_s(code, crate::format::low_mask(f.code_bits()) as i64);
+            .band_imm_s(code, crate::format::low_mask(float.code_bits()) as i64);
     let ef = em.b.ins().ushr_imm_s(code, m);
     let ef = em.b.ins().band_imm_s(ef, (1i64 << e) - 1);
-    let bits = if e == ne && f.bias as i64 == nbias {
+    let bits = if e == ne && float.bias as i64 == nbias {
         // same exponent layout: the mantissa only widens
         em.b.ins().ishl_imm_s(code, nm - m)
     } else {
         let man = em.b.ins().band_imm_s(code, (1i64 << m) - 1);
         let man_w = em.b.ins().ishl_imm_s(man, nm - m);
-        let ef_n = em.b.ins().iadd_imm_s(ef, nbias - f.bias as i64);
+        let ef_n = em.b.ins().iadd_imm_s(ef, nbias - float.bias as i64);
         let ef_n = em.b.ins().ishl_imm_s(ef_n, nm);
         let normal = em.b.ins().bor(ef_n, man_w);
         let all = em.i64c(((1i64 << ne) - 1) << nm);
         let special = em.b.ins().bor(all, man_w);
         // subnormal: man * 2^(emin - m), exact in the wider format
         let sub = {
-            let scale = (f.min_exponent() as i64 - m) as i32;
+            let scale = (float.min_exponent() as i64 - m) as i32;
             let fm = em.b.ins().fcvt_from_uint(n.ty(), man);
             let k = match n {
                 Native::F32 => em.b.ins().f32const(2f32.powi(scale)),
@@ -402,10 +404,10 @@ fn result_bits(
 /// f32 bits of four elements of `f` in i32 lanes (`code`: the low 32 bits of each
 /// element), subnormals flushed to +0 when `flush` (otherwise the format's subnormals
 /// are f32 normals, which [`plan`] checked).
-fn widen_lanes(em: &mut Emitter, f: &FloatFormat, code: Value, flush: bool) -> Value {
-    let (m, e) = (f.mantissa_bits as i64, f.exponent_bits as i64);
-    let code = if f.storage_bits < 32 {
-        let mask = em.splat32(crate::format::low_mask(f.storage_bits) as i64);
+fn widen_lanes(em: &mut Emitter, float: &FloatFormat, code: Value, flush: bool) -> Value {
+    let (m, e) = (float.mantissa_bits as i64, float.exponent_bits as i64);
+    let code = if float.storage_bits < 32 {
+        let mask = em.splat32(crate::format::low_mask(float.storage_bits) as i64);
         em.b.ins().band(code, mask)
     } else {
         code
@@ -414,7 +416,7 @@ fn widen_lanes(em: &mut Emitter, f: &FloatFormat, code: Value, flush: bool) -> V
     let ef = em.b.ins().ushr_imm_s(code, m);
     let ef = em.b.ins().band(ef, emask);
     let zero = em.splat32(0);
-    let bits = if e == 8 && f.bias == 127 {
+    let bits = if e == 8 && float.bias == 127 {
         // f32's exponent layout: the significand only widens, the sign lands on bit 31
         em.b.ins().ishl_imm_s(code, 23 - m)
     } else {
@@ -423,7 +425,7 @@ fn widen_lanes(em: &mut Emitter, f: &FloatFormat, code: Value, flush: bool) -> V
         let man = em.b.ins().ishl_imm_s(man, 23 - m);
         let sign = em.b.ins().ushr_imm_s(code, e + m);
         let sign = em.b.ins().ishl_imm_s(sign, 31);
-        let rebias = em.splat32(127 - f.bias as i64);
+        let rebias = em.splat32(127 - float.bias as i64);
         let en = em.b.ins().iadd(ef, rebias);
         let en = em.b.ins().ishl_imm_s(en, 23);
         let normal = em.b.ins().bor(en, man);
@@ -437,7 +439,7 @@ fn widen_lanes(em: &mut Emitter, f: &FloatFormat, code: Value, flush: bool) -> V
             // a subnormal: man * 2^(emin - m), an f32 normal
             let ez = em.b.ins().icmp(IntCC::Equal, ef, zero);
             let fm = em.b.ins().fcvt_from_uint(types::F32X4, man);
-            let scale = 2f32.powi((f.min_exponent() as i64 - 23) as i32);
+            let scale = 2f32.powi((float.min_exponent() as i64 - 23) as i32);
             let k = em.b.ins().f32const(scale);
             let k = em.b.ins().splat(types::F32X4, k);
             let v = em.b.ins().fmul(fm, k);

@@ -24,22 +24,22 @@ type Key = (FloatFormat, bool);
 
 /// The table of a format, or `None` if it is too wide. Built once per process; every module
 /// that uses it copies it into a data object of its own (`emit::DataSymbols`).
-pub(crate) fn decode_table(f: &FloatFormat, flush: bool) -> Option<&'static [u64]> {
-    if f.storage_bits > MAX_BITS || f.mantissa_bits > 30 {
+pub(crate) fn decode_table(float: &FloatFormat, flush: bool) -> Option<&'static [u64]> {
+    if float.storage_bits > MAX_BITS || float.mantissa_bits > 30 {
         return None;
     }
     static TABLES: OnceLock<Mutex<HashMap<Key, &'static [u64]>>> = OnceLock::new();
     let tables = TABLES.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = tables.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(t) = map.get(&(f.clone(), flush)) {
+    if let Some(t) = map.get(&(float.clone(), flush)) {
         return Some(t);
     }
     let format = Format {
         name: String::new(),
-        kind: FormatKind::Float(f.clone()),
+        kind: FormatKind::Float(float.clone()),
     };
-    let min_exp = f.min_exponent();
-    let table: Vec<u64> = (0..1u64 << f.storage_bits)
+    let min_exp = float.min_exponent();
+    let table: Vec<u64> = (0..1u64 << float.storage_bits)
         .map(|raw| match format.decode(raw) {
             Decoded::Finite(x) => {
                 let flushed =
@@ -55,35 +55,36 @@ pub(crate) fn decode_table(f: &FloatFormat, flush: bool) -> Option<&'static [u64
         })
         .collect();
     let leaked: &'static [u64] = Box::leak(table.into_boxed_slice());
-    map.insert((f.clone(), flush), leaked);
+    map.insert((float.clone(), flush), leaked);
     Some(leaked)
 }
 
 /// Bits of the largest magnitude in a [`value_table`] of `f`.
-pub(crate) fn value_bits(f: &FloatFormat) -> u32 {
-    f.mantissa_bits + 1 + (f.max_exponent() - f.min_exponent()).max(0) as u32
+pub(crate) fn value_bits(float: &FloatFormat) -> u32 {
+    float.mantissa_bits + 1 + (float.max_exponent() - float.min_exponent()).max(0) as u32
 }
 
 /// The table of finite values of a format without NaN or Inf codes, as signed integers
 /// in units of its smallest grid step: `±significand << (exponent - min_exponent)`.
 /// `None` if the format is wider than [`MAX_BITS`], has special codes, or its values need
 /// more than 30 bits.
-pub(crate) fn value_table(f: &FloatFormat, flush: bool) -> Option<&'static [u64]> {
-    if f.storage_bits > MAX_BITS || f.has_nan() || f.has_inf() || value_bits(f) > 30 {
+pub(crate) fn value_table(float: &FloatFormat, flush: bool) -> Option<&'static [u64]> {
+    if float.storage_bits > MAX_BITS || float.has_nan() || float.has_inf() || value_bits(float) > 30
+    {
         return None;
     }
     static TABLES: OnceLock<Mutex<HashMap<Key, &'static [u64]>>> = OnceLock::new();
     let tables = TABLES.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = tables.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(t) = map.get(&(f.clone(), flush)) {
+    if let Some(t) = map.get(&(float.clone(), flush)) {
         return Some(t);
     }
     let format = Format {
         name: String::new(),
-        kind: FormatKind::Float(f.clone()),
+        kind: FormatKind::Float(float.clone()),
     };
-    let min_exp = f.min_exponent();
-    let table: Vec<u64> = (0..1u64 << f.storage_bits)
+    let min_exp = float.min_exponent();
+    let table: Vec<u64> = (0..1u64 << float.storage_bits)
         .map(|raw| match format.decode(raw) {
             Decoded::Finite(x) => {
                 let flushed =
@@ -100,6 +101,6 @@ pub(crate) fn value_table(f: &FloatFormat, flush: bool) -> Option<&'static [u64]
         })
         .collect();
     let leaked: &'static [u64] = Box::leak(table.into_boxed_slice());
-    map.insert((f.clone(), flush), leaked);
+    map.insert((float.clone(), flush), leaked);
     Some(leaked)
 }

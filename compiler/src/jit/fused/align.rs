@@ -20,7 +20,7 @@ use cranelift_codegen::ir::{InstBuilder, StackSlot, Value, types};
 #[allow(clippy::too_many_arguments)]
 pub(super) fn nodes(
     em: &mut Emitter,
-    f: &Fused,
+    fused: &Fused,
     p: &Plan,
     c_term: Term,
     product_terms: &[Term],
@@ -33,13 +33,13 @@ pub(super) fn nodes(
     let mut node_terms: Vec<Term> = vec![];
     match p.simd {
         Some(s) if s.shape == SimdShape::All => {
-            let t = simd_node(em, f, p, s.keep, &c_term, ptrs, start, special);
+            let t = simd_node(em, fused, p, s.keep, &c_term, ptrs, start, special);
             node_terms.push(t);
         }
-        Some(s) => node_terms.extend(parity_nodes(em, f, p, s.keep, ptrs, start, special)),
+        Some(s) => node_terms.extend(parity_nodes(em, fused, p, s.keep, ptrs, start, special)),
         None => {}
     }
-    for (ni, node) in f.nodes.iter().enumerate().skip(node_terms.len()) {
+    for (ni, node) in fused.nodes.iter().enumerate().skip(node_terms.len()) {
         let items = node_items(node, &c_term, product_terms, groups, &node_terms);
         if items.is_empty() {
             // every source is empty (the odd products of a one-product step): the sum is
@@ -64,7 +64,7 @@ pub(super) fn nodes(
         for (t, _) in &items {
             or_flag(em, special, t.special);
         }
-        let last = ni + 1 == f.nodes.len();
+        let last = ni + 1 == fused.nodes.len();
         if let (Some(lp), Some(slot), true) = (&p.limbs, slot, last) {
             let (sum, g) = limb_sum(em, &items, lp, slot);
             node_terms.push(Term::sum(em, sum, 0, g, g, None));

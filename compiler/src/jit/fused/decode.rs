@@ -11,13 +11,13 @@ use cranelift_codegen::ir::{InstBuilder, Value, types};
 
 /// c as an alignment term: its sign, significand and exponent from `c_format` (c's format
 /// in the first chained step, d's after), with the zero-exponent rule for a zero c.
-pub(super) fn c_term(em: &mut Emitter, f: &Fused, cf: &FloatFormat, c_raw: Value) -> Term {
-    let cond = f.conditioning;
+pub(super) fn c_term(em: &mut Emitter, fused: &Fused, cf: &FloatFormat, c_raw: Value) -> Term {
+    let cond = fused.conditioning;
     {
         let mut flag = None;
         let (neg, sig, exp) = lean_decode(em, cf, c_raw, cond.flush_c, &mut flag);
         let zero = em.icmp_imm(IntCC::Equal, sig, 0);
-        let (e, present) = zero_rule(em, f.zero_exponent.c, zero, exp);
+        let (e, present) = zero_rule(em, fused.zero_exponent.c, zero, exp);
         let c_sign40 = raw_sign_pos(cf, cond.flush_c).map(|pos| sign_to_40(em, c_raw, pos));
         Term {
             neg,
@@ -38,18 +38,18 @@ pub(super) fn c_term(em: &mut Emitter, f: &Fused, cf: &FloatFormat, c_raw: Value
 }
 
 /// Does the format have codes for a NaN or an infinity ([`special_code`] is `Some`)?
-pub(super) fn special_code_possible(f: &FloatFormat) -> bool {
-    f.specials != Specials::None
+pub(super) fn special_code_possible(float: &FloatFormat) -> bool {
+    float.specials != Specials::None
 }
 
 /// Is this code a NaN or an infinity? Two instructions: a mask and a compare.
-pub(super) fn special_code(em: &mut Emitter, f: &FloatFormat, raw: Value) -> Option<Value> {
+pub(super) fn special_code(em: &mut Emitter, float: &FloatFormat, raw: Value) -> Option<Value> {
     let (e, m, ign) = (
-        f.exponent_bits as i64,
-        f.mantissa_bits as i64,
-        f.ignored_low_bits as i64,
+        float.exponent_bits as i64,
+        float.mantissa_bits as i64,
+        float.ignored_low_bits as i64,
     );
-    let (mask, want) = match f.specials {
+    let (mask, want) = match float.specials {
         Specials::Ieee => {
             let x = ((1i64 << e) - 1) << (m + ign);
             (x, x)
@@ -79,21 +79,21 @@ pub(super) fn sign_to_40(em: &mut Emitter, x: Value, pos: i64) -> Value {
 
 /// Where the sign bit of a raw code sits, if it can be read without decoding (a signed
 /// format whose sign `flush` cannot clear).
-pub(super) fn raw_sign_pos(f: &FloatFormat, flush: bool) -> Option<i64> {
-    (f.signed && !(flush && f.subnormals))
-        .then(|| (f.ignored_low_bits + f.exponent_bits + f.mantissa_bits) as i64)
+pub(super) fn raw_sign_pos(float: &FloatFormat, flush: bool) -> Option<i64> {
+    (float.signed && !(flush && float.subnormals))
+        .then(|| (float.ignored_low_bits + float.exponent_bits + float.mantissa_bits) as i64)
 }
 
 /// The decoding-table entry of a raw element (masked to its storage bits).
 pub(super) fn table_entry(
     em: &mut Emitter,
     table: &'static [u64],
-    f: &FloatFormat,
+    float: &FloatFormat,
     raw: Value,
 ) -> Value {
     let idx =
         em.b.ins()
-            .band_imm_s(raw, crate::format::low_mask(f.storage_bits) as i64);
+            .band_imm_s(raw, crate::format::low_mask(float.storage_bits) as i64);
     let off = em.b.ins().ishl_imm_s(idx, 3);
     let base = em.table_address(table);
     let at = em.b.ins().iadd(base, off);
@@ -111,16 +111,16 @@ pub(super) fn table_entry(
 /// `neg` is an i8 boolean.
 pub(super) fn lean_decode(
     em: &mut Emitter,
-    f: &FloatFormat,
+    float: &FloatFormat,
     raw: Value,
     flush: bool,
     special: &mut Option<Value>,
 ) -> (Value, Value, Value) {
-    let m = f.mantissa_bits as i64;
-    let e = f.exponent_bits as i64;
+    let m = float.mantissa_bits as i64;
+    let e = float.exponent_bits as i64;
     // bits above the code are masked off field by field
-    let code = if f.ignored_low_bits > 0 {
-        em.b.ins().ushr_imm_s(raw, f.ignored_low_bits as i64)
+    let code = if float.ignored_low_bits > 0 {
+        em.b.ins().ushr_imm_s(raw, float.ignored_low_bits as i64)
     } else {
         raw
     };
@@ -128,12 +128,12 @@ pub(super) fn lean_decode(
     let ef = em.b.ins().ushr_imm_s(code, m);
     let ef = em.b.ins().band_imm_s(ef, (1i64 << e) - 1);
     // NaN or Inf: one compare on the exponent field for IEEE formats
-    let sp = match f.specials {
+    let sp = match float.specials {
         Specials::Ieee => Some(em.icmp_imm(IntCC::Equal, ef, (1i64 << e) - 1)),
-        _ => special_code(em, f, raw),
+        _ => special_code(em, float, raw),
     };
     or_flag(em, special, sp);
-    let neg = if f.signed {
+    let neg = if float.signed {
         let s = em.b.ins().ushr_imm_s(code, e + m);
         let s = em.b.ins().band_imm_s(s, 1);
         em.b.ins().ireduce(types::I8, s)
@@ -141,14 +141,14 @@ pub(super) fn lean_decode(
         em.boolc(false)
     };
     let implicit = em.b.ins().bor_imm_s(man, 1i64 << m);
-    if !f.subnormals {
-        let exp = em.b.ins().iadd_imm_s(ef, -(f.bias as i64));
+    if !float.subnormals {
+        let exp = em.b.ins().iadd_imm_s(ef, -(float.bias as i64));
         return (neg, implicit, exp);
     }
     let nz = em.icmp_imm(IntCC::NotEqual, ef, 0);
     let one = em.i64c(1);
     let efx = em.b.ins().smax(ef, one);
-    let exp = em.b.ins().iadd_imm_s(efx, -(f.bias as i64));
+    let exp = em.b.ins().iadd_imm_s(efx, -(float.bias as i64));
     if flush {
         let z = em.i64c(0);
         let sig = em.sel(nz, implicit, z);

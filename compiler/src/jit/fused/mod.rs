@@ -158,7 +158,7 @@ pub(crate) struct Ptrs {
 pub(crate) fn emit(
     em: &mut Emitter,
     inst: &Instruction,
-    f: &Fused,
+    fused: &Fused,
     p: &Plan,
     c: Value,
     ptrs: &Ptrs,
@@ -173,8 +173,8 @@ pub(crate) fn emit(
             3,
         ))
     });
-    for start in (0..inst.k()).step_by(f.chain as usize) {
-        c = emit_step(em, inst, f, p, c_format, c, ptrs, start, slot);
+    for start in (0..inst.k()).step_by(fused.chain as usize) {
+        c = emit_step(em, inst, fused, p, c_format, c, ptrs, start, slot);
         c_format = &p.d;
     }
     c
@@ -205,7 +205,7 @@ fn zero_rule(
 fn emit_step(
     em: &mut Emitter,
     inst: &Instruction,
-    f: &Fused,
+    fused: &Fused,
     p: &Plan,
     c_format: &FloatFormat,
     c_raw: Value,
@@ -217,7 +217,7 @@ fn emit_step(
     let r = finite_step(
         em,
         inst,
-        f,
+        fused,
         p,
         c_format,
         c_raw,
@@ -239,13 +239,13 @@ fn emit_step(
     let cf = c_format;
     // (not where a product may overflow to Inf, nor for chains so short that the loop
     // costs little more than the scan that would avoid it)
-    let c_special = match f.product_overflow {
-        None if f.chain >= SHORTCUT_CHAIN => decode::special_code(em, cf, c_raw),
+    let c_special = match fused.product_overflow {
+        None if fused.chain >= SHORTCUT_CHAIN => decode::special_code(em, cf, c_raw),
         _ => None,
     };
     if let Some(c_special) = c_special {
         // c is special and no operand is: c's NaN or infinity is the result
-        let c_alone = match operand_specials(em, inst, f, p, ptrs, start) {
+        let c_alone = match operand_specials(em, inst, fused, p, ptrs, start) {
             Some(ops) => {
                 let none = em.not(ops);
                 em.and(c_special, none)
@@ -257,11 +257,11 @@ fn emit_step(
         em.b.set_cold_block(products);
         em.b.ins().brif(c_alone, c_block, &[], products, &[]);
         em.b.switch_to_block(c_block);
-        let r = c_only(em, inst, f, c_format, c_raw);
+        let r = c_only(em, inst, fused, c_format, c_raw);
         em.b.ins().jump(merge, &[BlockArg::Value(r)]);
         em.b.switch_to_block(products);
     }
-    let r = special::special_step(em, inst, f, p, c_format, c_raw, ptrs, start);
+    let r = special::special_step(em, inst, fused, p, c_format, c_raw, ptrs, start);
     em.b.ins().jump(merge, &[BlockArg::Value(r)]);
     em.b.switch_to_block(merge);
     em.b.block_params(merge)[0]
@@ -281,12 +281,12 @@ const SHORTCUT_CHAIN: u32 = 4;
 fn operand_specials(
     em: &mut Emitter,
     inst: &Instruction,
-    f: &Fused,
+    fused: &Fused,
     p: &Plan,
     ptrs: &Ptrs,
     start: usize,
 ) -> Option<Value> {
-    let l = f.chain as i64;
+    let l = fused.chain as i64;
     let mut any: Option<Value> = None;
     let element_specials =
         decode::special_code_possible(&p.a) || decode::special_code_possible(&p.b);
@@ -342,12 +342,12 @@ fn operand_specials(
 fn c_only(
     em: &mut Emitter,
     inst: &Instruction,
-    f: &Fused,
+    fused: &Fused,
     c_format: &FloatFormat,
     c_raw: Value,
 ) -> Value {
     let cf = c_format;
-    let dc = em.decode_float(cf, c_raw, f.conditioning.flush_c);
+    let dc = em.decode_float(cf, c_raw, fused.conditioning.flush_c);
     let ip = em.i64c(inf_bits(inst, false));
     let inn = em.i64c(inf_bits(inst, true));
     let infv = em.sel(dc.neg, inn, ip);

@@ -103,7 +103,7 @@ const MAX_LIMBS: usize = 256;
 /// only products and c, all exact, and roundings that keep at most 62 fraction bits (the
 /// window taken from the accumulator keeps at least 65 bits and a sticky bit below them).
 fn limb_plan(
-    f: &Fused,
+    fused: &Fused,
     n: &AlignNode,
     info: &FusedInfo,
     width_bits: u32,
@@ -114,13 +114,13 @@ fn limb_plan(
             && t.keep.is_none()
             && t.drop_below.is_none()
     });
-    if !plain || f.grouping.is_some() {
+    if !plain || fused.grouping.is_some() {
         return Err(format!(
             "an exact sum needs a {width_bits}-bit accumulator; the JIT's multi-limb accumulator takes \
              only exact products and c"
         ));
     }
-    if f.normalize.iter().any(|s| s.fraction_bits > 62) {
+    if fused.normalize.iter().any(|s| s.fraction_bits > 62) {
         return Err("a normalisation keeps more than 62 fraction bits of a multi-limb sum".into());
     }
     // c is c's format in the first chained step and d's in the others
@@ -322,14 +322,14 @@ pub(crate) fn plan(inst: &Instruction, checked: &CheckedFused) -> Result<Plan, S
 /// The value tables of [`Plan::value_tables`], when the pipeline groups unscaled,
 /// unflagged products of formats without special codes that the tables hold.
 fn value_tables(
-    f: &Fused,
+    fused: &Fused,
     a: &FloatFormat,
     b: &FloatFormat,
 ) -> Option<(&'static [u64], &'static [u64])> {
-    let g = f.grouping?;
-    let ok = !f.scaled_products
-        && f.product_overflow.is_none()
-        && f.nodes.iter().all(|n| {
+    let g = fused.grouping?;
+    let ok = !fused.scaled_products
+        && fused.product_overflow.is_none()
+        && fused.nodes.iter().all(|n| {
             n.terms
                 .iter()
                 .all(|t| !matches!(t.source, TermSource::Products(_)))
@@ -338,7 +338,7 @@ fn value_tables(
     if !ok {
         return None;
     }
-    let cond = f.conditioning;
+    let cond = fused.conditioning;
     Some((
         tables::value_table(a, cond.flush_a)?,
         tables::value_table(b, cond.flush_b)?,
@@ -356,19 +356,19 @@ fn value_tables(
 /// term, a normal f64, with the sum of the truncated terms exact in f64.
 pub(super) fn simd_plan(
     inst: &Instruction,
-    f: &Fused,
+    fused: &Fused,
     a: &FloatFormat,
     b: &FloatFormat,
     c: &FloatFormat,
     d: &FloatFormat,
 ) -> Option<SimdPlan> {
-    let cond = f.conditioning;
-    if f.scaled_products
-        || f.grouping.is_some()
-        || f.product_overflow.is_some()
+    let cond = fused.conditioning;
+    if fused.scaled_products
+        || fused.grouping.is_some()
+        || fused.product_overflow.is_some()
         || cond.flush_a
         || cond.flush_b
-        || !f.chain.is_multiple_of(4)
+        || !fused.chain.is_multiple_of(4)
         || inst.arithmetic.scale.is_some()
     {
         return None;
@@ -379,7 +379,7 @@ pub(super) fn simd_plan(
         _ => None,
     };
     let max_ref = |n: &AlignNode| n.reference == Reference::MaxExponent;
-    let (shape, big_f) = match f.nodes.as_slice() {
+    let (shape, big_f) = match fused.nodes.as_slice() {
         [n] if max_ref(n) && n.terms.len() == 2 => {
             let mut keep = None;
             let (mut products, mut has_c) = (false, false);
@@ -425,7 +425,7 @@ pub(super) fn simd_plan(
     }
     // c's significand converts to f64 exactly; the sum stays below 2^52
     if c.mantissa_bits.max(d.mantissa_bits) > 52
-        || big_f + 2 + clog2(f.chain as u64 + 1) as i64 > 52
+        || big_f + 2 + clog2(fused.chain as u64 + 1) as i64 > 52
     {
         return None;
     }
@@ -435,7 +435,7 @@ pub(super) fn simd_plan(
     let e_hi = (a.max_exponent() + b.max_exponent()) as i64 + 2;
     let powers = match shape {
         SimdShape::All => {
-            let ez_p = match f.zero_exponent.products {
+            let ez_p = match fused.zero_exponent.products {
                 ZeroExponent::Natural => None,
                 ZeroExponent::Fixed(e) => Some(e as i64),
                 ZeroExponent::Never => return None,
@@ -443,7 +443,7 @@ pub(super) fn simd_plan(
             let c_lo = c.min_exponent().min(d.min_exponent()) as i64;
             let c_hi = c.max_exponent().max(d.max_exponent()) as i64 + 1;
             let r_lo = e_lo.min(ez_p.unwrap_or(e_lo));
-            let r_hi = e_hi.max(c_hi).max(match f.zero_exponent.c {
+            let r_hi = e_hi.max(c_hi).max(match fused.zero_exponent.c {
                 ZeroExponent::Fixed(e) => e as i64,
                 _ => c_hi,
             });
@@ -461,7 +461,7 @@ pub(super) fn simd_plan(
         SimdShape::EvenOdd => {
             // the reference is a product's exponent or e_zero; the powers are formed
             // against one at least e_lo (below it every term is 0)
-            let r_hi = match f.zero_exponent.products {
+            let r_hi = match fused.zero_exponent.products {
                 ZeroExponent::Fixed(e) => e_hi.max(e as i64),
                 _ => e_hi,
             };
@@ -473,9 +473,9 @@ pub(super) fn simd_plan(
     // more than the lanes save (Ampere's tf32 steps of 4 measure 3-8 % slower in i32
     // lanes than in f64 lanes; its f16 steps of 8, 10 % faster), unless the kept values
     // are so narrow (below 2^24 with c: FP8 with F = 13) that f64 lanes are never needed.
-    let int_lanes = (f.chain >= 8 || big_f + 2 + clog2(f.chain as u64 + 1) as i64 <= 24)
+    let int_lanes = (fused.chain >= 8 || big_f + 2 + clog2(fused.chain as u64 + 1) as i64 <= 24)
         && a.mantissa_bits + b.mantissa_bits + 2 <= 24
-        && big_f + 2 + clog2(f.chain as u64) as i64 <= 31
+        && big_f + 2 + clog2(fused.chain as u64) as i64 <= 31
         && (-30..=100).contains(&(big_f - fr));
     // the scale 2^(e - fr) of every product, specials' included, a normal f32
     let value_lanes = int_lanes && e_lo - fr >= -126 && e_hi - fr <= 125;

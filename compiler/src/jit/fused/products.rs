@@ -18,14 +18,14 @@ use cranelift_codegen::ir::{InstBuilder, Value, types};
 pub(super) fn products(
     em: &mut Emitter,
     inst: &Instruction,
-    f: &Fused,
+    fused: &Fused,
     p: &Plan,
     ptrs: &Ptrs,
     start: usize,
     sp: &mut SpecialFlags,
 ) -> Vec<Term> {
-    let cond = f.conditioning;
-    let l = f.chain as usize;
+    let cond = fused.conditioning;
+    let l = fused.chain as usize;
     let f0 = em.boolc(false);
     let block = inst
         .arithmetic
@@ -109,13 +109,13 @@ pub(super) fn products(
             exp = em.b.ins().iadd(exp, es);
             dd += 2 * s.mantissa_bits as i64;
         }
-        if let Some(x) = f.product_overflow {
+        if let Some(x) = fused.product_overflow {
             let grid = em.b.ins().iadd_imm_s(exp, -dd);
             let o = overflows(em, sig, grid, x);
             sp.add(em, f0, o, neg);
         }
         let zero = em.icmp_imm(IntCC::Equal, sig, 0);
-        let (e, present) = zero_rule(em, f.zero_exponent.products, zero, exp);
+        let (e, present) = zero_rule(em, fused.zero_exponent.products, zero, exp);
         product_terms.push(Term {
             neg,
             sig: Some(sig),
@@ -142,14 +142,14 @@ pub(super) fn products(
 pub(super) fn groups(
     em: &mut Emitter,
     inst: &Instruction,
-    f: &Fused,
+    fused: &Fused,
     p: &Plan,
     ptrs: &Ptrs,
     start: usize,
     product_terms: &[Term],
     special: &mut Option<Value>,
 ) -> Vec<Term> {
-    let l = f.chain as usize;
+    let l = fused.chain as usize;
     let f0 = em.boolc(false);
     let block = inst
         .arithmetic
@@ -159,7 +159,7 @@ pub(super) fn groups(
         .unwrap_or(1);
     let scale_base = start / block;
     let mut groups: Vec<Term> = vec![];
-    if let Some(g) = f.grouping {
+    if let Some(g) = fused.grouping {
         let gs = g.size as usize;
         for gi in 0..l / gs {
             let mut sum = em.wc(0);
@@ -211,7 +211,7 @@ pub(super) fn groups(
                 let value = em.b.ins().imul(sum, ssig);
                 let s_exp = em.b.ins().iadd(ex, ey);
                 let z = em.or(all_zero, s_zero);
-                let (e, present) = zero_rule(em, f.zero_exponent.groups, z, s_exp);
+                let (e, present) = zero_rule(em, fused.zero_exponent.groups, z, s_exp);
                 Term {
                     neg: f0,
                     sig: None,
@@ -229,7 +229,7 @@ pub(super) fn groups(
                 }
             } else {
                 let e0 = em.i64c(0);
-                let (e, present) = zero_rule(em, f.zero_exponent.groups, all_zero, e0);
+                let (e, present) = zero_rule(em, fused.zero_exponent.groups, all_zero, e0);
                 Term {
                     neg: f0,
                     sig: None,

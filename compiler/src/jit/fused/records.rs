@@ -80,21 +80,21 @@ pub(crate) struct TFdpaPlan {
 ///
 /// Grouped pipelines take [`groups::group_plan`] and GTR-FDPA [`parity::parity_plan`]
 /// instead.
-pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<RecordPlan> {
-    if f.grouping.is_some() {
-        return groups::group_plan(inst, f, p).map(RecordPlan::Groups);
+pub(crate) fn record_plan(inst: &Instruction, fused: &Fused, p: &Plan) -> Option<RecordPlan> {
+    if fused.grouping.is_some() {
+        return groups::group_plan(inst, fused, p).map(RecordPlan::Groups);
     }
     let s = p.simd?;
     if s.shape == SimdShape::EvenOdd {
-        return parity::parity_plan(inst, f, p).map(RecordPlan::Parity);
+        return parity::parity_plan(inst, fused, p).map(RecordPlan::Parity);
     }
     if !(s.shape == SimdShape::All && ValueProducts::fit(&p.a, &p.b)) {
         return None;
     }
-    let (precision, toward_zero) = binary32_step(inst, f, false)?;
+    let (precision, toward_zero) = binary32_step(inst, fused, false)?;
     let c = inst.arithmetic.c.as_float()?;
     // (and every power of two below is a normal f64)
-    if !is_binary32(c) || f.conditioning.flush_c || !p.narrow_exponents {
+    if !is_binary32(c) || fused.conditioning.flush_c || !p.narrow_exponents {
         return None;
     }
     let keep = s.keep;
@@ -104,9 +104,9 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
         // and the second with c below 2^31) at 31; and each term's power field, at most
         // F + 127 - fr for a product (the significands' product has fr fraction bits) and
         // F + 104 for c, is below 255
-        let kept = keep + 2 + clog2(f.chain as u64) as i64;
+        let kept = keep + 2 + clog2(fused.chain as u64) as i64;
         let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
-        let fits = kept <= 30 || (kept == 31 && f.chain >= 2);
+        let fits = kept <= 30 || (kept == 31 && fused.chain >= 2);
         return (keep >= 0 && fits && keep - fr <= 127).then_some(RecordPlan::TFdpa(TFdpaPlan {
             keep,
             precision,
@@ -120,7 +120,7 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
     // The sum cannot overflow: its magnitude is at most |c| + the products' (truncation
     // only shrinks terms), and with the products below 2^103 in all that is below f32's
     // largest value plus half its last place, so neither rounding reaches infinity.
-    let products = p.a.max_exponent() + p.b.max_exponent() + 2 + clog2(f.chain as u64) as i32;
+    let products = p.a.max_exponent() + p.b.max_exponent() + 2 + clog2(fused.chain as u64) as i32;
     if products > 103 {
         return None;
     }
@@ -136,7 +136,7 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
         ZeroExponent::Fixed(e) => e as i64,
         _ => i64::MIN,
     };
-    let zero = fixed(f.zero_exponent.products).max(fixed(f.zero_exponent.c));
+    let zero = fixed(fused.zero_exponent.products).max(fixed(fused.zero_exponent.c));
     if low < keep - 126 || high > keep + 126 || zero > keep + 127 {
         return None;
     }
@@ -158,7 +158,7 @@ pub(crate) fn record_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Rec
 pub(crate) fn group(
     em: &mut Emitter,
     inst: &Instruction,
-    f: &Fused,
+    fused: &Fused,
     p: &Plan,
     rp: &RecordPlan,
     c: Value,
@@ -167,7 +167,7 @@ pub(crate) fn group(
 ) -> (Value, Value) {
     let mut special = None;
     let mut c = c;
-    let chain = f.chain as usize;
+    let chain = fused.chain as usize;
     if let RecordPlan::Groups(gp) = rp {
         for start in (0..inst.k()).step_by(chain) {
             let steps = (&p.a, &p.b, chain, start);
@@ -176,13 +176,15 @@ pub(crate) fn group(
     } else {
         let deferred_power = matches!(rp, RecordPlan::TFdpa(tp) if tp.deferred_power);
         let pairs = matches!(rp, RecordPlan::TFdpa(_));
-        let decoder = ValueProducts::new(em, f, p, deferred_power, pairs);
+        let decoder = ValueProducts::new(em, fused, p, deferred_power, pairs);
         for start in (0..inst.k()).step_by(chain) {
             c = match rp {
                 RecordPlan::Parity(pp) => {
                     parity::step(em, &decoder, pp, chain, c, (a, b), start, &mut special)
                 }
-                RecordPlan::TFdpa(tp) => step(em, f, &decoder, tp, c, (a, b), start, &mut special),
+                RecordPlan::TFdpa(tp) => {
+                    step(em, fused, &decoder, tp, c, (a, b), start, &mut special)
+                }
                 RecordPlan::Groups(_) => unreachable!("grouped steps above"),
             };
         }
@@ -309,7 +311,7 @@ impl ValueProducts {
     /// and a and b [`ValueProducts::fit_narrow`].
     fn new(
         em: &mut Emitter,
-        f: &Fused,
+        fused: &Fused,
         p: &Plan,
         deferred_power: bool,
         pairs: bool,
@@ -354,7 +356,7 @@ impl ValueProducts {
         let bias = (p.a.bias + p.b.bias) as i64;
         let fr = (p.a.mantissa_bits + p.b.mantissa_bits) as i64;
         let power_field = em.splat32((127 - bias - fr) * units);
-        let zero = match f.zero_exponent.products {
+        let zero = match fused.zero_exponent.products {
             ZeroExponent::Natural => ZeroTerm::Natural,
             ZeroExponent::Fixed(e) if e as i64 + bias >= 0 => {
                 ZeroTerm::Select(em.splat32((e as i64 + bias) * units))
@@ -365,7 +367,7 @@ impl ValueProducts {
         };
         let narrow = narrow
             .then(|| {
-                let zero = match f.zero_exponent.products {
+                let zero = match fused.zero_exponent.products {
                     // (in i16 lanes, and compared unsigned with the products' exponents)
                     ZeroExponent::Fixed(e) if e as i64 + bias >= 0 => {
                         let z = (e as i64 + bias) * units;
@@ -797,7 +799,7 @@ fn elements(em: &mut Emitter, records: [Value; RECORDS], k: usize) -> [Value; 2]
 #[allow(clippy::too_many_arguments)]
 fn step(
     em: &mut Emitter,
-    f: &Fused,
+    fused: &Fused,
     decoder: &ValueProducts,
     rp: &TFdpaPlan,
     c: Value,
@@ -809,9 +811,9 @@ fn step(
     let big_f = rp.keep;
     let mut max = None;
     let mut seen = [None, None];
-    let mut products = Vec::with_capacity(f.chain as usize);
-    let mut pairs = Vec::with_capacity(f.chain as usize / 2);
-    for k in (start..start + f.chain as usize).step_by(2) {
+    let mut products = Vec::with_capacity(fused.chain as usize);
+    let mut pairs = Vec::with_capacity(fused.chain as usize / 2);
+    for k in (start..start + fused.chain as usize).step_by(2) {
         if decoder.narrow.is_some() {
             let ra = pair_elements(em, a, k);
             let rb = pair_elements(em, b, k);
@@ -835,7 +837,7 @@ fn step(
         or_lanes(em, special, c_special);
     }
     let one = em.splat32(1);
-    let c_exp = match f.zero_exponent.c {
+    let c_exp = match fused.zero_exponent.c {
         ZeroExponent::Natural => c_exp,
         rule => {
             let e = match rule {

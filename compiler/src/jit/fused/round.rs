@@ -27,7 +27,7 @@ pub(super) fn normalize(
     em: &mut Emitter,
     inst: &Instruction,
     d: &FloatFormat,
-    f: &Fused,
+    fused: &Fused,
     last: Term,
 ) -> Normalized {
     let root = last.signed(em);
@@ -40,7 +40,7 @@ pub(super) fn normalize(
     let inf_bits = |neg: bool| inf_bits(inst, neg);
     let mut ovf_flag = em.boolc(false);
     let mut ovf_bits = em.i64c(0);
-    for step in &f.normalize {
+    for step in &fused.normalize {
         let le = em.b.ins().iadd(g, bl);
         let le = em.b.ins().iadd_imm_s(le, -1);
         let floor = em.i64c(step.min_exponent as i64);
@@ -102,7 +102,7 @@ pub(super) fn encode(
     em: &mut Emitter,
     inst: &Instruction,
     d: &FloatFormat,
-    f: &Fused,
+    fused: &Fused,
     n: &Normalized,
     sp: &SpecialFlags,
 ) -> Value {
@@ -124,7 +124,7 @@ pub(super) fn encode(
         let m64 = em.low64(mag);
         // the last step leaves at most P + 1 bits: a signed conversion is one instruction,
         // an unsigned one a branchy sequence on x86-64
-        let narrow = f.normalize.last().is_some_and(|s| s.fraction_bits < 62);
+        let narrow = fused.normalize.last().is_some_and(|s| s.fraction_bits < 62);
         let mf = if narrow {
             em.b.ins().fcvt_from_sint(types::F64, m64)
         } else {
@@ -195,7 +195,7 @@ pub(super) fn encode(
         .encode_finite(true, &crate::exact::Dyadic::zero())
         .unwrap_or(nan_bits as u64) as i64;
     let zp = em.i64c(zero_pos);
-    let zero_bits = match f.zero_sign {
+    let zero_bits = match fused.zero_sign {
         ZeroSign::Positive => zp,
         ZeroSign::ExactPositive => {
             let zn = em.i64c(zero_neg);
@@ -225,9 +225,9 @@ fn special_results(em: &mut Emitter, inst: &Instruction, sp: &SpecialFlags, r: V
 /// A normalisation into an IEEE binary32 d with d's exponent range and overflow to
 /// infinity, toward zero to a precision P up to 23 or to nearest even at 23, as the last
 /// step (`last`) or the only one: `(P, toward zero)`.
-pub(super) fn binary32_step(inst: &Instruction, f: &Fused, last: bool) -> Option<(i64, bool)> {
+pub(super) fn binary32_step(inst: &Instruction, fused: &Fused, last: bool) -> Option<(i64, bool)> {
     let binary32 = is_binary32(inst.arithmetic.d.as_float()?);
-    let step = match f.normalize.as_slice() {
+    let step = match fused.normalize.as_slice() {
         [step] => step,
         [_, step] if last => step,
         _ => return None,
@@ -259,8 +259,8 @@ pub(super) fn is_binary32(x: &crate::format::FloatFormat) -> bool {
 
 /// The sign of a zero result by the zero rule: +0, or (ExactPositive) the sum's sign for
 /// a nonzero sum that rounded to zero (an exact zero sum is never negative).
-fn zero_code(em: &mut Emitter, f: &Fused, neg: Value) -> Value {
-    match f.zero_sign {
+fn zero_code(em: &mut Emitter, fused: &Fused, neg: Value) -> Value {
+    match fused.zero_sign {
         ZeroSign::Positive => em.i64c(0),
         ZeroSign::ExactPositive => {
             let sign = em.i64c(1 << 31);
@@ -310,11 +310,11 @@ fn sum_parts(em: &mut Emitter, last: Term) -> SumParts {
 pub(super) fn integer_binary32(
     em: &mut Emitter,
     inst: &Instruction,
-    f: &Fused,
+    fused: &Fused,
     last: Term,
     sp: &SpecialFlags,
 ) -> Option<Value> {
-    let (p, true) = binary32_step(inst, f, false)? else {
+    let (p, true) = binary32_step(inst, fused, false)? else {
         return None;
     };
     let SumParts { g, neg, mag, e, .. } = sum_parts(em, last);
@@ -345,7 +345,7 @@ pub(super) fn integer_binary32(
     let code = em.sel(too_big, inf, code);
     // (after the overflow test: a zero sum's e is g - 1, which may exceed 127)
     let rounded_zero = em.icmp_imm(IntCC::Equal, m, 0);
-    let zero_bits = zero_code(em, f, neg);
+    let zero_bits = zero_code(em, fused, neg);
     let code = em.sel(rounded_zero, zero_bits, code);
     Some(special_results(em, inst, sp, code))
 }
@@ -361,11 +361,11 @@ pub(super) fn integer_binary32(
 pub(super) fn host_binary32(
     em: &mut Emitter,
     inst: &Instruction,
-    f: &Fused,
+    fused: &Fused,
     last: Term,
     sp: &SpecialFlags,
 ) -> Option<Value> {
-    let (p, toward_zero) = binary32_step(inst, f, false)?;
+    let (p, toward_zero) = binary32_step(inst, fused, false)?;
     let le = cranelift_codegen::ir::MemFlagsData::new();
     let x = last.float?;
     let g = last.grid(em);
@@ -407,7 +407,7 @@ pub(super) fn host_binary32(
     let magnitude = em.b.ins().band_imm_s(code, 0x7fff_ffff);
     let rounded_zero = em.icmp_imm(IntCC::Equal, magnitude, 0);
     let rounded_zero = em.or(rounded_zero, lost);
-    let zero_bits = zero_code(em, f, neg);
+    let zero_bits = zero_code(em, fused, neg);
     let r = em.sel(rounded_zero, zero_bits, code);
     Some(special_results(em, inst, sp, r))
 }
@@ -422,14 +422,14 @@ pub(super) fn host_binary32(
 pub(super) fn host_two_steps(
     em: &mut Emitter,
     inst: &Instruction,
-    f: &Fused,
+    fused: &Fused,
     last: Term,
     sp: &SpecialFlags,
 ) -> Option<Value> {
-    let [first, _] = f.normalize.as_slice() else {
+    let [first, _] = fused.normalize.as_slice() else {
         return None;
     };
-    let (23, false) = binary32_step(inst, f, true)? else {
+    let (23, false) = binary32_step(inst, fused, true)? else {
         return None;
     };
     let p1 = first.fraction_bits as i64;
@@ -474,7 +474,7 @@ pub(super) fn host_two_steps(
     let code = em.b.ins().uextend(types::I64, code);
     // zeros: the narrowing gives +0 for an exact zero sum and keeps the sign of one that
     // rounded to zero, as ExactPositive says; Positive makes every zero +0
-    let code = match f.zero_sign {
+    let code = match fused.zero_sign {
         ZeroSign::ExactPositive => code,
         ZeroSign::Positive => {
             let magnitude = em.b.ins().band_imm_s(code, 0x7fff_ffff);

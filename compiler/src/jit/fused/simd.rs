@@ -59,13 +59,13 @@ struct Lanes {
 /// max; a NaN or an infinity among the inputs sets `special`.
 fn product_lanes(
     em: &mut Emitter,
-    f: &Fused,
+    fused: &Fused,
     p: &Plan,
     ptrs: &Ptrs,
     start: usize,
     special: &mut Option<Value>,
 ) -> Lanes {
-    let l = f.chain as usize;
+    let l = fused.chain as usize;
     let (fa, fb) = (&p.a, &p.b);
     // (significand, biased exponent max(field, 1), NaN/Inf mask)
     let decode = |em: &mut Emitter, x: &FloatFormat, raw: Value| -> (Value, Value, Option<Value>) {
@@ -110,7 +110,7 @@ fn product_lanes(
     };
     let pos = |x: &FloatFormat| (x.ignored_low_bits + x.exponent_bits + x.mantissa_bits) as i64;
     let bias = (fa.bias + fb.bias) as i64;
-    let zero_exp = match f.zero_exponent.products {
+    let zero_exp = match fused.zero_exponent.products {
         ZeroExponent::Fixed(e) => Some(em.splat32(e as i64 + bias)),
         ZeroExponent::Never => Some(em.splat32(ABSENT)),
         ZeroExponent::Natural => None,
@@ -281,7 +281,7 @@ pub(super) fn truncate_to_i32(em: &mut Emitter, v: Value) -> Value {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn simd_node(
     em: &mut Emitter,
-    f: &Fused,
+    fused: &Fused,
     p: &Plan,
     big_f: i64,
     c_term: &Term,
@@ -289,7 +289,7 @@ pub(super) fn simd_node(
     start: usize,
     special: &mut Option<Value>,
 ) -> Term {
-    let lanes = product_lanes(em, f, p, ptrs, start, special);
+    let lanes = product_lanes(em, fused, p, ptrs, start, special);
     or_flag(em, special, c_term.special);
     // the largest exponent
     let r32 = across_lanes(em, lanes.max, |em, x, y| em.b.ins().smax(x, y));

@@ -18,15 +18,15 @@ use cranelift_codegen::ir::{BlockArg, InstBuilder, Value, types};
 pub(super) fn special_step(
     em: &mut Emitter,
     inst: &Instruction,
-    f: &Fused,
+    fused: &Fused,
     p: &Plan,
     cf: &FloatFormat,
     c_raw: Value,
     ptrs: &Ptrs,
     start: usize,
 ) -> Value {
-    let cond = f.conditioning;
-    let l = f.chain as usize;
+    let cond = fused.conditioning;
+    let l = fused.chain as usize;
     let f0 = em.boolc(false);
     let mut sp = SpecialFlags {
         nan: f0,
@@ -136,7 +136,7 @@ pub(super) fn special_step(
             grid = em.b.ins().iadd(grid, sc.exp);
             grid = em.b.ins().iadd_imm_s(grid, -2 * s.mantissa_bits as i64);
         }
-        if let Some(x) = f.product_overflow {
+        if let Some(x) = fused.product_overflow {
             let o = overflows(em, sig, grid, x);
             let special = em.or(nan, inf);
             let fin = em.not(special);
@@ -162,7 +162,7 @@ pub(super) fn special_step(
         pos_inf: ep[1],
         neg_inf: ep[2],
     };
-    if let (Some(g), Some(s)) = (f.grouping, &p.scaled_groups) {
+    if let (Some(g), Some(s)) = (fused.grouping, &p.scaled_groups) {
         let gs = g.size as usize;
         for gi in 0..l / gs {
             let idx = scale_base + gi * gs / block;

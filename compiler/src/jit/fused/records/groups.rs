@@ -50,8 +50,8 @@ pub(crate) struct GroupPlan {
 /// - each group's kept value is below 2^(F + b - 2m + grid) (its exponent is at most r),
 ///   c's below 2^(F + 1), and their sum is exact in f64;
 /// - the scale factors of a chained step are loaded in pairs: their count is even.
-pub(crate) fn group_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<GroupPlan> {
-    let g = f.grouping?;
+pub(crate) fn group_plan(inst: &Instruction, fused: &Fused, p: &Plan) -> Option<GroupPlan> {
+    let g = fused.grouping?;
     let scale = inst.arithmetic.scale.as_ref()?;
     let s = scale.format.as_float()?.clone();
     let (ta, tb) = p.value_tables?;
@@ -59,15 +59,15 @@ pub(crate) fn group_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Grou
     let c = inst.arithmetic.c.as_float()?;
     let size = g.size as usize;
     let block = scale.block as usize;
-    let (precision, true) = binary32_step(inst, f, false)? else {
+    let (precision, true) = binary32_step(inst, fused, false)? else {
         return None;
     };
     let (ZeroExponent::Fixed(zero_group), ZeroExponent::Fixed(zero_c)) =
-        (f.zero_exponent.groups, f.zero_exponent.c)
+        (fused.zero_exponent.groups, fused.zero_exponent.c)
     else {
         return None;
     };
-    let keep = match f.nodes.as_slice() {
+    let keep = match fused.nodes.as_slice() {
         [n] if n.reference == Reference::MaxExponent => match n.terms.as_slice() {
             [groups, c]
                 if groups.source == TermSource::Groups
@@ -87,12 +87,12 @@ pub(crate) fn group_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Grou
     };
     let four_bits = |x: &FloatFormat| x.storage_bits <= 4 && x.ignored_low_bits == 0;
     let plain = g.scaled
-        && !f.scaled_products
-        && f.product_overflow.is_none()
-        && !f.conditioning.flush_a
-        && !f.conditioning.flush_b
-        && !f.conditioning.flush_c
-        && f.zero_sign == ZeroSign::Positive
+        && !fused.scaled_products
+        && fused.product_overflow.is_none()
+        && !fused.conditioning.flush_a
+        && !fused.conditioning.flush_b
+        && !fused.conditioning.flush_c
+        && fused.zero_sign == ZeroSign::Positive
         && is_binary32(c)
         && p.narrow_exponents
         && four_bits(&p.a)
@@ -103,8 +103,8 @@ pub(crate) fn group_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Grou
         && s.ignored_low_bits == 0
         && matches!(s.specials, Specials::Fn | Specials::None)
         && size.is_multiple_of(4)
-        && (f.chain as usize).is_multiple_of(size)
-        && (f.chain as usize).is_multiple_of(block)
+        && (fused.chain as usize).is_multiple_of(size)
+        && (fused.chain as usize).is_multiple_of(block)
         && inst.scale_count().is_multiple_of(2);
     if !plain {
         return None;
@@ -116,7 +116,7 @@ pub(crate) fn group_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Grou
     let product = sum * sig * sig;
     let bits = 64 - (product as u64).leading_zeros() as i64;
     let two_m = 2 * s.mantissa_bits as i64;
-    let groups = (f.chain as usize / size) as u64;
+    let groups = (fused.chain as usize / size) as u64;
     let kept = keep + bits - two_m + p.product_min_grid;
     let fits = product < 1 << 31 && kept.max(keep + 1) + clog2(groups + 1) as i64 <= 52;
     fits.then_some(GroupPlan {

@@ -44,19 +44,19 @@ pub(crate) struct ParityPlan {
 ///   subnormal range, and 2^(Fc - e) and 2^(e - G) are normal f32s (e is at most 127);
 /// - with every product zero, the result is c: kept whole (Fc >= 23) and within the
 ///   window (P1 >= 23).
-pub(crate) fn parity_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<ParityPlan> {
+pub(crate) fn parity_plan(inst: &Instruction, fused: &Fused, p: &Plan) -> Option<ParityPlan> {
     let s = p.simd?;
     if s.shape != SimdShape::EvenOdd || !s.value_lanes || !ValueProducts::fit(&p.a, &p.b) {
         return None;
     }
     let c = inst.arithmetic.c.as_float()?;
     if !is_binary32(c)
-        || f.conditioning.flush_c
+        || fused.conditioning.flush_c
         || !p.narrow_exponents
-        || f.zero_exponent.products != ZeroExponent::Never
-        || f.zero_exponent.c != ZeroExponent::Natural
-        || f.zero_sign != ZeroSign::ExactPositive
-        || binary32_step(inst, f, true)? != (23, false)
+        || fused.zero_exponent.products != ZeroExponent::Never
+        || fused.zero_exponent.c != ZeroExponent::Natural
+        || fused.zero_sign != ZeroSign::ExactPositive
+        || binary32_step(inst, fused, true)? != (23, false)
     {
         return None;
     }
@@ -69,7 +69,7 @@ pub(crate) fn parity_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Par
         _ => None,
     };
     let max_ref = |n: &AlignNode| n.reference == Reference::MaxExponent;
-    let (dot, last) = match f.nodes.as_slice() {
+    let (dot, last) = match fused.nodes.as_slice() {
         [_, _, dot, last] if max_ref(dot) && max_ref(last) => (dot, last),
         _ => return None,
     };
@@ -86,7 +86,7 @@ pub(crate) fn parity_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Par
         }
         _ => return None,
     };
-    let window = match f.normalize.as_slice() {
+    let window = match fused.normalize.as_slice() {
         [first, _]
             if first.rounding == crate::exact::Rounding::Down
                 && first.min_exponent == -126
@@ -97,7 +97,7 @@ pub(crate) fn parity_plan(inst: &Instruction, f: &Fused, p: &Plan) -> Option<Par
         _ => return None,
     };
     let keep = s.keep;
-    let half = clog2(f.chain as u64 / 2) as i64;
+    let half = clog2(fused.chain as u64 / 2) as i64;
     let e_lo = (p.a.min_exponent() + p.b.min_exponent()) as i64;
     let fits = keep + 2 + half <= 30
         && dot_keep >= keep
