@@ -745,127 +745,15 @@ fn stage(p: Pair<Rule>) -> Stage {
             }
         }
         Rule::flush => StageKind::Flush {
-            operands: it
-                .map(|o| match o.as_str() {
-                    "a" => Operand::A,
-                    "b" => Operand::B,
-                    _ => Operand::C,
-                })
-                .collect(),
+            operands: it.map(|o| operand(o.as_str())).collect(),
         },
-        Rule::multiply => {
-            let k = it.next().unwrap();
-            let kind = match k.as_rule() {
-                Rule::mul_exact => MultiplyKind::Exact,
-                Rule::mul_round => {
-                    let mut ki = k.into_inner();
-                    MultiplyKind::Round {
-                        format: expr(ki.next().unwrap()),
-                        rounding: expr(ki.next().unwrap()),
-                    }
-                }
-                Rule::mul_integer => MultiplyKind::Integer,
-                Rule::mul_xor => MultiplyKind::Xor,
-                _ => MultiplyKind::And,
-            };
-            let mut scaled = false;
-            let mut overflow_at = None;
-            let mut flush_keep_sign = false;
-            for o in it {
-                match o.as_rule() {
-                    Rule::scaled => scaled = true,
-                    Rule::overflow_at => overflow_at = Some(expr(o.into_inner().next().unwrap())),
-                    _ => flush_keep_sign = true,
-                }
-            }
-            StageKind::Multiply {
-                kind,
-                scaled,
-                overflow_at,
-                flush_keep_sign,
-            }
-        }
-        Rule::zero_exponent => {
-            let e = it.next().unwrap();
-            let exponent = if e.as_rule() == Rule::never {
-                None
-            } else {
-                Some(expr(e))
-            };
-            let class = it.next().map(|c| match c.as_str() {
-                "products" => TermClass::Products,
-                "groups" => TermClass::Groups,
-                _ => TermClass::C,
-            });
-            StageKind::ZeroExponent { exponent, class }
-        }
+        Rule::multiply => multiply_stage(it),
+        Rule::zero_exponent => zero_exponent_stage(it),
         Rule::zero_result => StageKind::ZeroResult(ident(it.next().unwrap())),
-        Rule::group => {
-            let size = expr(it.next().unwrap());
-            let mut scaled = false;
-            let mut name = None;
-            for q in it {
-                match q.as_rule() {
-                    Rule::scaled => scaled = true,
-                    _ => name = Some(ident(q)),
-                }
-            }
-            StageKind::Group {
-                size,
-                scaled,
-                name: name.unwrap(),
-            }
-        }
-        Rule::align => {
-            let mut terms = vec![];
-            let mut reference = Reference::MaxExponent;
-            let mut kr = None;
-            let mut name = None;
-            for q in it {
-                match q.as_rule() {
-                    Rule::align_term => terms.push(align_term(q)),
-                    Rule::reference => {
-                        let r = q.into_inner().next().unwrap();
-                        reference = match r.as_rule() {
-                            Rule::max_exponent => Reference::MaxExponent,
-                            _ => Reference::Fixed(expr(r.into_inner().next().unwrap())),
-                        };
-                    }
-                    Rule::keep_round => kr = Some(keep_round(q)),
-                    _ => name = Some(ident(q)),
-                }
-            }
-            StageKind::Align {
-                terms,
-                reference,
-                keep_round: kr,
-                name,
-            }
-        }
+        Rule::group => group_stage(it),
+        Rule::align => align_stage(it),
         Rule::sum_exact => StageKind::SumExact,
-        Rule::normalize => {
-            let t = it.next().unwrap();
-            let target = match t.as_rule() {
-                Rule::norm_to => NormalizeTarget::To(expr(t.into_inner().next().unwrap())),
-                _ => NormalizeTarget::Range(expr(t.into_inner().next().unwrap())),
-            };
-            let mut precision = None;
-            let mut rounding = None;
-            let mut overflow = None;
-            for q in it {
-                match q.as_rule() {
-                    Rule::norm_precision => precision = Some(expr(q.into_inner().next().unwrap())),
-                    Rule::norm_round => rounding = Some(expr(q.into_inner().next().unwrap())),
-                    _ => overflow = Some(expr(q.into_inner().next().unwrap())),
-                }
-            }
-            StageKind::Normalize {
-                target,
-                precision,
-                rounding,
-                overflow,
-            }
-        }
+        Rule::normalize => normalize_stage(it),
         Rule::accumulate => {
             let format = expr(it.next().unwrap());
             let rounding = expr(it.next().unwrap());
@@ -887,55 +775,186 @@ fn stage(p: Pair<Rule>) -> Stage {
             }
         }
         Rule::nan_rule => StageKind::Nan(ident(it.next().unwrap())),
-        Rule::convert => {
-            let mut operands = vec![];
-            let mut exprs = vec![];
-            let mut overflow = None;
-            for q in it {
-                match q.as_rule() {
-                    Rule::operand => operands.push(operand(q.as_str())),
-                    Rule::norm_overflow => overflow = Some(expr(q.into_inner().next().unwrap())),
-                    _ => exprs.push(expr(q)),
-                }
-            }
-            let mut exprs = exprs.into_iter();
-            StageKind::Convert {
-                operands,
-                format: exprs.next().unwrap(),
-                rounding: exprs.next().unwrap(),
-                overflow,
-            }
-        }
+        Rule::convert => convert_stage(it),
         Rule::let_step => {
             let name = ident(it.next().unwrap());
             let value = step_expr(it.next().unwrap());
             StageKind::Let { name, value }
         }
         Rule::result_step => StageKind::Result(ident(it.next().unwrap())),
-        Rule::repeat => {
-            let var = ident(it.next().unwrap());
-            let from = expr(it.next().unwrap());
-            let to = expr(it.next().unwrap());
-            let mut step = None;
-            let mut body = vec![];
-            for q in it {
-                match q.as_rule() {
-                    Rule::expr => step = Some(expr(q)),
-                    _ => body.push(stage(q)),
-                }
-            }
-            StageKind::Repeat {
-                var,
-                from,
-                to,
-                step,
-                body,
-            }
-        }
+        Rule::repeat => repeat_stage(it),
         Rule::coverage => StageKind::Coverage,
         r => unreachable!("stage rule {r:?}"),
     };
     Stage { kind, span: sp }
+}
+
+/// The inner pairs of a stage, after its keywords.
+type StageParts<'a> = pest::iterators::Pairs<'a, Rule>;
+
+/// `multiply exact, scaled, overflow at 2^128` and the other products.
+fn multiply_stage(mut it: StageParts) -> StageKind {
+    let k = it.next().unwrap();
+    let kind = match k.as_rule() {
+        Rule::mul_exact => MultiplyKind::Exact,
+        Rule::mul_round => {
+            let mut ki = k.into_inner();
+            MultiplyKind::Round {
+                format: expr(ki.next().unwrap()),
+                rounding: expr(ki.next().unwrap()),
+            }
+        }
+        Rule::mul_integer => MultiplyKind::Integer,
+        Rule::mul_xor => MultiplyKind::Xor,
+        _ => MultiplyKind::And,
+    };
+    let mut scaled = false;
+    let mut overflow_at = None;
+    let mut flush_keep_sign = false;
+    for o in it {
+        match o.as_rule() {
+            Rule::scaled => scaled = true,
+            Rule::overflow_at => overflow_at = Some(expr(o.into_inner().next().unwrap())),
+            _ => flush_keep_sign = true,
+        }
+    }
+    StageKind::Multiply {
+        kind,
+        scaled,
+        overflow_at,
+        flush_keep_sign,
+    }
+}
+
+/// `zero exponent -133`, `zero exponent never for products`.
+fn zero_exponent_stage(mut it: StageParts) -> StageKind {
+    let e = it.next().unwrap();
+    let exponent = if e.as_rule() == Rule::never {
+        None
+    } else {
+        Some(expr(e))
+    };
+    let class = it.next().map(|c| match c.as_str() {
+        "products" => TermClass::Products,
+        "groups" => TermClass::Groups,
+        _ => TermClass::C,
+    });
+    StageKind::ZeroExponent { exponent, class }
+}
+
+/// `group 16 products exact, scaled as blocks`.
+fn group_stage(mut it: StageParts) -> StageKind {
+    let size = expr(it.next().unwrap());
+    let mut scaled = false;
+    let mut name = None;
+    for q in it {
+        match q.as_rule() {
+            Rule::scaled => scaled = true,
+            _ => name = Some(ident(q)),
+        }
+    }
+    StageKind::Group {
+        size,
+        scaled,
+        name: name.unwrap(),
+    }
+}
+
+/// `align products, c to max exponent keep 25 bits round toward_zero`.
+fn align_stage(it: StageParts) -> StageKind {
+    let mut terms = vec![];
+    let mut reference = Reference::MaxExponent;
+    let mut kr = None;
+    let mut name = None;
+    for q in it {
+        match q.as_rule() {
+            Rule::align_term => terms.push(align_term(q)),
+            Rule::reference => {
+                let r = q.into_inner().next().unwrap();
+                reference = match r.as_rule() {
+                    Rule::max_exponent => Reference::MaxExponent,
+                    _ => Reference::Fixed(expr(r.into_inner().next().unwrap())),
+                };
+            }
+            Rule::keep_round => kr = Some(keep_round(q)),
+            _ => name = Some(ident(q)),
+        }
+    }
+    StageKind::Align {
+        terms,
+        reference,
+        keep_round: kr,
+        name,
+    }
+}
+
+/// `normalize to out round rho`, or `normalize range R` with precision, rounding and
+/// overflow.
+fn normalize_stage(mut it: StageParts) -> StageKind {
+    let t = it.next().unwrap();
+    let target = match t.as_rule() {
+        Rule::norm_to => NormalizeTarget::To(expr(t.into_inner().next().unwrap())),
+        _ => NormalizeTarget::Range(expr(t.into_inner().next().unwrap())),
+    };
+    let mut precision = None;
+    let mut rounding = None;
+    let mut overflow = None;
+    for q in it {
+        match q.as_rule() {
+            Rule::norm_precision => precision = Some(expr(q.into_inner().next().unwrap())),
+            Rule::norm_round => rounding = Some(expr(q.into_inner().next().unwrap())),
+            _ => overflow = Some(expr(q.into_inner().next().unwrap())),
+        }
+    }
+    StageKind::Normalize {
+        target,
+        precision,
+        rounding,
+        overflow,
+    }
+}
+
+/// `convert a, b to F round MODE`, with an optional `overflow` rule.
+fn convert_stage(it: StageParts) -> StageKind {
+    let mut operands = vec![];
+    let mut exprs = vec![];
+    let mut overflow = None;
+    for q in it {
+        match q.as_rule() {
+            Rule::operand => operands.push(operand(q.as_str())),
+            Rule::norm_overflow => overflow = Some(expr(q.into_inner().next().unwrap())),
+            _ => exprs.push(expr(q)),
+        }
+    }
+    let mut exprs = exprs.into_iter();
+    StageKind::Convert {
+        operands,
+        format: exprs.next().unwrap(),
+        rounding: exprs.next().unwrap(),
+        overflow,
+    }
+}
+
+/// `for i in A..B step S { stages }`.
+fn repeat_stage(mut it: StageParts) -> StageKind {
+    let var = ident(it.next().unwrap());
+    let from = expr(it.next().unwrap());
+    let to = expr(it.next().unwrap());
+    let mut step = None;
+    let mut body = vec![];
+    for q in it {
+        match q.as_rule() {
+            Rule::expr => step = Some(expr(q)),
+            _ => body.push(stage(q)),
+        }
+    }
+    StageKind::Repeat {
+        var,
+        from,
+        to,
+        step,
+        body,
+    }
 }
 
 fn operand(s: &str) -> Operand {
