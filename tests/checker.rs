@@ -161,6 +161,25 @@ fn errors_are_collected() {
     assert!(d.render_plain(100).contains("3 errors"));
 }
 
+/// Each broken item of a file gets its own syntax error, at its own line; a file with one
+/// syntax error gets just that one.
+#[test]
+fn syntax_errors_are_reported_per_item() {
+    let lines = |file: &str| {
+        let (text, r) = compile(&root().join("tests/checker/fail").join(file));
+        let d = r.unwrap_err();
+        assert!(d.codes().iter().all(|c| *c == Code::Syntax), "{file}");
+        let line = |s: usize| mmac_compiler::diagnostic::line_col(&text, s).0;
+        d.diags
+            .iter()
+            .map(|d| line(d.span.start))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(lines("syntax_several_items.mma"), [4, 8, 13]);
+    assert_eq!(lines("syntax_unclosed_pipeline.mma"), [8]);
+    assert_eq!(lines("syntax_misspelled_item.mma"), [3]);
+}
+
 /// Every diagnostic code but the validator's internal ones is exercised by a fail/ file.
 #[test]
 fn every_code_has_a_failing_example() {

@@ -43,13 +43,14 @@ pub use checked::{Checked, CheckedInstruction, CheckedSpec};
 /// Parse a prelude; its spans point into [`FileId::Std`]. A prelude that does not parse
 /// is mmac's own failure, reported as such.
 fn parse_prelude(text: &str) -> Result<ast::File, Diag> {
-    parse::parse(text).map_err(|d| {
+    parse::parse(text).map_err(|diags| {
+        let d = &diags[0];
         let mut d = Diag::new(
             Code::Internal,
             d.span.in_file(FileId::Std),
             format!("the standard prelude does not parse: {}", d.message),
         )
-        .label(d.label);
+        .label(&d.label);
         d.help = Some("this is a bug in mmac's build: specs/std/prelude.mma must parse".into());
         d
     })
@@ -88,7 +89,7 @@ pub fn compile_instruction_with_overrides(
     instruction: &str,
     overrides: &[check::Override],
 ) -> Result<CheckedSpec, Diagnostics> {
-    let ast = parse::parse(text).map_err(|d| Diagnostics::new(file_name, text, vec![d]))?;
+    let ast = parse::parse(text).map_err(|diags| Diagnostics::new(file_name, text, diags))?;
     let source = Arc::new(checked::Source {
         file_name: file_name.to_string(),
         text: text.to_string(),
@@ -128,7 +129,7 @@ fn compile_with(
     overrides: &[check::Override],
 ) -> Result<CheckedSpec, Diagnostics> {
     let fail = |diags| Diagnostics::new(file_name, text, diags);
-    let ast = parse::parse(text).map_err(|d| fail(vec![d]))?;
+    let ast = parse::parse(text).map_err(fail)?;
     let spec = check::check_with(&ast, std, overrides).map_err(fail)?;
     let checked = valid::validate(spec).map_err(fail)?;
     Ok(checked.with_source(Arc::new(checked::Source {

@@ -2,28 +2,33 @@
 //!
 //! pest `Pair`s never leave this module; syntax errors become [`Diag`]s with the span pest
 //! reports and a hint from the rules it expected: a missing `}` is reported at the `{` it
-//! should close, and a misspelled keyword gets the keyword it is close to.
+//! should close, and a misspelled keyword gets the keyword it is close to. After a syntax
+//! error the parse starts again at the next top-level item, so that each broken item of
+//! a file gets its own error.
 
 use crate::ast::*;
 use crate::diagnostic::{Code, Diag, Span, closest};
 use pest::Parser;
 use pest::iterators::Pair;
+use scan::is_word_byte;
 
 mod limits;
+mod scan;
 pub use limits::{MAX_EXPRESSION_DEPTH, MAX_NESTING};
 
 #[derive(pest_derive::Parser)]
 #[grammar = "../../grammar/mma.pest"]
 struct MmaParser;
 
-/// Parse a whole file.
-pub fn parse(text: &str) -> Result<File, Diag> {
-    limits::check_nesting(text)?;
-    let mut pairs = MmaParser::parse(Rule::file, text).map_err(|e| syntax_error(text, e))?;
+/// Parse a whole file. A file that does not follow the grammar gets its syntax errors, in
+/// order (see [`syntax_errors`]); brackets or an expression nested too deep get one error.
+pub fn parse(text: &str) -> Result<File, Vec<Diag>> {
+    limits::check_nesting(text).map_err(|d| vec![d])?;
+    let mut pairs = MmaParser::parse(Rule::file, text).map_err(|e| syntax_errors(text, e))?;
     let file = pairs
         .next()
         .expect("the file rule always produces one pair");
-    limits::check_expression_depth(&file)?;
+    limits::check_expression_depth(&file).map_err(|d| vec![d])?;
     let mut items = vec![];
     for pair in file.into_inner() {
         match pair.as_rule() {
@@ -32,6 +37,65 @@ pub fn parse(text: &str) -> Result<File, Diag> {
         }
     }
     Ok(File { items })
+}
+
+// ---------------------------------------------------------------- recovery
+
+/// The syntax errors reported for one file, at most: past the first few, more are rarely
+/// news, and each costs a parse of the rest of the file.
+pub const MAX_SYNTAX_ERRORS: usize = 10;
+
+/// The syntax errors of `text`, whose parse failed with `first`: that error, then the
+/// errors of the rest of the text parsed again, as a file of its own, from the first
+/// top-level item after each error ([`next_item_start`]).
+fn syntax_errors(text: &str, first: pest::error::Error<Rule>) -> Vec<Diag> {
+    let mut diags = vec![];
+    let mut from = 0;
+    let mut error = first;
+    loop {
+        let rest = &text[from..];
+        let at = from + error_start(&error);
+        diags.push(shifted(syntax_error(rest, error), from));
+        if diags.len() == MAX_SYNTAX_ERRORS {
+            return diags;
+        }
+        let Some(next) = next_item_start(text, from, at.max(from + 1)) else {
+            return diags;
+        };
+        from = next;
+        match MmaParser::parse(Rule::file, &text[from..]) {
+            Ok(_) => return diags,
+            Err(e) => error = e,
+        }
+    }
+}
+
+/// Where the next top-level item starts at or after offset `at`: the first item keyword
+/// (`format`, `pipeline`, ...) that starts a line. The text is read from offset `from`,
+/// which is outside comments, strings and words.
+fn next_item_start(text: &str, from: usize, at: usize) -> Option<usize> {
+    let starts_line = |pos: usize| {
+        let line = text[..pos].rfind(['\n', '\r']).map_or(0, |n| n + 1);
+        text[line..pos].bytes().all(|b| b == b' ' || b == b'\t')
+    };
+    scan::tokens(text, from)
+        .find(|t| {
+            t.kind == scan::Kind::Word
+                && t.start >= at
+                && ITEM_KEYWORDS.contains(&&text[t.start..t.end])
+                && starts_line(t.start)
+        })
+        .map(|t| t.start)
+}
+
+/// `d` with its spans moved `by` bytes on: `d` is about the text from offset `by` on.
+fn shifted(mut d: Diag, by: usize) -> Diag {
+    let shift = |s: Span| Span::new(s.start + by, s.end + by);
+    d.span = shift(d.span);
+    for (s, _) in &mut d.secondary {
+        *s = shift(*s);
+    }
+    d
 }
 
 /// The span of a pair, without the whitespace and comments an optional tail may have
@@ -124,7 +188,7 @@ fn syntax_error(text: &str, e: pest::error::Error<Rule>) -> Diag {
     use pest::error::{ErrorVariant, InputLocation};
     let (start, end) = match e.location {
         InputLocation::Pos(p) => (p, p),
-        InputLocation::Span((s, t)) => (s, t),
+        InputLocation::Span(span) => span,
     };
     let (message, label) = match &e.variant {
         ErrorVariant::ParsingError {
@@ -310,11 +374,6 @@ fn rule_keywords(r: Rule) -> &'static [&'static [&'static str]] {
         .iter()
         .find(|(rule, _)| *rule == r)
         .map_or(&[], |(_, lists)| lists)
-}
-
-/// Whether byte `b` can be part of a name or a keyword.
-fn is_word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
 }
 
 /// The name-like word (a letter or `_`, then letters, digits and `_`) that byte offset
@@ -503,43 +562,28 @@ struct OpenBrace {
     what: Option<String>,
 }
 
-/// The innermost bracket still open at offset `end`, if it is a `{`. The text before
-/// `end` is scanned for `(`, `[` and `{` and their closers, skipping `//` comments and
-/// `"strings"`; a closer that does not match the innermost open bracket is ignored.
+/// The innermost bracket still open at offset `end`, if it is a `{`: the brackets before
+/// `end` outside comments and strings ([`scan`]), where a closer that does not match the
+/// innermost open bracket is ignored.
 fn unclosed_brace(text: &str, end: usize) -> Option<OpenBrace> {
-    let b = text.as_bytes();
-    let end = end.min(b.len());
     // the open brackets, innermost last
     let mut open: Vec<(u8, OpenBrace)> = vec![];
     // at each depth, the last block keyword that no `{` has taken yet
     let mut keyword: Vec<Option<Span>> = vec![None];
-    let mut i = 0;
-    while i < end {
-        match b[i] {
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                i = text[i..].find('\n').map_or(b.len(), |n| i + n);
-                continue;
-            }
-            b'"' => {
-                // a string ends at its closing quote, or unterminated at the end of the line
-                i = match text[i + 1..].find(['"', '\n']) {
-                    Some(n) if b[i + 1 + n] == b'"' => i + n + 2,
-                    Some(n) => i + n + 1,
-                    None => b.len(),
-                };
-                continue;
-            }
-            c @ (b'(' | b'[' | b'{') => {
-                let what = if c == b'{' && !is_placeholder(text, i) {
+    for token in scan::tokens(text, 0).take_while(|t| t.start < end) {
+        let at = token.start;
+        match token.kind {
+            scan::Kind::Open(c) => {
+                let what = if c == b'{' && !is_placeholder(text, at) {
                     let k = keyword.last_mut().and_then(Option::take);
-                    k.and_then(|k| block_name(text, k, i))
+                    k.and_then(|k| block_name(text, k, at))
                 } else {
                     None
                 };
-                open.push((c, OpenBrace { at: i, what }));
+                open.push((c, OpenBrace { at, what }));
                 keyword.push(None);
             }
-            c @ (b')' | b']' | b'}') => {
+            scan::Kind::Close(c) => {
                 let opener = match c {
                     b')' => b'(',
                     b']' => b'[',
@@ -550,22 +594,16 @@ fn unclosed_brace(text: &str, end: usize) -> Option<OpenBrace> {
                     keyword.pop();
                 }
             }
-            c if is_word_byte(c) => {
-                let len = b[i..].iter().take_while(|c| is_word_byte(**c)).count();
-                let word = &text[i..i + len];
-                let in_name = i > 0 && matches!(b[i - 1], b'.' | b':');
+            scan::Kind::Word => {
+                let in_name = at > 0 && matches!(text.as_bytes()[at - 1], b'.' | b':');
                 if !in_name
-                    && BLOCK_KEYWORDS.contains(&word)
+                    && BLOCK_KEYWORDS.contains(&&text[at..token.end])
                     && let Some(k) = keyword.last_mut()
                 {
-                    *k = Some(Span::new(i, i + len));
+                    *k = Some(Span::new(at, token.end));
                 }
-                i += len;
-                continue;
             }
-            _ => {}
         }
-        i += 1;
     }
     match open.pop() {
         Some((b'{', brace)) => Some(brace),
@@ -1357,6 +1395,11 @@ fn expr(p: Pair<Rule>) -> Expr {
 mod tests {
     use super::*;
 
+    /// The first syntax error of `src`, which must not parse.
+    fn first_error(src: &str) -> Diag {
+        parse(src).unwrap_err().remove(0)
+    }
+
     #[test]
     fn parses_a_small_spec() {
         let src = r#"
@@ -1391,7 +1434,7 @@ mod tests {
 
     #[test]
     fn syntax_error_has_span() {
-        let e = parse("arch x\npipeline p( { }").unwrap_err();
+        let e = first_error("arch x\npipeline p( { }");
         assert_eq!(e.code, Code::Syntax);
         assert!(e.span.start >= 18, "{:?}", e.span);
     }
@@ -1418,7 +1461,7 @@ mod tests {
         let src = "arch demo \"d\u{e9}mo\"\npipeline p(F) {\n    multiply exact // \u{2192} exact\n    align products, c to max exponent keep F bits round toward_zero\n}\n";
         for cut in (0..=src.len()).filter(|&i| src.is_char_boundary(i)) {
             let text = &src[..cut];
-            if let Err(e) = parse(text) {
+            for e in parse(text).err().into_iter().flatten() {
                 let s = e.span;
                 assert!(s.start <= s.end && s.end <= text.len(), "{cut}: {s:?}");
                 assert!(text.is_char_boundary(s.start) && text.is_char_boundary(s.end));
@@ -1429,7 +1472,7 @@ mod tests {
 
     /// The misspelled word of `src`'s syntax error and the help, or the error's message.
     fn suggestion(src: &str) -> (String, String) {
-        let e = parse(src).unwrap_err();
+        let e = first_error(src);
         match e
             .help
             .as_deref()
@@ -1510,25 +1553,25 @@ mod tests {
 
     #[test]
     fn suggestions_say_what_was_expected() {
-        let e = parse(&pipeline("allign products, c to max exponent")).unwrap_err();
+        let e = first_error(&pipeline("allign products, c to max exponent"));
         assert_eq!(
             e.message,
             "syntax error: expected a pipeline stage, found `allign`"
         );
         assert_eq!(e.label, "not a keyword");
-        let e = parse(&pipeline("zero exponnt -133")).unwrap_err();
+        let e = first_error(&pipeline("zero exponnt -133"));
         assert_eq!(
             e.message,
             "syntax error: expected `exponent` or `result` after `zero`, found `exponnt`"
         );
-        let e = parse(&pipeline("multiply exact, scale")).unwrap_err();
+        let e = first_error(&pipeline("multiply exact, scale"));
         assert_eq!(e.label, "not valid here");
-        let e = parse(&pipeline("multiply exct")).unwrap_err();
+        let e = first_error(&pipeline("multiply exct"));
         assert_eq!(
             e.message,
             "syntax error: expected `and`, `exact`, `integer`, `round to` or `xor`, found `exct`"
         );
-        let e = parse(&pipeline("accumulate in f32 rund down")).unwrap_err();
+        let e = first_error(&pipeline("accumulate in f32 rund down"));
         assert_eq!(e.message, "syntax error: unexpected `rund`");
     }
 
@@ -1539,7 +1582,7 @@ mod tests {
             pipeline("align products, c to max exponent keep F widgets round down"),
             "instruction x {\n    sh 16 x 8 x 16\n}\n".to_string(),
         ] {
-            let e = parse(&src).unwrap_err();
+            let e = first_error(&src);
             assert_eq!(e.help.as_deref(), Some(SYNTAX_HELP), "{src}");
             assert!(e.message.starts_with("syntax error: expected "), "{src}");
         }
@@ -1731,7 +1774,7 @@ mod tests {
     fn a_missing_brace_points_at_the_open_one() {
         // at the end of the text
         let src = "arch demo\npipeline p(F) {\n    multiply exact\n";
-        let e = parse(src).unwrap_err();
+        let e = first_error(src);
         assert_eq!(e.message, "`pipeline p` is missing its closing `}`");
         assert_eq!(e.label, "the file ends here");
         assert_eq!(e.span, Span::new(src.len() - 1, src.len()));
@@ -1745,7 +1788,7 @@ mod tests {
         );
         // before the next item
         let src = "format f { exponent = 3, mantissa = 2\npipeline p() {\n}\n";
-        let e = parse(src).unwrap_err();
+        let e = first_error(src);
         assert_eq!(e.message, "`format f` is missing its closing `}`");
         assert_eq!(
             (e.span, e.label.as_str()),
@@ -1754,14 +1797,14 @@ mod tests {
         assert_eq!(e.secondary[0].0, Span::new(9, 10));
         // the innermost open `{`
         let src = "instruction x {\n    uses p(L = match K { 8 => 1, _ => 2 )\n";
-        let e = parse(src).unwrap_err();
+        let e = first_error(src);
         assert!(e.secondary.is_empty(), "{e:?}");
         let src = "instruction x {\n    uses p(L = match K { 8 => 1, _ => 2";
-        let e = parse(src).unwrap_err();
+        let e = first_error(src);
         assert_eq!(e.message, "this `match` is missing its closing `}`");
         assert_eq!(e.secondary[0].0.start, src.rfind('{').unwrap());
         let src = "pipeline p(L = match K { 8 => 1\n";
-        let e = parse(src).unwrap_err();
+        let e = first_error(src);
         assert_eq!(e.message, "this `match` is missing its closing `}`");
         assert_eq!(
             e.help.as_deref(),
@@ -1772,11 +1815,65 @@ mod tests {
     #[test]
     fn an_unfinished_statement_is_not_a_missing_brace() {
         // a `}` would not be read where the text ends
-        let e = parse("instruction x {\n    shape 16 x 8 x").unwrap_err();
+        let e = first_error("instruction x {\n    shape 16 x 8 x");
         assert_eq!(e.message, "syntax error: expected an expression");
         assert!(e.secondary.is_empty());
         // an item keyword where a name belongs
-        let e = parse("import\npipeline p() {\n}\n").unwrap_err();
+        let e = first_error("import\npipeline p() {\n}\n");
         assert!(e.secondary.is_empty(), "{e:?}");
+    }
+
+    /// The line and column of each syntax error of `src`.
+    fn error_places(src: &str) -> Vec<(usize, usize)> {
+        let errors = parse(src).unwrap_err();
+        assert!(errors.iter().all(|e| e.code == Code::Syntax));
+        let place = |e: &Diag| crate::diagnostic::line_col(src, e.span.start);
+        errors.iter().map(place).collect()
+    }
+
+    #[test]
+    fn each_broken_item_gets_its_own_error() {
+        let src = "arch demo\n\
+                   format e3m2x { exponent = 3, mantissa = }\n\
+                   pipeline p(F) {\n    multiply exact\n}\n\
+                   pipeline q(F) {\n    multiply exact\n    allign products\n}\n\
+                   instruction x {\n    shpe 16 x 8 x 16\n}\n";
+        assert_eq!(error_places(src), [(2, 41), (8, 5), (11, 5)]);
+        // the first error is the one a file with only that error gets
+        let first_only = src.split("pipeline q").next().unwrap();
+        assert_eq!(first_error(src), first_error(first_only));
+    }
+
+    #[test]
+    fn one_error_is_reported_once() {
+        // a missing `}` is reported before the next item, which then parses on its own
+        let unclosed =
+            "pipeline p(F) {\n    multiply exact\n\ninstruction x {\n    shape 16 x 8 x 16\n}\n";
+        assert_eq!(error_places(unclosed), [(4, 1)]);
+        let misspelled = "arch demo\npipline t(F) {\n}\nimport std\n";
+        assert_eq!(error_places(misspelled), [(2, 1)]);
+    }
+
+    #[test]
+    fn the_parse_restarts_only_where_an_item_starts_a_line() {
+        // not in a comment, not after other text on its line
+        let src = "format f { a = } // x\n\
+                   // format g {\n\
+                   \x20 x pipeline p(F) { mma.format }\n\
+                   \tformat g { b = 1 }\n";
+        assert_eq!(
+            next_item_start(src, 0, 1),
+            src.find("\tformat").map(|i| i + 1)
+        );
+        assert_eq!(next_item_start(src, 0, src.len()), None);
+        assert_eq!(error_places(src).len(), 1);
+    }
+
+    #[test]
+    fn syntax_errors_are_bounded() {
+        let src = "format f { a = }\n".repeat(3 * MAX_SYNTAX_ERRORS);
+        let places = error_places(&src);
+        assert_eq!(places.len(), MAX_SYNTAX_ERRORS);
+        assert_eq!(places[MAX_SYNTAX_ERRORS - 1], (MAX_SYNTAX_ERRORS, 16));
     }
 }

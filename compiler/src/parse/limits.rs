@@ -5,6 +5,7 @@
 //! thread's, a C program's), so every input is refused with a located error or fits.
 
 use super::Rule;
+use super::scan::{Kind, tokens};
 use crate::diagnostic::{Code, Diag, Span};
 use pest::iterators::Pair;
 
@@ -18,26 +19,13 @@ pub const MAX_EXPRESSION_DEPTH: usize = 256;
 /// The first bracket that opens more than [`MAX_NESTING`] levels, skipping comments and
 /// strings as the grammar does.
 pub fn check_nesting(text: &str) -> Result<(), Diag> {
-    let bytes = text.as_bytes();
     let mut open: Vec<usize> = vec![];
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'/' if bytes.get(i + 1) == Some(&b'/') => {
-                while i < bytes.len() && bytes[i] != b'\n' && bytes[i] != b'\r' {
-                    i += 1;
-                }
-                continue;
-            }
-            b'"' => {
-                i += 1;
-                while i < bytes.len() && !matches!(bytes[i], b'"' | b'\n' | b'\r') {
-                    i += 1;
-                }
-            }
-            b'(' | b'[' | b'{' => {
-                open.push(i);
+    for token in tokens(text, 0) {
+        match token.kind {
+            Kind::Open(_) => {
+                open.push(token.start);
                 if open.len() > MAX_NESTING {
+                    let i = token.start;
                     return Err(Diag::new(
                         Code::TooDeep,
                         Span::new(i, i + 1),
@@ -48,12 +36,11 @@ pub fn check_nesting(text: &str) -> Result<(), Diag> {
                     .help("a spec needs a few levels; name a value or a pipeline instead of nesting it"));
                 }
             }
-            b')' | b']' | b'}' => {
+            Kind::Close(_) => {
                 open.pop();
             }
-            _ => {}
+            Kind::Word => {}
         }
-        i += 1;
     }
     Ok(())
 }
