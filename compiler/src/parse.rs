@@ -49,25 +49,27 @@ pub const MAX_SYNTAX_ERRORS: usize = 10;
 /// errors of the rest of the text parsed again, as a file of its own, from the first
 /// top-level item after each error ([`next_item_start`]).
 fn syntax_errors(text: &str, first: pest::error::Error<Rule>) -> Vec<Diag> {
-    let mut diags = vec![];
+    // the restart is at or after `past`; `from` is where the last one was
+    let mut past = error_start(&first);
     let mut from = 0;
-    let mut error = first;
-    loop {
-        let rest = &text[from..];
-        let at = from + error_start(&error);
-        diags.push(shifted(syntax_error(rest, error), from));
-        if diags.len() == MAX_SYNTAX_ERRORS {
-            return diags;
-        }
-        let Some(next) = next_item_start(text, from, at.max(from + 1)) else {
-            return diags;
+    let mut diags = vec![syntax_error(text, first)];
+    while diags.len() < MAX_SYNTAX_ERRORS {
+        let Some(next) = next_item_start(text, from, past) else {
+            break;
         };
         from = next;
         match MmaParser::parse(Rule::file, &text[from..]) {
-            Ok(_) => return diags,
-            Err(e) => error = e,
+            Ok(_) => break,
+            // pest took nothing of the item (it stopped at the keyword, as the error before
+            // may have): it has nothing to say about it, so go on to the next one
+            Err(e) if error_start(&e) == 0 => past = from + 1,
+            Err(e) => {
+                past = from + error_start(&e);
+                diags.push(shifted(syntax_error(&text[from..], e), from));
+            }
         }
     }
+    diags
 }
 
 /// Where the next top-level item starts at or after offset `at`: the first item keyword
@@ -1852,6 +1854,9 @@ mod tests {
         assert_eq!(error_places(unclosed), [(4, 1)]);
         let misspelled = "arch demo\npipline t(F) {\n}\nimport std\n";
         assert_eq!(error_places(misspelled), [(2, 1)]);
+        // pest stops at the keyword of an item it cannot take, at the restart too
+        let no_brace = "// a pipeline\npipeline p(F)\n    multiply exact\n}\nimport std\n";
+        assert_eq!(error_places(no_brace), [(2, 1)]);
     }
 
     #[test]
