@@ -48,6 +48,29 @@ pub struct Source {
 }
 
 impl Source {
+    /// Parse `text` (`file_name` in diagnostics) and keep it, so that its instructions can
+    /// be checked one at a time with parameters moved ([`Source::check_instruction`]):
+    /// a family of specs that differ only in their arguments is parsed once.
+    pub fn parse(file_name: &str, text: &str) -> Result<Arc<Source>, Diagnostics> {
+        let ast =
+            crate::parse::parse(text).map_err(|diags| Diagnostics::new(file_name, text, diags))?;
+        Ok(Arc::new(Source {
+            file_name: file_name.to_string(),
+            text: text.to_string(),
+            ast,
+        }))
+    }
+
+    /// Check and validate instruction `instruction` of this file with `overrides`: the
+    /// spec returned holds only it.
+    pub fn check_instruction(
+        self: &Arc<Self>,
+        instruction: &str,
+        overrides: &[Override],
+    ) -> Result<CheckedSpec, Diagnostics> {
+        crate::check_instruction(self, instruction, overrides)
+    }
+
     pub fn file_name(&self) -> &str {
         &self.file_name
     }
@@ -232,7 +255,7 @@ impl<'a> Checked<'a> {
         let moved = Override {
             instruction: self.inst.name.clone(),
             parameter: parameter.to_string(),
-            value,
+            value: crate::ir::Value::Int(value),
         };
         Some(
             crate::check_instruction(source, &self.inst.name, std::slice::from_ref(&moved))

@@ -89,13 +89,7 @@ pub fn compile_instruction_with_overrides(
     instruction: &str,
     overrides: &[check::Override],
 ) -> Result<CheckedSpec, Diagnostics> {
-    let ast = parse::parse(text).map_err(|diags| Diagnostics::new(file_name, text, diags))?;
-    let source = Arc::new(checked::Source {
-        file_name: file_name.to_string(),
-        text: text.to_string(),
-        ast,
-    });
-    check_instruction(&source, instruction, overrides)
+    checked::Source::parse(file_name, text)?.check_instruction(instruction, overrides)
 }
 
 /// Check and validate instruction `instruction` of a parsed file with `overrides`
@@ -152,7 +146,7 @@ mod tests {
         let o = |p: &str, v| check::Override {
             instruction: "v".into(),
             parameter: p.into(),
-            value: v,
+            value: ir::Value::Int(v),
         };
         let moved = compile_with_overrides("x.mma", text, &[o("F2", 30)]).unwrap();
         let (v0, v1) = (&base.spec().instructions[0], &moved.spec().instructions[0]);
@@ -175,6 +169,48 @@ mod tests {
         assert!(compile_with_overrides("x.mma", text, &[o("L", 3)]).is_err());
     }
 
+    /// An override carries a value of the parameter's own kind (a rounding mode moves
+    /// `rho`, a defaulted parameter included); a value of another kind is a located type
+    /// error, not ignored.
+    #[test]
+    fn overrides_are_typed() {
+        let text = "arch x\nimport std\ninstruction v {\n  shape 16 x 8 x 16\n  types a = f16, b = f16, c = f32, d = f32\n  uses t_fdpa(F = 25, L = 16, e_zero = -133)\n}\n";
+        let source = checked::Source::parse("x.mma", text).unwrap();
+        let o = |p: &str, value| check::Override {
+            instruction: "v".into(),
+            parameter: p.into(),
+            value,
+        };
+        let rho = |spec: &CheckedSpec| {
+            spec.get(0)
+                .provenance()
+                .arguments
+                .iter()
+                .find(|(n, _)| n == "rho")
+                .map(|(_, v)| v.clone())
+        };
+        let base = source.check_instruction("v", &[]).unwrap();
+        assert_eq!(
+            rho(&base),
+            Some(ir::Value::Rounding(exact::Rounding::TowardZero))
+        );
+        let up = ir::Value::Rounding(exact::Rounding::Up);
+        let moved = source
+            .check_instruction("v", &[o("rho", up.clone())])
+            .unwrap();
+        assert_eq!(rho(&moved), Some(up.clone()));
+        assert_ne!(base.get(0).arithmetic(), moved.get(0).arithmetic());
+        let err = source
+            .check_instruction("v", &[o("F", up)])
+            .unwrap_err()
+            .render_plain(100);
+        assert!(
+            err.contains("`F` takes a number, and the override `up` is a rounding mode"),
+            "{err}"
+        );
+        assert!(err.contains("x.mma:6:"), "{err}");
+    }
+
     /// Checking one instruction gives the same IR as checking the whole file, and only it.
     #[test]
     fn one_instruction_is_checked_alone() {
@@ -183,7 +219,7 @@ mod tests {
         let o = check::Override {
             instruction: "v16".into(),
             parameter: "F2".into(),
-            value: 30,
+            value: ir::Value::Int(30),
         };
         let one = compile_instruction_with_overrides("x.mma", text, "v16", &[]).unwrap();
         assert_eq!(one.spec().instructions.len(), 1);

@@ -34,21 +34,45 @@ use crate::inputs::Input;
 use crate::observability::proven_equivalent;
 use crate::probes;
 use crate::witness::{self, RandomInputs, SearchOptions, nan_any};
+use mmac_compiler::check::Override;
+use mmac_compiler::checked::Source;
 use mmac_compiler::engine::{Choice, Engine, Prepared};
 use mmac_compiler::exact::Dyadic;
+use mmac_compiler::exact::Rounding;
 use mmac_compiler::format::FormatKind;
 use mmac_compiler::interp;
-use mmac_compiler::ir::Instruction;
+use mmac_compiler::ir::{self, Instruction, Overflow};
 use mmac_compiler::{Checked, CheckedSpec, compile};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// A parameter's value: a number or a keyword (a rounding mode, an overflow rule).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Value {
     Int(i64),
     Word(&'static str),
+}
+
+impl Value {
+    /// The value as the checker holds it: a number, a rounding mode or an overflow rule
+    /// (None for a word that is neither).
+    fn checked(&self) -> Option<ir::Value> {
+        match *self {
+            Value::Int(v) => Some(ir::Value::Int(v)),
+            Value::Word(w) => Rounding::ALL
+                .into_iter()
+                .find(|r| r.keyword() == w)
+                .map(ir::Value::Rounding)
+                .or_else(|| {
+                    [Overflow::Inf, Overflow::Saturate, Overflow::Wrap]
+                        .into_iter()
+                        .find(|o| o.keyword() == w)
+                        .map(ir::Value::Overflow)
+                }),
+        }
+    }
 }
 
 impl fmt::Display for Value {
@@ -445,6 +469,8 @@ struct Search<'a> {
     /// Probe indices, the ones that killed candidates most recently first.
     order: Vec<usize>,
     compiled: HashMap<Candidate, Option<Rc<std::cell::RefCell<Compiled>>>>,
+    /// Per family, the parsed spec of its start, which candidates are checked from.
+    templates: HashMap<&'static str, Option<Arc<Source>>>,
     /// Exact disagreement counts (on all probes, or on the high ones), valid while
     /// `obs.len()` is the first field.
     counts: HashMap<(Candidate, Scope), (usize, usize)>,
@@ -519,6 +545,7 @@ impl<'a> Search<'a> {
             seen: HashSet::new(),
             order: vec![],
             compiled: HashMap::new(),
+            templates: HashMap::new(),
             counts: HashMap::new(),
             high: vec![],
             sample_offset: 0,
@@ -529,16 +556,44 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// Candidate `c`, checked (None when it does not check), compiled once.
     fn compile(&mut self, fam: &Family, c: &Candidate) -> Option<Rc<std::cell::RefCell<Compiled>>> {
         if let Some(x) = self.compiled.get(c) {
             return x.clone();
         }
-        let text = spec_text(self.iface, self.naming, &fam.uses(c), "");
-        let out = compile("inferred.mma", &text)
-            .ok()
+        let out = self
+            .check(fam, c)
             .map(|v| Rc::new(std::cell::RefCell::new(Compiled { v, engine: None })));
         self.compiled.insert(c.clone(), out.clone());
         out
+    }
+
+    /// Candidate `c` through the checker: the spec of its family's start, parsed once, with
+    /// every parameter moved to `c`'s value by an override (no spec text per candidate).
+    fn check(&mut self, fam: &Family, c: &Candidate) -> Option<CheckedSpec> {
+        let (iface, naming) = (self.iface, self.naming);
+        let template = self
+            .templates
+            .entry(fam.pipeline)
+            .or_insert_with(|| {
+                let text = spec_text(iface, naming, &fam.uses(&fam.start()), "");
+                Source::parse("inferred.mma", &text).ok()
+            })
+            .clone()?;
+        let overrides = c
+            .args
+            .iter()
+            .map(|(name, v)| {
+                Some(Override {
+                    instruction: naming.instruction.clone(),
+                    parameter: name.to_string(),
+                    value: v.checked()?,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        template
+            .check_instruction(&naming.instruction, &overrides)
+            .ok()
     }
 
     /// Ask the box about new inputs (those not asked before).

@@ -374,7 +374,11 @@ fn scale_factors(
     match (
         expect_format(fe, scope),
         expect_int(be, scope)
-            .map(|b| overridden(overrides, name, "block").unwrap_or(b))
+            .map(|b| {
+                overridden(overrides, name, "block")
+                    .and_then(Value::as_int)
+                    .unwrap_or(b)
+            })
             .and_then(|b| in_range(be, b, 1, 65536, "a block size")),
     ) {
         (Ok(f), Ok(b)) => {
@@ -662,9 +666,26 @@ pub(super) fn instantiate_pipeline(
                 }
             },
         };
-        let v = match (overridden(overrides, name, &q.name.name), v) {
-            (Some(x), Value::Int(_)) => Value::Int(x),
-            (_, v) => v,
+        let v = match overridden(overrides, name, &q.name.name) {
+            Some(x) if x.kind() == v.kind() => x.clone(),
+            Some(x) => {
+                diags.push(
+                    Diag::new(
+                        Code::Type,
+                        ctx.uses_span,
+                        format!(
+                            "`{}` takes {}, and the override `{x}` is {}",
+                            q.name.name,
+                            v.kind(),
+                            x.kind()
+                        ),
+                    )
+                    .label(format!("`{}` is `{v}` here", q.name.name))
+                    .help("override a parameter with a value of its own kind"),
+                );
+                continue;
+            }
+            None => v,
         };
         arguments.push((q.name.name.clone(), v.clone()));
         pscope.vars.insert(q.name.name.clone(), v);
@@ -730,11 +751,15 @@ fn name_may_match(
 }
 
 /// The value `overrides` give an instruction's parameter, if any.
-fn overridden(overrides: &[Override], instruction: &str, parameter: &str) -> Option<i64> {
+fn overridden<'o>(
+    overrides: &'o [Override],
+    instruction: &str,
+    parameter: &str,
+) -> Option<&'o Value> {
     overrides
         .iter()
         .find(|o| o.instruction == instruction && o.parameter == parameter)
-        .map(|o| o.value)
+        .map(|o| &o.value)
 }
 
 /// What a pipeline is instantiated for.

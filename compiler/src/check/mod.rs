@@ -63,12 +63,13 @@ pub fn check(file: &ast::File, std: &ast::File) -> Result<ir::Spec, Vec<Diag>> {
 /// A change to one instruction's parameters, to study a neighbouring spec (how a spec
 /// with one parameter moved computes): instruction `instruction` is instantiated with
 /// `parameter` set to `value`. The parameter is one of its pipeline's (given or
-/// defaulted), or `block` for its scale block size.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// defaulted), or `block` for its scale block size (an integer); the value is of the
+/// parameter's kind (an integer for an integer, a rounding mode for a rounding mode...).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Override {
     pub instruction: String,
     pub parameter: String,
-    pub value: i64,
+    pub value: ir::Value,
 }
 
 /// [`check`] with parameters overridden. An override that names a parameter the
