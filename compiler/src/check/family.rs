@@ -232,10 +232,10 @@ pub(super) fn instantiate(
     let types = operand_types(decl, &scope, &name, &mut diags);
     let scale = scale_factors(decl, &scope, &name, overrides, &mut diags);
     check_scale_block(decl, scale.as_ref(), shape, &mut diags);
-    if !diags.is_empty() {
+    // every part that gives nothing has reported why
+    let Some(shape) = shape.filter(|_| diags.is_empty()) else {
         return Err(diags);
-    }
-    let shape = shape.unwrap();
+    };
     check_overrides(decl, uses, entry, &name, overrides)?;
     let evidence = evidence_kinds(decl)?;
     let ctx = Ctx {
