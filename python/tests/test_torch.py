@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -137,3 +139,102 @@ def test_tf32_rounding_is_to_nearest_even():
     np.testing.assert_array_equal(got[:5], want)
     assert got[5] == 0x7FC00000
     assert mmac.torch.__doc__ and "aten.mm" in mmac.torch.__doc__
+
+
+def test_out_is_filled_as_torch_fills_it(spec):
+    ins = spec("hopper")[HOPPER_F16]
+    g = torch.Generator().manual_seed(7)
+    a, b = torch.randn(20, 30, generator=g), torch.randn(30, 12, generator=g)
+    out = torch.empty(0)
+    with torch.no_grad(), emulate(ins) as mode:
+        got = torch.mm(a, b, out=out)
+        plain = torch.mm(a, b)
+        with pytest.raises(RuntimeError, match="expected out= of dtype torch.float32"):
+            torch.mm(a, b, out=torch.empty(20, 12, dtype=torch.float64))
+    assert got is out and out.shape == (20, 12) and mode.calls == 3
+    np.testing.assert_array_equal(_bits(out), _bits(_reference(ins, a, b.T, None)))
+    np.testing.assert_array_equal(_bits(out), _bits(plain))
+
+
+@pytest.mark.parametrize("tdtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_results_have_the_dtype_torch_gives(spec, tdtype):
+    ins = spec("hopper")[HOPPER_F16]
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(torch.nn.Linear(30, 16), torch.nn.LayerNorm(16)).to(tdtype)
+    x = torch.randn(9, 30).to(tdtype)
+    with torch.no_grad(), emulate(ins) as mode:
+        y = model(x)
+        h = model[0](x)
+    assert y.dtype == tdtype and h.dtype == tdtype and mode.calls == 2
+    # D (f32) rounded to nearest even into the model's dtype
+    with torch.no_grad():
+        want = _reference(ins, x.double(), model[0].weight.double(), model[0].bias.double())
+    assert torch.equal(h, want.to(tdtype))
+
+
+def test_complex_operands_run_as_four_real_gemms(spec):
+    ins = spec("hopper")[HOPPER_F16]
+    g = torch.Generator().manual_seed(4)
+    a = torch.complex(torch.randn(16, 32, generator=g), torch.randn(16, 32, generator=g))
+    b = torch.complex(torch.randn(32, 8, generator=g), torch.randn(32, 8, generator=g))
+    with torch.no_grad(), emulate(ins) as mode:
+        d = a @ b
+    assert d.dtype == torch.complex64 and mode.calls == 1
+
+    def ref(x, y):
+        return _reference(ins, x, y.T, None)
+
+    re = ref(a.real, b.real) - ref(a.imag, b.imag)
+    im = ref(a.real, b.imag) + ref(a.imag, b.real)
+    np.testing.assert_array_equal(_bits(d.real.contiguous()), _bits(re))
+    np.testing.assert_array_equal(_bits(d.imag.contiguous()), _bits(im))
+
+
+def test_integer_matmuls_are_refused(spec):
+    ins = spec("hopper")[HOPPER_F16]
+    a = torch.ones(4, 4, dtype=torch.int64)
+    with torch.no_grad(), emulate(ins), pytest.raises(RuntimeError, match="integer instruction"):
+        a @ a
+
+
+def test_addmv_addbmm_and_addr_are_emulated(spec):
+    ins = spec("hopper")[HOPPER_F16]
+    g = torch.Generator().manual_seed(8)
+    a = torch.randn(3, 20, 16, generator=g)
+    b = torch.randn(3, 16, 12, generator=g)
+    c = torch.randn(20, 12, generator=g)
+    v, w = torch.randn(16, generator=g), torch.randn(20, generator=g)
+    x, y = torch.randn(20, generator=g), torch.randn(12, generator=g)
+    with torch.no_grad(), emulate(ins) as mode:
+        mv = torch.addmv(w, a[0], v)
+        bmm = torch.addbmm(c, a, b)
+        outer = torch.addr(c, x, y)
+    assert mode.calls == 3
+    np.testing.assert_array_equal(_bits(mv), _bits(_reference(ins, a[0], v.reshape(1, -1), w.reshape(-1, 1))[:, 0]))
+    # the batch's K concatenated: one GEMM (K = 48, three k-steps of 16)
+    a_cat = torch.cat(list(a), dim=1)
+    b_cat = torch.cat(list(b), dim=0)
+    np.testing.assert_array_equal(_bits(bmm), _bits(_reference(ins, a_cat, b_cat.T, c)))
+    np.testing.assert_array_equal(_bits(outer), _bits(_reference(ins, x.reshape(-1, 1), y.reshape(-1, 1), c)))
+
+
+def test_native_matmul_family_ops_warn_once(spec):
+    ins = spec("hopper")[HOPPER_F16]
+    conv = torch.nn.Conv2d(2, 3, 3)
+    x = torch.randn(1, 2, 8, 8)
+    with torch.no_grad(), emulate(ins) as mode:
+        with pytest.warns(UserWarning, match="convolution runs natively"):
+            conv(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            conv(x)  # once per operator
+    assert mode.calls == 0
+
+
+def test_values_beyond_an_fp8_range_are_counted_not_silent(spec):
+    ins = spec("hopper")[HOPPER_FP8]
+    a = torch.full((8, 32), 1000.0)
+    b = torch.ones(32, 8)
+    with torch.no_grad(), emulate(ins), pytest.warns(UserWarning, match="256 of 2048 values of a are beyond e4m3"):
+        d = a @ b
+    assert torch.isnan(d).all()
