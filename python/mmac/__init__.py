@@ -344,13 +344,114 @@ class Instruction:
         ``sb`` k/block x n for block-scaled instructions). Returns D, m x n, in d's dtype."""
         return self._run(A, B, C, sa, sb, True, None, engine)
 
-    def gemm(self, A, B, C=None, sa=None, sb=None, *, threads=None, engine: str = "auto"):
-        """A GEMM of any M x K x N that are multiples of the instruction's m, k and n,
-        computed as ``mmac gemm`` does: D is tiled by m x n, and each tile walks K in
-        k-sized steps in increasing order, each step's D the next step's C. ``C`` defaults
-        to +0. ``threads``: worker threads (None: one per core). Returns D in d's dtype
-        (a tensor when the inputs are tensors)."""
-        return self._run(A, B, C, sa, sb, False, threads, engine)
+    def gemm(
+        self,
+        A,
+        B,
+        C=None,
+        sa=None,
+        sb=None,
+        *,
+        round: bool = False,
+        pad: bool = False,
+        threads=None,
+        engine: str = "auto",
+    ):
+        """A GEMM of M x K x N, multiples of the instruction's m, k and n, computed as
+        ``mmac gemm`` does: D is tiled by m x n, and each tile walks K in k-sized steps in
+        increasing order, each step's D the next step's C. ``C`` defaults to +0.
+        ``threads``: worker threads (None: one per core). Returns D in d's dtype (a
+        tensor when the inputs are tensors).
+
+        For arrays as users hold them (instructions without scale factors):
+
+        - ``round=True``: A, B and C hold float values (NumPy floats, float tensors,
+          nested lists) that are rounded to nearest even into a's, b's and c's formats;
+          values beyond a format's range become what its conversion gives (Inf, or NaN
+          for formats without infinities; nothing saturates).
+        - ``pad=True``: M, K and N may be any size; zeros pad them to multiples (the edge
+          tiles of a tiled kernel) and D is cropped back.
+        - Leading batch dimensions broadcast as in ``numpy.matmul``, one GEMM per matrix;
+          C may also be a scalar or a row of N values, broadcast over M and the batch.
+        """
+        plain = (
+            not (round or pad)
+            and np.ndim(A) <= 2
+            and np.ndim(B) <= 2
+            and (C is None or np.ndim(C) == 2)
+        )
+        if plain:
+            return self._run(A, B, C, sa, sb, False, threads, engine)
+        if sa is not None or sb is not None:
+            raise ValueError(
+                "round=, pad= and batch dimensions take instructions without scale factors"
+            )
+        return self._general_gemm(A, B, C, round, pad, threads, engine)
+
+    def _general_gemm(self, A, B, C, round, pad, threads, engine):
+        """:meth:`gemm` with rounding, padding, batches or a broadcast C."""
+        tensors = [x for x in (A, B, C) if _dtypes.is_tensor(x)]
+        a, b, c = (
+            None if x is None else self._operand(x, op, round)
+            for x, op in ((A, "a"), (B, "b"), (C, "c"))
+        )
+        for x, name in ((a, "A"), (b, "B")):
+            if x.ndim < 2:
+                raise ValueError(
+                    f"{name} must be a 2-D matrix (or a batch of them), found shape {x.shape}"
+                )
+        (M, K), (K2, N) = a.shape[-2:], b.shape[-2:]
+        if K != K2:
+            raise ValueError(f"A is {M} x {K} but B is {K2} x {N}: K differs")
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        if c is not None:
+            try:
+                batch = np.broadcast_shapes(batch, c.shape[:-2] if c.ndim > 2 else ())
+                c = np.broadcast_to(c, batch + (M, N))
+            except ValueError:
+                raise ValueError(
+                    f"C of shape {c.shape} does not broadcast to D's {batch + (M, N)}"
+                ) from None
+        a = np.broadcast_to(a, batch + (M, K))
+        b = np.broadcast_to(b, batch + (K, N))
+        pm, pk, pn = ((-M) % self.m, (-K) % self.k, (-N) % self.n) if pad else (0, 0, 0)
+        out = None
+        for idx in np.ndindex(*batch):
+            d = self._run(
+                _padded(a[idx], pm, pk),
+                _padded(b[idx], pk, pn),
+                None if c is None else _padded(c[idx], pm, pn),
+                None,
+                None,
+                False,
+                threads,
+                engine,
+            )[:M, :N]
+            if out is None:
+                out = np.empty(batch + (M, N), dtype=d.dtype)
+            out[idx] = d
+        if out is None:  # an empty batch
+            out = np.empty(batch + (M, N), dtype=_dtypes.from_encodings(
+                np.zeros(0, dtype=np.uint64), self._format("d")).dtype)
+        if tensors:
+            return _dtypes.numpy_to_tensor(out, like=tensors[0])
+        return out
+
+    def _operand(self, x, op: str, round: bool) -> np.ndarray:
+        """An operand as a NumPy array: its values rounded into ``op``'s format, or as it
+        is (the same bits) without rounding."""
+        if _dtypes.is_tensor(x):
+            x = _dtypes.tensor_to_numpy(x)
+        x = np.asarray(x)
+        if not round:
+            return x
+        try:
+            values = x.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"round=True takes float values for {op.upper()}, found dtype {x.dtype}"
+            ) from None
+        return _dtypes.round_to_format(values, self._format(op))
 
     def report(self, A, B, C=None, sa=None, sb=None, *, D=None, threads=None, engine: str = "auto"):
         """The error of D (computed by :meth:`gemm` unless given) against the exact result
@@ -369,3 +470,12 @@ class Instruction:
         )
         d = self._result(r.pop("d"), "d", (A, B, C, sa, sb))
         return ErrorReport(d=d, **r)
+
+
+def _padded(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """``x`` with ``rows`` rows and ``cols`` columns of zeros (+0 in every format) added."""
+    if rows == 0 and cols == 0:
+        return np.ascontiguousarray(x)
+    out = np.zeros((x.shape[0] + rows, x.shape[1] + cols), dtype=x.dtype)
+    out[: x.shape[0], : x.shape[1]] = x
+    return out

@@ -256,3 +256,21 @@ def from_encodings(codes: np.ndarray, fmt: dict) -> np.ndarray:
     if natural.name == "uint4":
         return codes.astype(np.uint8).astype(natural)
     return codes.astype(_unsigned_of_size(natural.itemsize)).view(natural)
+
+
+def round_to_format(x: np.ndarray, fmt: dict) -> np.ndarray:
+    """Float values rounded to nearest even into a float format, as raw-encoding-ready
+    arrays: the format's dtype, or for tf32 (no dtype) ``uint32`` encodings."""
+    natural = natural_dtype(fmt)
+    if fmt["kind"] != "float":
+        raise ValueError(f"cannot round floats into the integer format `{fmt['name']}`")
+    if natural is not None:
+        return x.astype(natural)
+    if (fmt["exponent"], fmt["mantissa"], fmt["bias"], fmt["ignore_low"]) == (8, 10, 127, 13):
+        # tf32: an f32 whose 13 low bits the hardware ignores; round them off, ties to even
+        bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        rounded = ((bits + 0xFFF + ((bits >> 13) & 1)) & ~np.uint64(0x1FFF)).astype(np.uint32)
+        nan = np.isnan(np.asarray(x, dtype=np.float32))
+        rounded[nan] = np.uint32(0x7FC00000)
+        return rounded
+    raise ValueError(f"no rounding into `{fmt['name']}` is available (it has no NumPy dtype)")

@@ -204,3 +204,64 @@ def test_an_instruction_the_jit_refuses_runs_on_the_interpreter_with_a_warning()
     with pytest.warns(RuntimeWarning, match="the reference interpreter computes"):
         d = ins.dot(1.0, [1.0] * ins.k, [1.0] * ins.k)
     assert float(d) == 1.0 + ins.k
+
+
+def _bits32(x):
+    return np.asarray(x).view(np.uint32)
+
+
+def test_gemm_rounds_float_inputs_into_the_formats(spec):
+    ins = spec("hopper")[HOPPER_F16]
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((32, 32))
+    B = rng.standard_normal((32, 16)).astype(np.float32)
+    C = rng.standard_normal((32, 16))
+    want = ins.gemm(A.astype(np.float16), B.astype(np.float16), C.astype(np.float32))
+    np.testing.assert_array_equal(_bits32(ins.gemm(A, B, C, round=True)), _bits32(want))
+    # lists of Python floats too
+    got = ins.gemm(A.tolist(), B.tolist(), round=True)
+    np.testing.assert_array_equal(_bits32(got), _bits32(ins.gemm(A.astype(np.float16), B.astype(np.float16))))
+    with pytest.raises(ValueError, match="A must be"):
+        ins.gemm(A, B)  # float64 without round=True is not a format's dtype
+
+
+def test_gemm_pads_shapes_that_are_not_multiples(spec):
+    ins = spec("hopper")[HOPPER_F16]
+    rng = np.random.default_rng(12)
+    A = rng.standard_normal((20, 30)).astype(np.float16)
+    B = rng.standard_normal((30, 12)).astype(np.float16)
+    C = rng.standard_normal((20, 12)).astype(np.float32)
+    Ap = np.zeros((32, 32), np.float16); Ap[:20, :30] = A
+    Bp = np.zeros((32, 16), np.float16); Bp[:30, :12] = B
+    Cp = np.zeros((32, 16), np.float32); Cp[:20, :12] = C
+    got = ins.gemm(A, B, C, pad=True)
+    assert got.shape == (20, 12)
+    np.testing.assert_array_equal(_bits32(got), _bits32(ins.gemm(Ap, Bp, Cp)[:20, :12]))
+    with pytest.raises(ValueError):
+        ins.gemm(A, B, C)  # not multiples, and no pad=True
+
+
+def test_gemm_broadcasts_batches_and_c(spec):
+    ins = spec("hopper")[HOPPER_F16]
+    rng = np.random.default_rng(13)
+    A = rng.standard_normal((2, 3, 16, 32)).astype(np.float16)
+    B = rng.standard_normal((32, 8)).astype(np.float16)
+    row = rng.standard_normal(8).astype(np.float32)
+    got = ins.gemm(A, B, row)
+    assert got.shape == (2, 3, 16, 8) and got.dtype == np.float32
+    for i in range(2):
+        for j in range(3):
+            want = ins.gemm(A[i, j], B, np.broadcast_to(row, (16, 8)).copy())
+            np.testing.assert_array_equal(_bits32(got[i, j]), _bits32(want))
+    scalar = ins.gemm(A[0], B, np.float32(0.5))
+    np.testing.assert_array_equal(_bits32(scalar[1]), _bits32(ins.gemm(A[0, 1], B, np.full((16, 8), 0.5, np.float32))))
+    with pytest.raises(ValueError, match="does not broadcast"):
+        ins.gemm(A, B, np.zeros((5, 8), np.float32))
+    with pytest.raises(ValueError, match="K differs"):
+        ins.gemm(A, B[:16])
+
+
+def test_round_pad_and_batches_refuse_scale_factors(spec):
+    ins = spec("blackwell")["tcgen05.mma.block_scale.m64n8k32.kind::mxf8f6f4.block32.f32.e4m3.e2m1.ue8m0"]
+    with pytest.raises(ValueError, match="without scale factors"):
+        ins.gemm(np.zeros((64, 32)), np.zeros((32, 8)), sa=np.zeros((64, 1)), sb=np.zeros((1, 8)), round=True)

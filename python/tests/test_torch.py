@@ -238,3 +238,14 @@ def test_values_beyond_an_fp8_range_are_counted_not_silent(spec):
     with torch.no_grad(), emulate(ins), pytest.warns(UserWarning, match="256 of 2048 values of a are beyond e4m3"):
         d = a @ b
     assert torch.isnan(d).all()
+
+
+def test_gemm_on_batched_float32_tensors_with_rounding_and_padding(spec):
+    ins = spec("hopper")[HOPPER_F16]
+    g = torch.Generator().manual_seed(9)
+    A = torch.randn(2, 20, 30, generator=g)
+    B = torch.randn(30, 12, generator=g)
+    D = ins.gemm(A, B, round=True, pad=True)
+    assert isinstance(D, torch.Tensor) and D.shape == (2, 20, 12) and D.dtype == torch.float32
+    for i in range(2):
+        np.testing.assert_array_equal(_bits(D[i]), _bits(_reference(ins, A[i], B.T, None)))
