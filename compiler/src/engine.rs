@@ -89,6 +89,18 @@ enum Route {
     Interp(Option<Arc<str>>),
 }
 
+impl Route {
+    fn is_jit(&self) -> bool {
+        matches!(self, Route::Jit(_))
+    }
+    fn fallback(&self) -> Option<&str> {
+        match self {
+            Route::Interp(Some(why)) => Some(why),
+            _ => None,
+        }
+    }
+}
+
 /// What [`Engine::prepare`] made for one instruction (its compiled kernel, or why the
 /// interpreter runs it), borrowing nothing: kept across calls by an embedder (the C API,
 /// the Python bindings), each call taking an [`Engine`] with [`Engine::prepared`].
@@ -112,14 +124,11 @@ impl Prepared {
     }
     /// Does the JIT compute it?
     pub fn is_jit(&self) -> bool {
-        matches!(self.route, Route::Jit(_))
+        self.route.is_jit()
     }
     /// Why the interpreter computes it when the JIT was asked for.
     pub fn fallback(&self) -> Option<&str> {
-        match &self.route {
-            Route::Interp(Some(why)) => Some(why),
-            _ => None,
-        }
+        self.route.fallback()
     }
 }
 
@@ -183,14 +192,11 @@ impl<'a> Engine<'a> {
     }
     /// Does the JIT compute it?
     pub fn is_jit(&self) -> bool {
-        matches!(self.route, Route::Jit(_))
+        self.route.is_jit()
     }
     /// Why the interpreter computes it when the JIT was asked for (the JIT's refusal).
     pub fn fallback(&self) -> Option<&str> {
-        match &self.route {
-            Route::Interp(Some(why)) => Some(why),
-            _ => None,
-        }
+        self.route.fallback()
     }
     /// The JIT's kernel, when it computes it.
     pub fn kernel(&self) -> Option<&jit::Kernel> {

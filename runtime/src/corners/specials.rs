@@ -5,17 +5,22 @@
 use crate::blackbox::Interface;
 use crate::inputs::Input;
 
+/// The scale factor 1 of the interface's scale format (0 when it has none).
+fn unit_scale(iface: &Interface) -> u64 {
+    iface
+        .scale
+        .as_ref()
+        .and_then(|(f, _)| crate::inputs::pow2(f, 0, false))
+        .unwrap_or(0)
+}
+
 /// Sums whose exact value is zero, with every sign of c and of the zero products, and
 /// exact cancellations: what sets the sign of a zero result (`zero result positive`,
 /// `exact_positive`, IEEE's rules in sequential steps) apart.
 pub fn signed_zeros(iface: &Interface) -> Vec<(String, Input)> {
     use crate::inputs::{pow2, zero};
     let k = iface.k;
-    let one_scale = iface
-        .scale
-        .as_ref()
-        .and_then(|(f, _)| pow2(f, 0, false))
-        .unwrap_or(0);
+    let one_scale = unit_scale(iface);
     let base = |c: u64| Input {
         c,
         a: vec![zero(&iface.a, false); k],
@@ -76,11 +81,7 @@ pub fn signed_zeros(iface: &Interface) -> Vec<(String, Input)> {
 pub fn nan_payloads(iface: &Interface) -> Vec<(String, Input)> {
     use crate::inputs::pow2;
     let k = iface.k;
-    let one_scale = iface
-        .scale
-        .as_ref()
-        .and_then(|(f, _)| pow2(f, 0, false))
-        .unwrap_or(0);
+    let one_scale = unit_scale(iface);
     let (Some(one_a), Some(one_b), Some(one_c)) = (
         pow2(&iface.a, 0, false),
         pow2(&iface.b, 0, false),
