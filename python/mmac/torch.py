@@ -31,20 +31,51 @@ What an emulated operator does, as a GPU GEMM kernel would:
 Covered operators: ``aten.mm``, ``aten.addmm``, ``aten.bmm``, ``aten.baddbmm``,
 ``aten.mv``, ``aten.addmv``, ``aten.dot``, ``aten.addr`` (an outer product: a GEMM with
 K = 1) and ``aten.addbmm`` (one GEMM over the batch's K concatenated, so the sum over the
-batch is the instruction's own accumulation). ``torch.matmul``, ``@``, ``F.linear``,
-``inner``, ``tensordot`` and ``einsum`` reach these through their decompositions.
+batch is the instruction's own accumulation). ``torch.matmul`` and ``@`` (batch
+dimensions broadcast), ``F.linear``, ``inner``, ``tensordot`` and ``einsum`` reach these
+through their decompositions (the contracted dimensions flattened into K in their order).
 Complex operands run as four real GEMMs through the instruction (``re = Ar Br - Ai Bi``,
 ``im = Ar Bi + Ai Br``, a complex C entering the first of each pair), combined in d's
-dtype. Integer operands are refused: an integer matmul needs an integer instruction
-through ``ins.gemm``.
+dtype.
 
-Not emulated, and warned about once per operator when they run under ``emulate``:
-convolutions (``aten.convolution`` and its backends), the fused attention kernels
-(``scaled_dot_product_attention``'s flash, efficient and math paths), ``torch._int_mm``
-and ``torch._scaled_mm``. Every other operator (element-wise operations, reductions)
-runs natively, in the model's own dtypes. Block-scaled instructions and integer
-instructions are refused: they need scale factors or a quantization scheme that a float
-model does not have.
+Integer matmuls (``torch._int_mm``, and ``mm``/``addmm``/... of integer tensors) run
+through an integer instruction given as ``emulate(ins, int_ins=...)`` (say Hopper's
+``mma.m16n8k32.s32.s8.s8.s32``): padded the same way, values outside a's, b's or c's
+range an error, D as the instruction gives it (its own wrapping or saturation) and
+converted to torch's result dtype as torch converts (``_int_mm``: int32; int8 ``mm``:
+int8, wrapping). Without ``int_ins``, ``_int_mm`` runs natively with a warning and other
+integer matmuls are refused.
+
+Convolutions (``aten.convolution``: conv1d/2d/3d, groups, stride, padding, dilation,
+transposed) run as the implicit GEMM of tensor-core libraries, one GEMM per group, the
+bias as C (as ``addmm``'s); ``emulate(im2col=)`` picks the K order, channels-last (the
+default: K = (kernel position, c_in), as CUTLASS and cuDNN's NHWC tensor-core kernels) or
+channels-first; transposed convolutions run as zero insertion and a flipped kernel
+(:mod:`mmac._conv`).
+
+``F.scaled_dot_product_attention`` runs as one attention (a ``TorchFunctionMode`` entered
+with the mode sends it to ``aten._scaled_dot_product_flash_attention_for_cpu``, which is
+emulated): ``S = Q Kᵀ`` through the instruction, scaled, masked and the softmax in float32,
+``P V`` through the instruction, the normalization after it; ``attention="flash"`` with
+``block=`` rows of K/V per step is FlashAttention-2's online softmax, its float32
+accumulator rescaled between blocks and fed back as the C of the next block's ``P V``
+(:mod:`mmac._attention`); ``attention="math"`` leaves it to torch's decomposition.
+``dropout_p > 0`` is an error.
+
+How the GEMM library drives the instruction (:mod:`mmac._gemm_kernel`):
+``scaling="tensor"`` or ``"row"`` scales FP8/FP6/FP4 operands by ``fmt_max / amax`` (per
+tensor, or per row of A and column of B, as Transformer Engine and torchao) and D back by
+the inverse scales in float32; ``scaling="block"`` computes the scale factors of
+block-scaled instructions (MX: E8M0 per 32 elements as the OCP MX spec; NVFP4: UE4M3 per
+16 with a per-tensor float32 scale), which ``emulate`` refuses without it; ``split_k=S``
+and ``promote_every=N`` (elements of K) run K in slices from C = 0 summed in float32.
+Without a recipe, values beyond an FP8 range are counted in a warning.
+
+Not emulated, and warned about once per operator when they run under ``emulate``: the
+convolution backends called directly (``mkldnn_convolution``, ``cudnn_convolution``, ...)
+and ``convolution_backward``, the CUDA attention kernels and the attention backward,
+``torch._int_mm`` without ``int_ins``, ``torch._scaled_mm`` and ``vdot``. Every other
+operator (element-wise operations, reductions) runs natively, in the model's own dtypes.
 """
 
 from __future__ import annotations
@@ -53,47 +84,113 @@ import warnings
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _dtypes
+from . import _attention, _conv, _dtypes, _gemm_kernel
+from . import _profile
 from ._dtypes import round_to_format
 
 __all__ = ["emulate", "round_to_format"]
 
 aten = torch.ops.aten
 
+ATTENTION_VARIANTS = ("plain", "flash", "math")
+"""``emulate(attention=...)``: ``"plain"`` and ``"flash"`` compute
+``scaled_dot_product_attention`` as :mod:`mmac._attention` describes; ``"math"`` lets
+torch decompose it (its two ``bmm`` through the instruction, the scaling, masking and
+softmax natively in the model's dtype)."""
+
 
 class emulate(TorchDispatchMode):
     """Under this mode, matrix multiplies run through ``ins`` (see the module doc).
 
-    ``threads`` and ``engine`` are passed to :meth:`mmac.Instruction.gemm`."""
+    - ``int_ins``: an integer instruction for ``torch._int_mm`` and integer matmuls.
+    - ``scaling``: None, ``"tensor"``, ``"row"`` (FP8/FP6/FP4 instructions) or
+      ``"block"`` (block-scaled instructions, where it is required).
+    - ``split_k`` (slices of K) or ``promote_every`` (elements of K between promotions
+      into a float32 accumulator, a multiple of ``ins.k``).
+    - ``attention``: ``"plain"``, ``"flash"`` (with ``block`` rows of K/V per step) or
+      ``"math"``; ``im2col``: ``"channels_last"`` or ``"channels_first"``.
 
-    def __init__(self, ins, *, threads=None, engine: str = "auto"):
+    Example: Hopper FP8 with per-row scales and DeepSeek-V3's promotion interval,
+    ``emulate(ins, scaling="row", promote_every=128)``.
+
+    ``threads`` and ``engine`` are passed to :meth:`mmac.Instruction.gemm`. With
+    ``report=True``, ``with`` gives a :class:`mmac._profile.Profile` instead of the mode:
+    every emulated call's site and its error against float64 (the profiler, see
+    :mod:`mmac._profile`; the mode holds the same object as ``profile``)."""
+
+    def __init__(
+        self,
+        ins,
+        *,
+        int_ins=None,
+        scaling=None,
+        split_k: int = 1,
+        promote_every=None,
+        attention: str = "plain",
+        block: int = 64,
+        im2col: str = "channels_last",
+        threads=None,
+        engine: str = "auto",
+        report: bool = False,
+    ):
         super().__init__()
-        if ins.scale is not None:
-            raise ValueError(
-                f"`{ins.name}` is block-scaled: emulate takes instructions without scale factors"
-            )
-        for op in ("a", "b", "c", "d"):
-            fmt = ins.format(op)
-            if fmt["kind"] != "float":
-                raise ValueError(
-                    f"`{ins.name}` has {op} = {fmt['name']}, an integer format: emulate "
-                    "takes float instructions"
-                )
+        _check_kinds(ins, "float", "ins")
         if ins.dtype("d") is None:
             raise ValueError(f"`{ins.name}`'s d format {ins.types['d']} has no dtype")
+        if int_ins is not None:
+            _check_kinds(int_ins, "int", "int_ins")
+            if int_ins.scale is not None:
+                raise ValueError(
+                    f"int_ins `{int_ins.name}` is block-scaled: give an integer MMA without scale factors"
+                )
+        if attention not in ATTENTION_VARIANTS:
+            raise ValueError(f"attention must be one of {ATTENTION_VARIANTS}, found {attention!r}")
+        if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+            raise ValueError(
+                "block (rows of K and V per step of attention='flash') must be a positive "
+                f"integer, found {block!r}"
+            )
+        if im2col not in _conv.IM2COL_ORDERS:
+            raise ValueError(f"im2col must be one of {_conv.IM2COL_ORDERS}, found {im2col!r}")
         self.ins = ins
+        self.int_ins = int_ins
+        self.kernel = _gemm_kernel.GemmKernel(
+            ins, scaling=scaling, split_k=split_k, promote_every=promote_every, threads=threads, engine=engine
+        )
+        """How the GEMMs drive ``ins`` (:class:`mmac._gemm_kernel.GemmKernel`)."""
+        self.attention = attention
+        self.block = block
+        self.im2col = im2col
         self.threads = threads
         self.engine = engine
+        self._function_mode = _AttentionFunctions(self)
         self.calls = 0
         """Operators computed through the instruction so far."""
         self._warned = set()
+        self.profile = _profile.Profile(ins) if report else None
+        """The numerics profile (``report=True``), else None."""
+
+    def __enter__(self):
+        super().__enter__()
+        self._function_mode.__enter__()  # F.scaled_dot_product_attention as one call
+        if self.profile is None:
+            return self
+        self.profile._start()
+        return self.profile
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        if self.profile is not None:
+            self.profile._stop()
+        self._function_mode.__exit__(exc_type, exc_value, traceback)
+        return super().__exit__(exc_type, exc_value, traceback)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         packet = func.overloadpacket
-        handler = _HANDLERS.get(packet)
+        handler = self._handler(packet)
         if handler is None:
             if packet in _NATIVE_MATMULS and packet not in self._warned:
                 self._warned.add(packet)
@@ -103,9 +200,11 @@ class emulate(TorchDispatchMode):
                 )
             return func(*args, **kwargs)
         out = kwargs.pop("out", None)
-        _check_operands(packet, args)
+        _check_operands(packet, args, self.int_ins)
         self.calls += 1
         result = handler(self, *args, **kwargs)
+        if self.profile is not None:
+            self.profile._record(func, args, kwargs, result)
         if out is None:
             return result
         if out.dtype != result.dtype:
@@ -117,47 +216,35 @@ class emulate(TorchDispatchMode):
         out.copy_(result)
         return out
 
+    def _handler(self, packet):
+        """The function that emulates ``packet``, or None (it runs natively)."""
+        if packet is aten._int_mm and self.int_ins is None:
+            return None
+        if packet is aten._scaled_dot_product_flash_attention_for_cpu and self.attention == "math":
+            return None
+        return _HANDLERS.get(packet)
+
     # ------------------------------------------------------------ one GEMM
 
     def _gemm(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> torch.Tensor:
-        """D = A @ B (+ C) through the instruction, for real 2-D A (M x K) and B (K x N),
-        in d's dtype."""
-        ins = self.ins
-        M, K = a.shape
-        N = b.shape[1]
-        pm, pk, pn = (-M) % ins.m, (-K) % ins.k, (-N) % ins.n
-        A = np.zeros((M + pm, K + pk), dtype=np.float64)
-        B = np.zeros((K + pk, N + pn), dtype=np.float64)
-        A[:M, :K] = _float_values(a)
-        B[:K, :N] = _float_values(b)
-        args = [self._round(A, "a"), self._round(B, "b")]
-        if c is not None:
-            C = np.zeros((M + pm, N + pn), dtype=np.float64)
-            C[:M, :N] = _float_values(torch.broadcast_to(c, (M, N)))
-            args.append(self._round(C, "c"))
-        D = ins.gemm(*args, threads=self.threads, engine=self.engine)
-        return _dtypes.numpy_to_tensor(np.ascontiguousarray(D[:M, :N]), like=a)
+        """D = A @ B (+ C) through the instruction as the kernel drives it, for real 2-D A
+        (M x K) and B (K x N): in d's dtype (float32 with a scaling recipe or K slices)."""
+        M, N = a.shape[0], b.shape[1]
+        C = None if c is None else _float_values(torch.broadcast_to(c, (M, N)))
+        D = self.kernel.run(_float_values(a), _float_values(b), C)
+        return _dtypes.numpy_to_tensor(D, like=a)
 
-    def _round(self, x: np.ndarray, operand: str) -> np.ndarray:
-        """``x`` rounded into the instruction's format of ``operand``, with a warning that
-        counts the finite values beyond the format's range (they become Inf or NaN)."""
-        fmt = self.ins.format(operand)
-        rounded = round_to_format(x, fmt)
-        if _dtypes.natural_dtype(fmt) is not None:
-            lost = int(np.count_nonzero(np.isfinite(x) & ~np.isfinite(rounded.astype(np.float64))))
-            if lost:
-                warnings.warn(
-                    f"mmac.torch.emulate: {lost} of {x.size} values of {operand} are beyond "
-                    f"{fmt['name']}'s range and became Inf or NaN; scale them into range first",
-                    stacklevel=4,
-                )
-        return rounded
+    def _values_gemm(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None = None) -> np.ndarray:
+        """The kernel's GEMM on float64 arrays (what convolutions and attention call)."""
+        return self.kernel.run(A, B, C)
 
     def _product(self, a, b, c=None, beta=1, alpha=1):
         """``alpha * (a @ b) + beta * c`` with the product through the instruction, in the
         dtype torch gives the operator (module doc)."""
-        dtype = _result_dtype(a, b, c)
         bias = None if c is None or beta == 0 else (c if beta == 1 else c * beta)
+        if not a.is_floating_point() and not a.is_complex():
+            return self._int_product(a, b, bias, alpha, torch.promote_types(a.dtype, b.dtype))
+        dtype = _result_dtype(a, b, c)
         if a.is_complex() or b.is_complex() or (bias is not None and bias.is_complex()):
             d = self._complex_product(a, b, bias, alpha)
         elif alpha == 1:
@@ -180,6 +267,27 @@ class emulate(TorchDispatchMode):
             if bias is not None:
                 d = d + bias.to(d.dtype)
         return d
+
+    def _int_product(self, a, b, bias, alpha, dtype):
+        """``alpha * (a @ b) + bias`` for integer tensors through ``int_ins`` (module doc):
+        D in d's format (int32 for s32), converted to ``dtype`` as torch converts
+        (wrapping)."""
+        for t in (a, b) + (() if bias is None else (bias,)):
+            if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+                raise RuntimeError(
+                    f"an integer matmul takes integer tensors only, found {a.dtype}, {b.dtype}"
+                    + ("" if bias is None else f" and a bias of {bias.dtype}")
+                )
+        A, B = (_dtypes.tensor_to_numpy(t).astype(np.int64) for t in (a, b))
+        C = None
+        if bias is not None:
+            C = _dtypes.tensor_to_numpy(torch.broadcast_to(bias, (A.shape[0], B.shape[1]))).astype(np.int64)
+        D = _gemm_kernel.integer_gemm(
+            self.int_ins, A, B, C if alpha == 1 else None, threads=self.threads, engine=self.engine
+        )
+        if alpha != 1:
+            D = D.astype(np.int64) * int(alpha) + (0 if C is None else C)
+        return torch.from_numpy(np.ascontiguousarray(D)).to(device=a.device).to(dtype)
 
 
 def _parts(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -204,16 +312,20 @@ def _result_dtype(*tensors) -> torch.dtype | None:
     return dtype if dtype in _MATMUL_DTYPES else None
 
 
-def _check_operands(packet, args) -> None:
-    """Integer tensors are refused: a float instruction would give them float results."""
+def _check_operands(packet, args, int_ins) -> None:
+    """Integer tensors are refused unless an integer instruction is given (matmuls only):
+    a float instruction would give them float results."""
+    integer_ok = int_ins is not None and packet in _INTEGER_MATMULS
     for t in args:
         if isinstance(t, torch.Tensor) and not (t.is_floating_point() or t.is_complex()):
+            if integer_ok and t.dtype != torch.bool:
+                continue
             # RuntimeError, as torch's own dtype errors: a TypeError out of `@` makes
             # Python try the reflected operator and report that instead
             raise RuntimeError(
-                f"{packet} of {t.dtype} tensors: emulate runs float matmuls through a float "
-                "instruction; an integer matmul needs an integer instruction (ins.gemm on "
-                "integer arrays)"
+                f"{packet} of {t.dtype} tensors: emulate runs float operators through a float "
+                "instruction; an integer matmul needs an integer instruction "
+                "(emulate(ins, int_ins=...), or ins.gemm on integer arrays)"
             )
 
 
@@ -266,6 +378,164 @@ def _dot(mode, x, y):
     return mode._product(x.reshape(1, -1), y.reshape(-1, 1)).reshape(())
 
 
+def _int_mm(mode, a, b):
+    if a.dtype != torch.int8 or b.dtype != torch.int8 or a.dim() != 2 or b.dim() != 2:
+        raise RuntimeError(
+            f"_int_mm takes two 2-D int8 matrices, found {a.dtype} {tuple(a.shape)} and "
+            f"{b.dtype} {tuple(b.shape)}"
+        )
+    return mode._int_product(a, b, None, 1, torch.int32)
+
+
+def _convolution(mode, x, w, bias, stride, padding, dilation, transposed, output_padding, groups, *_backend):
+    """``aten.convolution`` (and ``aten._convolution``, whose backend flags are ignored) as
+    one implicit GEMM per group (:mod:`mmac._conv`), the bias as C; the result in the
+    input's dtype (D rounded to it)."""
+    for t in (x, w) if bias is None else (x, w, bias):
+        if not t.is_floating_point():
+            raise RuntimeError(f"convolution through emulate takes real float tensors, found {t.dtype}")
+    D = _conv.convolution(
+        mode._values_gemm,
+        _float_values(x),
+        _float_values(w),
+        None if bias is None else _float_values(bias),
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        mode.im2col,
+    )
+    d = _dtypes.numpy_to_tensor(D, like=x)
+    dtype = _result_dtype(x, w)
+    return d if dtype is None else d.to(dtype)
+
+
+def _flash_attention_for_cpu(mode, q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+    """``aten._scaled_dot_product_flash_attention_for_cpu``: attention through the
+    instruction (:mod:`mmac._attention`, ``emulate(attention=, block=)``); returns the
+    output in the query's dtype and the float32 log-sum-exp, as the operator does."""
+    if dropout_p:
+        raise RuntimeError(
+            f"scaled_dot_product_attention with dropout_p={dropout_p}: emulate computes attention "
+            "without dropout (random masks are no part of the arithmetic); run the model in "
+            "eval mode or with dropout_p=0"
+        )
+    for t in (q, k, v):
+        if not t.is_floating_point():
+            raise RuntimeError(f"attention through emulate takes real float tensors, found {t.dtype}")
+    if attn_mask is not None and is_causal:
+        raise RuntimeError("scaled_dot_product_attention: give attn_mask or is_causal=True, not both")
+    mask = None
+    if attn_mask is not None:
+        mask = _dtypes.tensor_to_numpy(attn_mask)
+        mask = mask if mask.dtype == np.bool_ else mask.astype(np.float64)
+    out, lse = _attention.attention(
+        mode._values_gemm,
+        _float_values(q),
+        _float_values(k),
+        _float_values(v),
+        mask=mask,
+        is_causal=is_causal,
+        scale=scale,
+        variant=mode.attention,
+        block=mode.block,
+    )
+    out_t = _dtypes.numpy_to_tensor(out, like=q)
+    return out_t.to(q.dtype), _dtypes.numpy_to_tensor(lse, like=q)
+
+
+_SDPA = torch._C._nn.scaled_dot_product_attention
+
+
+class _AttentionFunctions(TorchFunctionMode):
+    """Under a dispatch mode torch computes ``F.scaled_dot_product_attention`` by its math
+    path (separate ``bmm``, softmax in the model's dtype); this function mode, entered with
+    :class:`emulate`, sends it to the fused CPU operator instead, which ``emulate``
+    computes as one attention (``attention="math"``: to torch's math path, always)."""
+
+    def __init__(self, mode):
+        super().__init__()
+        self.mode = mode
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is _SDPA and self.mode.attention == "math":
+            return _sdpa_by_torchs_math(*args, **kwargs)
+        if func is _SDPA:
+            q, k, v = args[:3]
+            needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+            if not (needs_grad and q.shape[-1] != v.shape[-1]):
+                return _sdpa_as_one_operator(*args, **kwargs)
+            # the fused CPU operator's backward takes one head size only
+            if "sdpa-grad" not in self.mode._warned:
+                self.mode._warned.add("sdpa-grad")
+                warnings.warn(
+                    "mmac.torch.emulate: scaled_dot_product_attention with gradients and value "
+                    "heads of another size than the query's runs as torch's math path (its two "
+                    "bmm through the instruction)",
+                    stacklevel=2,
+                )
+        return func(*args, **kwargs)
+
+
+def _sdpa_by_torchs_math(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """``F.scaled_dot_product_attention`` as torch's math path, whatever backend torch
+    would pick: its pieces (two ``bmm``, scaling, mask, softmax) reach the dispatch mode."""
+    return aten._scaled_dot_product_attention_math(
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+    )[0]
+
+
+def _sdpa_as_one_operator(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """``F.scaled_dot_product_attention`` as one call of the fused CPU operator: leading
+    dimensions broadcast and folded into (batch, 1), grouped-query heads repeated (as
+    torch's ``enable_gqa``)."""
+    if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
+        groups = query.shape[-3] // key.shape[-3]
+        if groups * key.shape[-3] != query.shape[-3]:
+            raise RuntimeError(
+                f"enable_gqa: {query.shape[-3]} query heads are not a multiple of {key.shape[-3]} key heads"
+            )
+        key = key.repeat_interleave(groups, dim=-3)
+        value = value.repeat_interleave(groups, dim=-3)
+    if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
+        raise RuntimeError("scaled_dot_product_attention takes query, key and value of at least 2 dimensions")
+    L, S = query.shape[-2], key.shape[-2]
+    try:
+        batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except RuntimeError:
+        raise RuntimeError(
+            f"scaled_dot_product_attention: the leading dimensions of query {tuple(query.shape)}, "
+            f"key {tuple(key.shape)} and value {tuple(value.shape)} do not broadcast"
+        ) from None
+    q, k, v = (t.expand(batch + t.shape[-2:]).reshape((-1, 1) + t.shape[-2:]) for t in (query, key, value))
+    mask = None
+    if attn_mask is not None:
+        mask = attn_mask.expand(batch + (L, S)).reshape((-1, 1, L, S))
+    out, _ = aten._scaled_dot_product_flash_attention_for_cpu(
+        q, k, v, dropout_p, is_causal, attn_mask=mask, scale=scale
+    )
+    return out.reshape(batch + out.shape[-2:])
+
+
+def _check_kinds(ins, kind: str, what: str) -> None:
+    """Every operand format of ``ins`` is of ``kind`` (float or int)."""
+    for op in ("a", "b", "c", "d"):
+        fmt = ins.format(op)
+        if fmt["kind"] != kind:
+            other = "an integer" if fmt["kind"] == "int" else "a float"
+            raise ValueError(
+                f"{what} `{ins.name}` has {op} = {fmt['name']}, {other} format: emulate takes "
+                + (
+                    "a float instruction as ins (an integer one as int_ins)"
+                    if kind == "float"
+                    else "an integer instruction as int_ins"
+                )
+            )
+
+
 _HANDLERS = {
     aten.mm: _mm,
     aten.addmm: _addmm,
@@ -276,6 +546,15 @@ _HANDLERS = {
     aten.addmv: _addmv,
     aten.addr: _addr,
     aten.dot: _dot,
+    aten._int_mm: _int_mm,
+    aten.convolution: _convolution,
+    aten._convolution: _convolution,
+    aten._scaled_dot_product_flash_attention_for_cpu: _flash_attention_for_cpu,
+}
+
+# the operators that take integer tensors when an integer instruction is given
+_INTEGER_MATMULS = {
+    aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.addbmm, aten.mv, aten.addmv, aten.addr, aten.dot, aten._int_mm,
 }
 
 # matmul-family operators emulate does not cover: each warns once when it runs natively
@@ -287,6 +566,8 @@ _NATIVE_MATMULS = {
         "convolution_overrideable",
         "mkldnn_convolution",
         "cudnn_convolution",
+        "convolution_backward",
+        "_scaled_dot_product_flash_attention_for_cpu_backward",
         "_scaled_dot_product_flash_attention",
         "_scaled_dot_product_flash_attention_for_cpu",
         "_scaled_dot_product_efficient_attention",

@@ -220,14 +220,14 @@ def test_addmv_addbmm_and_addr_are_emulated(spec):
 
 def test_native_matmul_family_ops_warn_once(spec):
     ins = spec("hopper")[HOPPER_F16]
-    conv = torch.nn.Conv2d(2, 3, 3)
     x = torch.randn(1, 2, 8, 8)
+    w = torch.randn(3, 2, 3, 3)
     with torch.no_grad(), emulate(ins) as mode:
-        with pytest.warns(UserWarning, match="convolution runs natively"):
-            conv(x)
+        with pytest.warns(UserWarning, match="mkldnn_convolution runs natively"):
+            torch.ops.aten.mkldnn_convolution(x, w, None, [0, 0], [1, 1], [1, 1], 1)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            conv(x)  # once per operator
+            torch.ops.aten.mkldnn_convolution(x, w, None, [0, 0], [1, 1], [1, 1], 1)  # once per operator
     assert mode.calls == 0
 
 
