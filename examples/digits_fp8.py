@@ -9,7 +9,12 @@ and a hypothetical FP8 design from `specs/examples/` (F = 20, round to nearest e
 It prints the test accuracy, the error of the logits against float32, and how many
 logits differ in their bits from the Hopper FP8 results.
 
-Run from anywhere: ``python examples/digits_fp8.py`` (needs mmac, torch, scikit-learn).
+The numbers it prints are the same on any x86-64 machine: the split and the
+initialisation are seeded, and the float32 training runs with the settings of
+``examples/reproducible.py`` (one thread, torch's and MKL's processor-independent code).
+
+Run from anywhere: ``python examples/digits_fp8.py`` (needs mmac, torch, scikit-learn:
+``pip install './python[examples]'``).
 """
 
 from __future__ import annotations
@@ -17,12 +22,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
+import reproducible
 
-import mmac
-import mmac.torch
+torch = reproducible.pin_float32()
+
+from sklearn.datasets import load_digits  # noqa: E402  (after the float32 settings)
+from sklearn.model_selection import train_test_split  # noqa: E402
+
+import mmac  # noqa: E402
+import mmac.torch  # noqa: E402
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 DESIGNS = [
