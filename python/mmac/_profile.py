@@ -283,7 +283,7 @@ class Profile:
             f"{self.calls} calls through `{self.ins.name}` ({self.ins.arch}) at {len(body)} sites; "
             "error against float64 of the same operands"
         )
-        return Table("\n".join([title, line(head), *map(line, body)]) + "\n")
+        return Table("\n".join([title, line(head), *map(line, body)]))
 
     def __str__(self) -> str:
         return str(self.table())

@@ -1,6 +1,7 @@
 """The examples run and print what their docs say: examples/digits_fp8.py prints exactly
-the numbers docs/python.md quotes, and does not change them when the processor MKL sees
-or the thread count around it changes (the settings of examples/reproducible.py)."""
+the numbers docs/python.md quotes, examples/transformer_numerics.py (its reduced run) a
+profile table per design, and neither changes its numbers when the processor MKL sees or
+the thread count around it changes (the settings of examples/reproducible.py)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,44 @@ def test_the_digits_example_prints_the_numbers_the_docs_quote():
     # the same numbers as the docs, and as on a machine MKL and OpenMP see differently
     assert out == _quoted_output("python examples/digits_fp8.py")
     assert _run("digits_fp8.py", env=ANOTHER_MACHINE) == out
+
+
+SITES = [
+    f"blocks.{i}.{site}"
+    for i in (0, 1)
+    for site in ("attn.qkv addmm", "attn bmm", "attn bmm#2", "attn.out addmm", "mlp.0 addmm", "mlp.2 addmm")
+] + ["head addmm"]
+
+
+def test_the_transformer_example_profiles_every_design(tmp_path):
+    png = tmp_path / "errors.png"
+    out = _run("transformer_numerics.py", "--small", "--plot", str(png))
+    out, written = out.split("\n\nplot written to ")
+    assert written == f"{png}\n" and png.read_bytes().startswith(b"\x89PNG")
+    parts = out.split("\n\n")
+    assert parts[0].startswith("sorting 12 digits: a transformer trained 60 steps, evaluated on 32 new sequences")
+    assert re.search(r"float32 \(native\) +sorted \d\.\d{4}   tokens \d\.\d{4}$", parts[0])
+    labels = []
+    for part in parts[1:]:
+        lines = part.splitlines()
+        labels.append(re.match(r"(.+?)  +sorted (\d\.\d{4})   tokens (\d\.\d{4})$", lines[0]).group(1))
+        assert lines[1].startswith("13 calls through `") and lines[1].endswith(
+            "at 13 sites; error against float64 of the same operands"
+        )
+        assert lines[2].split()[:2] == ["module", "op"]
+        rows = [line.split() for line in lines[3:]]
+        assert [" ".join(row[:2]) for row in rows] == SITES
+        for row in rows:
+            max_rel, mean_rel, norm_rel = map(float, row[-4:-1])
+            # FP8: every output pays for the rounding of its operands
+            assert 0 < norm_rel < 1 and 0 < mean_rel < max_rel, row
+    assert labels == [
+        "Hopper FP8 (e4m3)",
+        "Blackwell MXFP8 (e4m3)",
+        "CDNA3 FP8 (fnuz)",
+        "F=20 RNE FP8 (hypothetical)",
+    ]
+    assert _run("transformer_numerics.py", "--small", env=ANOTHER_MACHINE) == out + "\n"
 
 
 def test_the_float32_settings_refuse_a_torch_already_loaded():
