@@ -356,6 +356,7 @@ def _call_error(result: torch.Tensor, reference: torch.Tensor, single: torch.Ten
     differ from ``single`` (float32) rounded to ``result``'s dtype."""
     wide = torch.complex128 if result.is_complex() else torch.float64
     d = result.to(wide)
+    reference = reference.to(wide)  # integer operators' references are integers
     finite = torch.isfinite(d) & torch.isfinite(reference)
     abs_err = (d - reference).abs()[finite]
     magnitude = reference.abs()[finite]
