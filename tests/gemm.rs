@@ -68,7 +68,13 @@ fn write_problem(
         }
         None => (None, None),
     };
-    Problem { a, b, c, sa, sb }
+    Problem {
+        a,
+        b,
+        c: Some(c),
+        sa,
+        sb,
+    }
 }
 
 /// One whole instruction through the interpreter: D = C + A*B element by element.
@@ -159,35 +165,43 @@ fn mma_equals_the_per_element_dot_products() {
         let d = matrix::read(&dir.join("d.npy"), &inst.arithmetic.d, "D").unwrap();
         assert_eq!(
             d,
-            mma_by_elements(checked, &p.a, &p.b, &p.c, p.sa.as_ref(), p.sb.as_ref()),
+            mma_by_elements(
+                checked,
+                &p.a,
+                &p.b,
+                p.c.as_ref().unwrap(),
+                p.sa.as_ref(),
+                p.sb.as_ref()
+            ),
             "{name}"
         );
     }
 }
 
-#[test]
-fn gemm_equals_a_loop_of_mma_calls_in_order() {
-    let s = spec("specs/hopper.mma");
-    let checked = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+/// D of a GEMM in the documented order, whole instruction by whole instruction through
+/// the interpreter: tiles of m x n; K in k-steps, increasing; D fed back as C.
+fn gemm_by_mma_loop(checked: Checked, p: &Problem) -> Matrix {
     let inst = checked.instruction();
-    let tmp = tempfile::TempDir::new().unwrap();
-    let dir = tmp.path();
-    let (m, n, k) = (32, 24, 48);
-    let p = write_problem(dir, inst, m, n, k, 11);
-    // the documented order: tiles of m x n; K in k-steps, increasing; D fed back as C
-    let (tm, tn, tk) = (16, 8, 16);
+    let (m, n, k) = (p.a.rows, p.b.cols, p.a.cols);
+    let (tm, tn, tk) = (inst.m as usize, inst.n as usize, inst.arithmetic.k as usize);
+    let s = inst.scale_count();
     let mut want = Matrix::filled(m, n, 0);
     for ti in 0..m / tm {
         for tj in 0..n / tn {
-            let mut d = sub(&p.c, ti * tm, tm, tj * tn, tn);
-            for s in 0..k / tk {
+            let mut d = match &p.c {
+                Some(c) => sub(c, ti * tm, tm, tj * tn, tn),
+                None => Matrix::filled(tm, tn, gemm::zero_of(&inst.arithmetic.c)),
+            };
+            for step in 0..k / tk {
+                let sa = p.sa.as_ref().map(|x| sub(x, ti * tm, tm, step * s, s));
+                let sb = p.sb.as_ref().map(|x| sub(x, step * s, s, tj * tn, tn));
                 d = mma_by_elements(
                     checked,
-                    &sub(&p.a, ti * tm, tm, s * tk, tk),
-                    &sub(&p.b, s * tk, tk, tj * tn, tn),
+                    &sub(&p.a, ti * tm, tm, step * tk, tk),
+                    &sub(&p.b, step * tk, tk, tj * tn, tn),
                     &d,
-                    None,
-                    None,
+                    sa.as_ref(),
+                    sb.as_ref(),
                 );
             }
             for i in 0..tm {
@@ -197,39 +211,105 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
             }
         }
     }
-    for threads in ["1", "2"] {
-        let d_path = dir.join(format!("d{threads}.npy"));
-        let out = mmac(&[
-            "gemm",
+    want
+}
+
+#[test]
+fn gemm_equals_a_loop_of_mma_calls_in_order() {
+    // one, two and three k-steps (D written by the first step, or by alternating with a
+    // scratch block, with either parity), tile rows and columns that do not fill a task,
+    // a block-scaled instruction; the CLI and the library with the optimised JIT kernel
+    // at one and two threads, and the interpreter
+    let cases: [(&str, &str, (usize, usize, usize)); 5] = [
+        (
             "specs/hopper.mma",
-            "--instr",
             "mma.m16n8k16.f32.f16.f16.f32",
-            "--a",
-            dir.join("a.npy").to_str().unwrap(),
-            "--b",
-            dir.join("b.npy").to_str().unwrap(),
-            "--c",
-            dir.join("c.npy").to_str().unwrap(),
-            "-o",
-            d_path.to_str().unwrap(),
-            "--threads",
-            threads,
-        ]);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(
-            matrix::read(&d_path, &inst.arithmetic.d, "D").unwrap(),
-            want,
-            "threads = {threads}"
-        );
+            (32, 24, 48),
+        ),
+        (
+            "specs/hopper.mma",
+            "mma.m16n8k16.f32.f16.f16.f32",
+            (16, 136, 16),
+        ),
+        (
+            "specs/hopper.mma",
+            "mma.m16n8k16.f32.f16.f16.f32",
+            (48, 72, 32),
+        ),
+        (
+            "specs/cdna3.mma",
+            "v_mfma_f32_16x16x32_fp8_fp8",
+            (32, 80, 96),
+        ),
+        (
+            "specs/rtx_blackwell.mma",
+            "mma.block_scale.m16n8k32.kind::mxf8f6f4.block32.f32.e4m3.e2m1.f32.ue8m0",
+            (16, 16, 64),
+        ),
+    ];
+    for (seed, (file, name, (m, n, k))) in cases.into_iter().enumerate() {
+        let s = spec(file);
+        let checked = s.instruction(name).unwrap();
+        let inst = checked.instruction();
+        let tmp = tempfile::TempDir::new().unwrap();
+        let dir = tmp.path();
+        let mut p = write_problem(dir, inst, m, n, k, 11 + seed as u64);
+        if seed == 1 {
+            p.c = None; // C left out: +0
+        }
+        let want = gemm_by_mma_loop(checked, &p);
+        let what = format!("{name} {m} x {n} x {k}");
+        for threads in ["1", "2"] {
+            let d_path = dir.join(format!("d{threads}.npy"));
+            let mut args = vec![
+                "gemm".to_string(),
+                file.to_string(),
+                "--instr".into(),
+                name.into(),
+                "-o".into(),
+                d_path.to_str().unwrap().into(),
+                "--threads".into(),
+                threads.into(),
+            ];
+            let mut operands = vec!["a", "b"];
+            if p.c.is_some() {
+                operands.push("c");
+            }
+            if p.sa.is_some() {
+                operands.extend(["sa", "sb"]);
+            }
+            for x in operands {
+                args.push(format!("--{x}"));
+                args.push(dir.join(format!("{x}.npy")).to_str().unwrap().into());
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = mmac(&args);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{what}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(
+                matrix::read(&d_path, &inst.arithmetic.d, "D").unwrap(),
+                want,
+                "{what}, CLI, threads = {threads}"
+            );
+        }
+        // the library: the optimised JIT kernel on pools of 1 and 2 workers, and the
+        // interpreter
+        let jit = Engine::new(checked, mmac_compiler::engine::Choice::OPTIMISED);
+        for threads in [1, 2] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let d = pool.install(|| gemm::gemm(&jit, &p, &|_| {})).unwrap();
+            assert_eq!(d, want, "{what}, JIT, {threads} workers");
+        }
+        let lib = gemm::gemm(&Engine::interpreter(checked), &p, &|_| {}).unwrap();
+        assert_eq!(lib, want, "{what}, interpreter");
     }
-    // and the library with the interpreter engine agrees
-    let lib = gemm::gemm(&Engine::interpreter(checked), &p, &|_| {}).unwrap();
-    assert_eq!(lib, want);
 }
 
 #[test]
@@ -335,7 +415,7 @@ fn error_report_is_exact() {
     let p = Problem {
         a: random(&inst.arithmetic.a, 32, 16, 1),
         b: random(&inst.arithmetic.b, 16, 16, 2),
-        c: random(&inst.arithmetic.c, 32, 16, 3),
+        c: Some(random(&inst.arithmetic.c, 32, 16, 3)),
         sa: None,
         sb: None,
     };
@@ -356,7 +436,7 @@ fn error_report_is_exact() {
     let p = Problem {
         a: random(&inst.arithmetic.a, 16, 32, 4),
         b: random(&inst.arithmetic.b, 32, 8, 5),
-        c,
+        c: Some(c),
         sa: None,
         sb: None,
     };
@@ -378,7 +458,7 @@ fn error_report_is_exact() {
     let p = Problem {
         a: pos(&inst.arithmetic.a, 16, 64, 6),
         b: pos(&inst.arithmetic.b, 64, 8, 7),
-        c: pos(&inst.arithmetic.c, 16, 8, 8),
+        c: Some(pos(&inst.arithmetic.c, 16, 8, 8)),
         sa: None,
         sb: None,
     };

@@ -175,10 +175,7 @@ impl NativeInstruction {
         let ar = &inst.arithmetic;
         let a = a.matrix(&ar.a, "A")?;
         let b = b.matrix(&ar.b, "B")?;
-        let c = match c {
-            Some(c) => c.matrix(&ar.c, "C")?,
-            None => mmac_runtime::matrix::Matrix::filled(a.rows, b.cols, gemm::zero_of(&ar.c)),
-        };
+        let c = c.map(|c| c.matrix(&ar.c, "C")).transpose()?;
         let (sa, sb) = match (&ar.scale, sa, sb) {
             (_, None, None) => (None, None),
             (Some(s), Some(sa), Some(sb)) => (

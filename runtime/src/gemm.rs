@@ -35,13 +35,14 @@ pub fn worker_threads(requested: Option<usize>) -> Result<usize, String> {
     }
 }
 
-/// The operands of an instruction or a GEMM: A is M x K, B is K x N, C is M x N; block
-/// scale factors SA are M x K/block and SB is K/block x N.
+/// The operands of an instruction or a GEMM: A is M x K, B is K x N, C is M x N (None:
+/// +0 of c's format in every element, without a matrix of them); block scale factors SA
+/// are M x K/block and SB is K/block x N.
 #[derive(Clone, Debug)]
 pub struct Problem {
     pub a: Matrix,
     pub b: Matrix,
-    pub c: Matrix,
+    pub c: Option<Matrix>,
     pub sa: Option<Matrix>,
     pub sb: Option<Matrix>,
 }
@@ -66,7 +67,11 @@ pub fn check_shapes(
         for (what, (rows, cols), want) in [
             ("A", (p.a.rows, p.a.cols), (im, ik)),
             ("B", (p.b.rows, p.b.cols), (ik, in_)),
-            ("C", (p.c.rows, p.c.cols), (im, in_)),
+            (
+                "C",
+                p.c.as_ref().map_or((im, in_), |c| (c.rows, c.cols)),
+                (im, in_),
+            ),
         ] {
             if (rows, cols) != want {
                 return Err(ShapeError(format!(
@@ -82,10 +87,12 @@ pub fn check_shapes(
             p.a.rows, p.a.cols, p.b.rows, p.b.cols
         )));
     }
-    if (p.c.rows, p.c.cols) != (m, n) {
+    if let Some(c) = &p.c
+        && (c.rows, c.cols) != (m, n)
+    {
         return Err(ShapeError(format!(
             "C is {} x {} but A x B is {m} x {n}",
-            p.c.rows, p.c.cols
+            c.rows, c.cols
         )));
     }
     if !whole_instruction {
@@ -135,11 +142,48 @@ pub fn check_shapes(
     Ok((m, n, k))
 }
 
-/// Columns of D one parallel task covers (a run of adjacent tiles).
+/// Columns of D one parallel task covers at most (a run of adjacent tiles): the batch
+/// entry's record count per call, with B's slices of one k-step kept in L1 (64 columns
+/// of 16 elements: 8 KiB).
 const TASK_COLUMNS: usize = 64;
+
+/// One parallel task: tile row `ti`'s columns `j0..j0 + w`, written straight into D
+/// (one mutable slice of `w` elements per row of the tile row).
+struct Task<'d> {
+    ti: usize,
+    j0: usize,
+    rows: Vec<&'d mut [u64]>,
+}
+
+/// Cut D (`m` x `n`, row-major) into tasks of whole tiles: runs of adjacent tiles of one
+/// tile row, as wide as [`TASK_COLUMNS`] allows, narrower when D has too few tiles for
+/// every worker to get four tasks. The tasks are disjoint and cover D.
+fn tasks(d: &mut [u64], (m, n): (usize, usize), (tm, tn): (usize, usize)) -> Vec<Task<'_>> {
+    let workers = rayon::current_num_threads().max(1);
+    let tiles_per_row = n / tn;
+    let tiles = (m / tm) * tiles_per_row;
+    let per_task = (TASK_COLUMNS / tn)
+        .min(tiles.div_ceil(4 * workers))
+        .clamp(1, tiles_per_row.max(1));
+    let w = per_task * tn;
+    let mut out = Vec::with_capacity((m / tm) * tiles_per_row.div_ceil(per_task));
+    for (ti, band) in d.chunks_mut(tm * n).enumerate() {
+        // each row of the tile row cut into the tasks' column runs, regrouped per task
+        let mut cut: Vec<_> = band.chunks_mut(n).map(|row| row.chunks_mut(w)).collect();
+        for j0 in (0..n).step_by(w) {
+            let rows = cut.iter_mut().filter_map(Iterator::next).collect();
+            out.push(Task { ti, j0, rows });
+        }
+    }
+    out
+}
 
 /// Compute D for a checked problem (see the module doc for the order). `progress` is
 /// called with the number of output tiles finished since the last call.
+///
+/// Each task writes its part of D in place: with one k-step, the batch entry reads C's
+/// rows and writes D's directly; with more, the steps alternate between D and a scratch
+/// block of the task's size, so that the last step lands in D and nothing is copied.
 pub fn gemm(
     engine: &Engine,
     p: &Problem,
@@ -151,87 +195,75 @@ pub fn gemm(
     let steps = kk / tk;
     let blocks = inst.scale_count(); // scale factors per k-step
     // Step-major copies: for each k-step, the step's slice of every row of A (and of SA)
-    // and of every column of B (and of SB), contiguous, so that a tile walks them with
-    // iterators instead of strided indexing.
-    let a_steps = step_major(&p.a, tk, steps);
-    let b_steps = step_major(&p.b.transposed(), tk, steps);
+    // and of every column of B (and of SB), contiguous, so that a row of a tile shares
+    // one slice of A (record stride 0) and its columns' slices of B follow each other.
+    let (a_steps, b_steps) = rayon::join(
+        || step_major(&p.a, tk, steps),
+        || step_major_columns(&p.b, tk, steps),
+    );
     let sa_steps =
         p.sa.as_ref()
             .map(|x| step_major(x, blocks, steps))
             .unwrap_or_default();
     let sb_steps =
         p.sb.as_ref()
-            .map(|x| step_major(&x.transposed(), blocks, steps))
+            .map(|x| step_major_columns(x, blocks, steps))
             .unwrap_or_default();
-    // A task is a run of up to TASK_COLUMNS / n adjacent tiles of one tile row, so that
-    // each batch call covers many dot products; tasks run in parallel.
-    let per_task = (TASK_COLUMNS / tn).max(1);
-    let tasks: Vec<(usize, usize, usize)> = (0..m / tm)
-        .flat_map(|ti| {
-            (0..n / tn)
-                .step_by(per_task)
-                .map(move |tj| (ti, tj, per_task.min(n / tn - tj)))
-        })
-        .collect();
-    let results: Vec<Result<Vec<u64>, EvalError>> = tasks
-        .par_iter()
-        .map(|&(ti, tj, count)| {
-            let (j0, w) = (tj * tn, count * tn);
-            // D starts as C; each k-step updates the whole block (the step's A and B
-            // slices stay in L1), and every element sees its steps in increasing k
-            let mut block = vec![0u64; tm * w];
-            for (di, row) in block.chunks_exact_mut(w).enumerate() {
-                let at = (ti * tm + di) * n + j0;
-                row.copy_from_slice(&p.c.data[at..at + w]);
-            }
-            // one batch per block row and k-step: the row's slice of A (and SA) is shared
-            // by every column (stride 0), whose slices of B (and SB) are contiguous
-            let mut d_row = vec![0u64; w];
-            for s in 0..steps {
-                let a_rows = &a_steps[(s * m + ti * tm) * tk..(s * m + ti * tm + tm) * tk];
-                let b_cols = &b_steps[(s * n + j0) * tk..(s * n + j0 + w) * tk];
-                let (sa_rows, sb_cols): (&[u64], &[u64]) = if blocks > 0 {
-                    (
-                        &sa_steps[(s * m + ti * tm) * blocks..(s * m + ti * tm + tm) * blocks],
-                        &sb_steps[(s * n + j0) * blocks..(s * n + j0 + w) * blocks],
-                    )
-                } else {
-                    (&[], &[])
-                };
-                for (di, (row, a)) in block
-                    .chunks_exact_mut(w)
-                    .zip(a_rows.chunks_exact(tk))
-                    .enumerate()
-                {
-                    let sa = if blocks > 0 {
-                        &sa_rows[di * blocks..(di + 1) * blocks]
-                    } else {
-                        &[]
-                    };
-                    engine.batch_strided(
-                        row,
-                        (a, 0),
-                        (b_cols, tk),
-                        (sa, 0),
-                        (sb_cols, blocks),
-                        &mut d_row,
-                    )?;
-                    row.copy_from_slice(&d_row);
-                }
-            }
-            progress(count);
-            Ok(block)
-        })
-        .collect();
-    let mut out = Matrix::filled(m, n, 0);
-    for ((ti, tj, count), r) in tasks.into_iter().zip(results) {
-        let block = r?;
-        let w = count * tn;
-        for di in 0..tm {
-            let row = (ti * tm + di) * n + tj * tn;
-            out.data[row..row + w].copy_from_slice(&block[di * w..(di + 1) * w]);
+    // without a C, every row of C is this row of +0
+    let zeros = match &p.c {
+        Some(_) => Vec::new(),
+        None => vec![zero_of(&inst.arithmetic.c); n.min(TASK_COLUMNS.max(tn))],
+    };
+    let c_row = |at: usize, w: usize| -> &[u64] {
+        match &p.c {
+            Some(c) => &c.data[at..at + w],
+            None => &zeros[..w],
         }
-    }
+    };
+    let mut out = Matrix::filled(m, n, 0);
+    let work = tasks(&mut out.data, (m, n), (tm, tn));
+    work.into_par_iter().try_for_each(|task| {
+        let Task { ti, j0, mut rows } = task;
+        let w = rows.first().map_or(0, |r| r.len());
+        // the step that writes D itself: the last; earlier ones alternate with `scratch`
+        let mut scratch = if steps > 1 {
+            vec![0u64; tm * w]
+        } else {
+            Vec::new()
+        };
+        for s in 0..steps {
+            let a_rows = &a_steps[(s * m + ti * tm) * tk..(s * m + ti * tm + tm) * tk];
+            let b_cols = &b_steps[(s * n + j0) * tk..(s * n + j0 + w) * tk];
+            let (sa_rows, sb_cols): (&[u64], &[u64]) = if blocks > 0 {
+                (
+                    &sa_steps[(s * m + ti * tm) * blocks..(s * m + ti * tm + tm) * blocks],
+                    &sb_steps[(s * n + j0) * blocks..(s * n + j0 + w) * blocks],
+                )
+            } else {
+                (&[], &[])
+            };
+            let into_d = (steps - 1 - s) % 2 == 0;
+            for (di, a) in a_rows.chunks_exact(tk).enumerate() {
+                let sa = &sa_rows[di * blocks..(di + 1) * blocks];
+                let at = (ti * tm + di) * n + j0;
+                let tmp = match scratch.len() {
+                    0 => &mut [],
+                    _ => &mut scratch[di * w..(di + 1) * w],
+                };
+                let row = &mut *rows[di];
+                // (c, d) of this step: C's row first, then whichever the last step wrote
+                let (c, d): (&[u64], &mut [u64]) = match (s, into_d) {
+                    (0, true) => (c_row(at, w), row),
+                    (0, false) => (c_row(at, w), tmp),
+                    (_, true) => (tmp, row),
+                    (_, false) => (row, tmp),
+                };
+                engine.batch_strided(c, (a, 0), (b_cols, tk), (sa, 0), (sb_cols, blocks), d)?;
+            }
+        }
+        progress(w / tn);
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -241,6 +273,28 @@ fn step_major(x: &Matrix, width: usize, steps: usize) -> Vec<u64> {
     for s in 0..steps {
         for r in 0..x.rows {
             out.extend_from_slice(&x.data[r * x.cols + s * width..r * x.cols + (s + 1) * width]);
+        }
+    }
+    out
+}
+
+/// `steps` x columns x `width`: for each step s, column j's elements `s*width ..
+/// (s+1)*width` (rows of `x`), read straight from the row-major matrix without a
+/// transposed copy.
+fn step_major_columns(x: &Matrix, width: usize, steps: usize) -> Vec<u64> {
+    let mut out = vec![0u64; x.data.len()];
+    for (s, step) in out
+        .chunks_exact_mut((x.cols * width).max(1))
+        .enumerate()
+        .take(steps)
+    {
+        for (r, row) in x.data[s * width * x.cols..(s + 1) * width * x.cols]
+            .chunks_exact(x.cols.max(1))
+            .enumerate()
+        {
+            for (j, &v) in row.iter().enumerate() {
+                step[j * width + r] = v;
+            }
         }
     }
     out
@@ -528,9 +582,10 @@ pub fn error_report_with_progress(
     } else {
         None
     };
+    let c_zero = zero_of(&inst.arithmetic.c);
     // per element: None when an input or D is not finite
     let element = |i: usize, j: usize| -> Option<ElementError> {
-        let c = p.c.data[i * n + j];
+        let c = p.c.as_ref().map_or(c_zero, |c| c.data[i * n + j]);
         let exact = match &fixed {
             Some((da, db)) => fixed_exact(inst, da, db, kk, i, j, c)?,
             None => exact_element(

@@ -7,6 +7,7 @@
 //! `<u4` by storage width (fp4 and fp6 one per byte).
 
 use mmac_compiler::format::{Format, FormatKind};
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
 /// A row-major matrix of raw encodings.
@@ -281,43 +282,57 @@ impl Output {
     }
 }
 
-/// The `.npy` bytes of a matrix of `format` encodings, in its dtype.
+/// Elements converted per parallel chunk when writing a `.npy` file.
+const WRITE_CHUNK: usize = 1 << 15;
+
+/// The `.npy` bytes of a matrix of `format` encodings, in its dtype: the header by npyz,
+/// then the elements as little-endian bytes of the dtype's width (every dtype here has
+/// one byte order), converted in parallel chunks and written whole.
 fn write_npy(
     out: &mut (impl std::io::Write + ?Sized),
     format: &Format,
     m: &Matrix,
 ) -> std::io::Result<()> {
     use npyz::WriterBuilder;
+    let descr = dtype_of(format);
     let dtype = npyz::DType::Plain(
-        dtype_of(format)
+        descr
             .parse()
             .map_err(|e| std::io::Error::other(format!("{e}")))?,
     );
     let shape = [m.rows as u64, m.cols as u64];
-    macro_rules! put {
-        ($t:ty, $conv:expr) => {{
-            let mut w = npyz::WriteOptions::<$t>::new()
-                .dtype(dtype.clone())
-                .shape(&shape)
-                .writer(&mut *out)
-                .begin_nd()?;
-            for &v in &m.data {
-                w.push(&$conv(v))?;
-            }
-            w.finish()?;
-        }};
+    npyz::WriteOptions::new_header_only()
+        .dtype(dtype)
+        .shape(&shape)
+        .writer(&mut *out)
+        .write_header_only()?;
+    // the dtype's width: the digits after the kind ("<f4": 4, "|u1": 1)
+    let width: usize = descr[2..].parse().unwrap_or(8);
+    // an encoding's low `width` bytes are the element (signed dtypes hold the two's
+    // complement pattern, floats their bits); one loop per width, so that each copy is
+    // a store of that width
+    fn low_bytes<const W: usize>(to: &mut [u8], from: &[u64]) {
+        for (t, &v) in to.chunks_exact_mut(W).zip(from) {
+            let b: [u8; 8] = v.to_le_bytes();
+            t.copy_from_slice(&b[..W]);
+        }
     }
-    match dtype_of(format) {
-        "<f8" => put!(f64, f64::from_bits),
-        "<f4" => put!(f32, |v: u64| f32::from_bits(v as u32)),
-        "<f2" => put!(half::f16, |v: u64| half::f16::from_bits(v as u16)),
-        "|i1" => put!(i8, |v: u64| v as u8 as i8),
-        "<i2" => put!(i16, |v: u64| v as u16 as i16),
-        "<i4" => put!(i32, |v: u64| v as u32 as i32),
-        "|u1" => put!(u8, |v: u64| v as u8),
-        "<u2" => put!(u16, |v: u64| v as u16),
-        "<u4" => put!(u32, |v: u64| v as u32),
-        _ => put!(u64, |v: u64| v),
+    let convert: fn(&mut [u8], &[u64]) = match width {
+        1 => low_bytes::<1>,
+        2 => low_bytes::<2>,
+        4 => low_bytes::<4>,
+        _ => low_bytes::<8>,
+    };
+    // a few chunks per worker at a time, through one buffer (a buffer of the whole
+    // file would cost a page fault per page of it)
+    let batch = WRITE_CHUNK * 2 * rayon::current_num_threads().max(1);
+    let mut bytes = vec![0u8; batch.min(m.data.len()) * width];
+    for from in m.data.chunks(batch) {
+        let to = &mut bytes[..from.len() * width];
+        to.par_chunks_mut(WRITE_CHUNK * width)
+            .zip(from.par_chunks(WRITE_CHUNK))
+            .for_each(|(to, from)| convert(to, from));
+        out.write_all(to)?;
     }
     Ok(())
 }

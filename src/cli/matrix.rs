@@ -39,9 +39,10 @@ pub fn run(
     let problem = (|| -> Result<Problem, String> {
         let a = matrix::read(&args.a, &inst.arithmetic.a, "A").map_err(|e| e.to_string())?;
         let b = matrix::read(&args.b, &inst.arithmetic.b, "B").map_err(|e| e.to_string())?;
+        // without --c, C is +0 (no matrix of zeros is made)
         let c = match c {
-            Some(p) => matrix::read(p, &inst.arithmetic.c, "C").map_err(|e| e.to_string())?,
-            None => Matrix::filled(a.rows, b.cols, gemm::zero_of(&inst.arithmetic.c)),
+            Some(p) => Some(matrix::read(p, &inst.arithmetic.c, "C").map_err(|e| e.to_string())?),
+            None => None,
         };
         let scale =
             |p: &Option<std::path::PathBuf>, name: &str| -> Result<Option<Matrix>, String> {
