@@ -38,8 +38,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch.nn.modules import module as _module_hooks
+
+from . import _dtypes
 
 __all__ = ["Profile", "Site"]
 
@@ -353,26 +356,47 @@ def _cast(args, real: torch.dtype, complex_: torch.dtype) -> list:
 
 def _call_error(result: torch.Tensor, reference: torch.Tensor, single: torch.Tensor) -> _CallError:
     """``result``'s error against ``reference`` (float64) and how many of its outputs
-    differ from ``single`` (float32) rounded to ``result``'s dtype."""
-    wide = torch.complex128 if result.is_complex() else torch.float64
-    d = result.to(wide)
-    reference = reference.to(wide)  # integer operators' references are integers
-    finite = torch.isfinite(d) & torch.isfinite(reference)
-    abs_err = (d - reference).abs()[finite]
-    magnitude = reference.abs()[finite]
-    nonzero = magnitude != 0
-    rel_err = abs_err[nonzero] / magnitude[nonzero]
-    native = single.to(result.dtype)
-    same = (result == native) | (torch.isnan(result) & torch.isnan(native))
+    differ from ``single`` (float32) rounded to ``result``'s dtype.
+
+    The statistics are most of the profiler's cost. They run in NumPy, on one thread, in
+    a few whole-array passes: torch's parallel kernels would start OpenMP threads that
+    spin beside the instruction's GEMM threads between calls."""
+    d = _flat_values(result)
+    r = _flat_values(reference)  # integer operators' references are integers
+    err = np.abs(d - r)
+    # |D - r| is finite exactly where both are (a difference of finite float64 values that
+    # overflows needs magnitudes near 1e308, beyond what float32 operands give)
+    finite = np.isfinite(err)
+    compared = int(np.count_nonzero(finite))
+    magnitude = np.abs(r)
+    if compared < err.size:
+        err = np.where(finite, err, 0.0)
+        magnitude = np.where(finite, magnitude, 0.0)
+    zero = magnitude == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = err / magnitude
+    rel[zero] = 0.0
+    flat = _dtypes.tensor_to_numpy(result.reshape(-1))
+    native = _dtypes.tensor_to_numpy(single.reshape(-1).to(result.dtype))
+    differ = int(np.count_nonzero(flat != native))
+    if compared < err.size:  # NaN != NaN: a NaN where float32 gives NaN too is no difference
+        differ -= int(np.count_nonzero(np.isnan(flat) & np.isnan(native)))
+    empty = err.size == 0
     return _CallError(
         outputs=result.numel(),
-        compared=int(abs_err.numel()),
-        relative_compared=int(rel_err.numel()),
-        differ=int(result.numel() - int(same.sum())),
-        max_abs=float(abs_err.max()) if abs_err.numel() else 0.0,
-        sum_abs=float(abs_err.sum()),
-        max_rel=float(rel_err.max()) if rel_err.numel() else 0.0,
-        sum_rel=float(rel_err.sum()),
-        sum_squared_error=float((abs_err * abs_err).sum()),
-        sum_squared_reference=float((magnitude * magnitude).sum()),
+        compared=compared,
+        relative_compared=err.size - int(np.count_nonzero(zero)),
+        differ=differ,
+        max_abs=0.0 if empty else float(err.max()),
+        sum_abs=float(err.sum()),
+        max_rel=0.0 if empty else float(rel.max()),
+        sum_rel=float(rel.sum()),
+        sum_squared_error=float(np.square(err).sum()),
+        sum_squared_reference=float(np.square(magnitude).sum()),
     )
+
+
+def _flat_values(t: torch.Tensor) -> np.ndarray:
+    """A tensor's values as a 1-D float64 (complex128 for complex) array."""
+    wide = np.complex128 if t.is_complex() else np.float64
+    return _dtypes.tensor_to_numpy(t.reshape(-1)).astype(wide, copy=False)
