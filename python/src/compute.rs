@@ -13,9 +13,10 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rayon::ThreadPool;
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
 
 /// Which engine computes: `Auto` is the JIT, or the interpreter for an instruction the
 /// JIT refuses; `Jit` insists on the JIT.
@@ -107,7 +108,8 @@ impl Drop for Active {
     }
 }
 
-/// The most GEMMs and reports that have run at the same time since the last reset.
+/// The most GEMMs and reports that have run at the same time (each counted while it
+/// runs on its worker pool) since the last reset.
 #[pyfunction]
 pub fn concurrency_peak() -> usize {
     PEAK.load(Ordering::SeqCst)
@@ -126,25 +128,27 @@ pub fn default_threads() -> usize {
     rayon::current_num_threads()
 }
 
-/// The pool for `threads` workers (built once per count), or None for rayon's global pool.
+/// The pool for `threads` workers, or None for rayon's global pool. Each Python thread
+/// has its own pools (built once per count and thread): two threads that each ask for one
+/// worker get one each, where a shared pool would run their calls one after the other.
 fn pool(threads: Option<usize>) -> PyResult<Option<Arc<ThreadPool>>> {
-    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<ThreadPool>>>> = OnceLock::new();
+    thread_local! {
+        static POOLS: RefCell<HashMap<usize, Arc<ThreadPool>>> = RefCell::new(HashMap::new());
+    }
     let Some(n) = threads else {
         return Ok(None);
     };
     let n = mmac_runtime::gemm::worker_threads(Some(n))
         .map_err(|e| PyValueError::new_err(e.replace("leave it out", "None")))?;
-    let pools = POOLS.get_or_init(Default::default);
-    let mut pools = pools.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(p) = pools.get(&n) {
-        return Ok(Some(p.clone()));
+    if let Some(p) = POOLS.with_borrow(|pools| pools.get(&n).cloned()) {
+        return Ok(Some(p));
     }
     let p = rayon::ThreadPoolBuilder::new()
         .num_threads(n)
         .build()
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start worker threads: {e}")))?;
     let p = Arc::new(p);
-    pools.insert(n, p.clone());
+    POOLS.with_borrow_mut(|pools| pools.insert(n, p.clone()));
     Ok(Some(p))
 }
 
@@ -203,8 +207,10 @@ pub fn gemm(
     gemm::check_shapes(inst, problem, whole_instruction).map_err(|e| PyValueError::new_err(e.0))?;
     let pool = pool(threads)?;
     py.detach(|| {
-        let _active = Active::enter();
+        // counted where the GEMM runs (inside the pool), so that calls queued behind
+        // another on a busy pool do not count as running
         let run = || -> PyResult<Matrix> {
+            let _active = Active::enter();
             let none = |_: usize| {};
             let engine = self::engine(spec, index, engine)?;
             gemm::gemm(&engine, problem, &none).map_err(eval_error)
@@ -228,8 +234,10 @@ pub fn error_report(
     let inst = spec.spec.checked.get(index).instruction();
     let pool = pool(threads)?;
     Ok(py.detach(|| {
-        let _active = Active::enter();
-        let run = || gemm::error_report(inst, problem, d);
+        let run = || {
+            let _active = Active::enter();
+            gemm::error_report(inst, problem, d)
+        };
         match pool {
             Some(p) => p.install(run),
             None => run(),

@@ -1,8 +1,10 @@
-"""Compute releases the GIL: two Python threads calling `gemm` run at the same time.
+"""Compute releases the GIL and scales: two Python threads calling `gemm` with one
+worker each compute at the same time.
 
-The native module counts the computations running without the GIL at once; with the
-GIL held through a call, two calls could never overlap and the peak would stay 1. No
-timing is asserted."""
+The native module counts the computations running at once, inside their worker pools.
+With the GIL held through a call, or with both calls queued on one shared pool of one
+worker (as before issue 30: a data loader's threads gained nothing), two calls could
+never overlap and the peak would stay 1. No timing is asserted."""
 
 from __future__ import annotations
 
