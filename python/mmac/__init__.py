@@ -12,8 +12,10 @@ for bit, on NumPy arrays (or torch tensors)::
 The specs are checked and the instructions compiled by the same compiler and JIT as the
 ``mmac`` command; GEMMs run in the order ``mmac gemm`` uses (K walked in increasing
 k-steps, each step's D the next step's C), on rayon's thread pool with the GIL released.
-``mmac.torch`` emulates an instruction under a model's matmuls; ``mmac.dask`` spreads a
-GEMM over a Dask cluster.
+``ins.run(c, a, b, trace=True)``, :func:`diff` and :func:`report` answer why a result is
+what it is, as ``mmac run --trace``, ``mmac diff`` and ``mmac report`` do. ``mmac.torch``
+emulates an instruction under a model's matmuls; ``mmac.dask`` spreads a GEMM over a
+Dask cluster.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _progress, _why
 from ._native import SpecError
 from . import _native
+from ._why import AccuracyReport, AccuracyRow, Difference, Run, Stage, diff, report
 
 __all__ = [
     "load",
@@ -36,6 +39,13 @@ __all__ = [
     "ErrorReport",
     "SpecError",
     "default_threads",
+    "Run",
+    "Stage",
+    "diff",
+    "Difference",
+    "report",
+    "AccuracyReport",
+    "AccuracyRow",
 ]
 
 _OPERANDS = ("a", "b", "c", "d")
@@ -147,8 +157,9 @@ class ErrorReport:
 class Instruction:
     """One instruction of a spec: its shape, formats and entries.
 
-    ``dot`` computes one dot-product-add, ``mma`` one whole instruction, ``gemm`` any
-    multiple of its shape, ``report`` the error against the exact result. ``engine`` is
+    ``dot`` computes one dot-product-add (``run`` the same with its trace), ``mma`` one
+    whole instruction, ``gemm`` any multiple of its shape, ``report`` the error against
+    the exact result. ``engine`` is
     ``"auto"`` (the JIT; the reference interpreter, with a warning, for an instruction the
     JIT refuses), ``"jit"`` or ``"interp"``; the engines agree bit for bit."""
 
@@ -295,7 +306,7 @@ class Instruction:
             return _dtypes.numpy_to_tensor(out, like=tensors[0])
         return out
 
-    def _run(self, A, B, C, sa, sb, whole_instruction, threads, engine):
+    def _run(self, A, B, C, sa, sb, whole_instruction, threads, engine, progress=None):
         self._check_scales(sa, sb)
         raw = self._native.gemm(
             self._matrix(A, "A", "a"),
@@ -306,6 +317,7 @@ class Instruction:
             whole_instruction,
             threads,
             self._engine(engine),
+            progress,
         )
         return self._result(raw, "d", (A, B, C, sa, sb))
 
@@ -339,6 +351,18 @@ class Instruction:
             return _dtypes.numpy_to_tensor(out, like=tensors[0])[0]
         return out[0]
 
+    def run(self, c, a, b, sa=None, sb=None, *, trace: bool = False, pad: bool = False,
+            engine: str = "auto") -> Run:
+        """One dot-product-add as ``mmac run`` computes it, returned as a :class:`Run`:
+        ``d`` (as :meth:`dot` returns it), its ``encoding`` and ``text`` (``HEX VALUE``)
+        and, with ``trace=True``, ``stages``: every line of ``mmac run --trace`` as a
+        :class:`Stage` (its ``text``, ``stage`` and ``key``); ``str(run)`` is what the
+        CLI prints. With ``trace=True`` the reference interpreter computes, as the CLI's
+        trace does (the engines agree bit for bit); ``engine`` applies without it.
+        Operands are taken as :meth:`dot` takes them; ``pad=True`` fills missing a and b
+        lanes with +0 and missing scale factors with 1.0, as ``mmac run --pad``."""
+        return _why.run(self, c, a, b, sa, sb, trace, pad, engine)
+
     def mma(self, A, B, C, sa=None, sb=None, *, engine: str = "auto"):
         """One whole instruction: A is m x k, B is k x n, C is m x n (``sa`` m x k/block,
         ``sb`` k/block x n for block-scaled instructions). Returns D, m x n, in d's dtype."""
@@ -356,6 +380,7 @@ class Instruction:
         pad: bool = False,
         threads=None,
         engine: str = "auto",
+        progress=None,
     ):
         """A GEMM of M x K x N, multiples of the instruction's m, k and n, computed as
         ``mmac gemm`` does: D is tiled by m x n, and each tile walks K in k-sized steps in
@@ -373,6 +398,18 @@ class Instruction:
           tiles of a tiled kernel) and D is cropped back.
         - Leading batch dimensions broadcast as in ``numpy.matmul``, one GEMM per matrix;
           C may also be a scalar or a row of N values, broadcast over M and the batch.
+
+        ``progress`` reports the tiles of D as they are finished (the GEMM runs with the
+        GIL released; the calling thread takes it back about every 0.1 s to report):
+
+        - ``None`` (the default): a tqdm bar when tqdm is installed and the GEMM is
+          large (2^31 multiply-adds or more), else nothing;
+        - ``True``: a tqdm bar (``ImportError`` when tqdm is not installed);
+          ``False``: nothing;
+        - a callable: called with the number of tiles finished since its last call (the
+          counts sum to the number of m x n tiles of D, over every matrix of a batch).
+          When it raises, it is not called again; the GEMM runs to its end and then the
+          exception propagates.
         """
         plain = (
             not (round or pad)
@@ -381,14 +418,19 @@ class Instruction:
             and (C is None or np.ndim(C) == 2)
         )
         if plain:
-            return self._run(A, B, C, sa, sb, False, threads, engine)
+            M, K, N = _gemm_size(A, B)
+            tiles = (M // self.m) * (N // self.n)
+            with _progress.reporter(
+                progress, total=tiles, work=M * N * K, desc=self.name, unit="tile"
+            ) as report:
+                return self._run(A, B, C, sa, sb, False, threads, engine, report)
         if sa is not None or sb is not None:
             raise ValueError(
                 "round=, pad= and batch dimensions take instructions without scale factors"
             )
-        return self._general_gemm(A, B, C, round, pad, threads, engine)
+        return self._general_gemm(A, B, C, round, pad, threads, engine, progress)
 
-    def _general_gemm(self, A, B, C, round, pad, threads, engine):
+    def _general_gemm(self, A, B, C, round, pad, threads, engine, progress):
         """:meth:`gemm` with rounding, padding, batches or a broadcast C."""
         tensors = [x for x in (A, B, C) if _dtypes.is_tensor(x)]
         a, b, c = (
@@ -415,21 +457,28 @@ class Instruction:
         a = np.broadcast_to(a, batch + (M, K))
         b = np.broadcast_to(b, batch + (K, N))
         pm, pk, pn = ((-M) % self.m, (-K) % self.k, (-N) % self.n) if pad else (0, 0, 0)
+        count = int(np.prod(batch, dtype=np.int64))
+        tiles = count * ((M + pm) // self.m) * ((N + pn) // self.n)
+        work = count * (M + pm) * (N + pn) * (K + pk)
         out = None
-        for idx in np.ndindex(*batch):
-            d = self._run(
-                _padded(a[idx], pm, pk),
-                _padded(b[idx], pk, pn),
-                None if c is None else _padded(c[idx], pm, pn),
-                None,
-                None,
-                False,
-                threads,
-                engine,
-            )[:M, :N]
-            if out is None:
-                out = np.empty(batch + (M, N), dtype=d.dtype)
-            out[idx] = d
+        with _progress.reporter(
+            progress, total=tiles, work=work, desc=self.name, unit="tile"
+        ) as report:
+            for idx in np.ndindex(*batch):
+                d = self._run(
+                    _padded(a[idx], pm, pk),
+                    _padded(b[idx], pk, pn),
+                    None if c is None else _padded(c[idx], pm, pn),
+                    None,
+                    None,
+                    False,
+                    threads,
+                    engine,
+                    report,
+                )[:M, :N]
+                if out is None:
+                    out = np.empty(batch + (M, N), dtype=d.dtype)
+                out[idx] = d
         if out is None:  # an empty batch
             out = np.empty(batch + (M, N), dtype=_dtypes.from_encodings(
                 np.zeros(0, dtype=np.uint64), self._format("d")).dtype)
@@ -470,6 +519,15 @@ class Instruction:
         )
         d = self._result(r.pop("d"), "d", (A, B, C, sa, sb))
         return ErrorReport(d=d, **r)
+
+
+def _gemm_size(A, B) -> tuple:
+    """``(M, K, N)`` of matrices A and B, 0 for what is not a matrix's (the native shape
+    check then names the problem)."""
+    shape_a, shape_b = np.shape(A), np.shape(B)
+    M, K = shape_a if len(shape_a) == 2 else (0, 0)
+    N = shape_b[1] if len(shape_b) == 2 else 0
+    return int(M), int(K), int(N)
 
 
 def _padded(x: np.ndarray, rows: int, cols: int) -> np.ndarray:

@@ -1,7 +1,8 @@
 //! Computing with the GIL released: matrices of encodings from Python `bytes`, the engine
 //! (the instruction's JIT kernel, or the reference interpreter), the GEMM of
 //! `mmac_runtime::gemm` (the order `mmac gemm` uses) on rayon's pool as the CLI runs it,
-//! exact error reports, and a count of computations running at once (for the test that
+//! exact error reports, progress reported to a Python callable while the GIL is released
+//! ([`with_progress`]), and a count of computations running at once (for the test that
 //! two Python threads compute in parallel).
 
 use crate::spec::Loaded;
@@ -17,6 +18,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
 
 /// Which engine computes: `Auto` is the JIT, or the interpreter for an instruction the
 /// JIT refuses; `Jit` insists on the JIT.
@@ -131,7 +134,7 @@ pub fn default_threads() -> usize {
 /// The pool for `threads` workers, or None for rayon's global pool. Each Python thread
 /// has its own pools (built once per count and thread): two threads that each ask for one
 /// worker get one each, where a shared pool would run their calls one after the other.
-fn pool(threads: Option<usize>) -> PyResult<Option<Arc<ThreadPool>>> {
+pub fn pool(threads: Option<usize>) -> PyResult<Option<Arc<ThreadPool>>> {
     thread_local! {
         static POOLS: RefCell<HashMap<usize, Arc<ThreadPool>>> = RefCell::new(HashMap::new());
     }
@@ -152,14 +155,14 @@ fn pool(threads: Option<usize>) -> PyResult<Option<Arc<ThreadPool>>> {
     Ok(Some(p))
 }
 
-fn eval_error(e: EvalError) -> PyErr {
+pub fn eval_error(e: EvalError) -> PyErr {
     PyRuntimeError::new_err(e.to_string())
 }
 
 /// The engine `engine` asks for: the JIT's kernel (compiled once per instruction), or the
 /// interpreter for `Interp` and for an instruction the JIT refuses under `Auto`; `Jit` on
 /// a refused instruction is an error.
-fn engine(spec: &Loaded, index: usize, engine: Engine) -> Result<facade::Engine<'_>, PyErr> {
+pub fn engine(spec: &Loaded, index: usize, engine: Engine) -> Result<facade::Engine<'_>, PyErr> {
     let checked = spec.spec.checked.get(index);
     if engine == Engine::Interp {
         return Ok(facade::Engine::interpreter(checked));
@@ -192,8 +195,66 @@ pub fn dot(
         .map_err(eval_error)
 }
 
+/// How often a computation's progress is passed to its Python callable.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Run `work` with the GIL released, handing it a counter to call with units of work
+/// finished (tiles, samples). Without `progress` the counter does nothing and `work` runs
+/// on this thread. With a Python callable, `work` runs on a thread of its own while this
+/// one, every [`PROGRESS_INTERVAL`] and once at the end, takes the GIL and calls
+/// `progress(n)` with the units finished since its last call (so the calls sum to the
+/// total). The computation cannot be interrupted: when the callable raises, it is not
+/// called again, the computation runs to its end, and then the exception is raised.
+pub fn with_progress<R: Send>(
+    py: Python<'_>,
+    progress: Option<&Bound<'_, PyAny>>,
+    work: impl FnOnce(&(dyn Fn(usize) + Sync)) -> PyResult<R> + Send,
+) -> PyResult<R> {
+    let Some(callback) = progress else {
+        return py.detach(|| work(&|_| {}));
+    };
+    let callback: Py<PyAny> = callback.clone().unbind();
+    let finished = AtomicUsize::new(0);
+    let count = |n: usize| {
+        finished.fetch_add(n, Ordering::Relaxed);
+    };
+    py.detach(|| {
+        std::thread::scope(|scope| {
+            let (done, result) = mpsc::channel();
+            let count = &count;
+            scope.spawn(move || {
+                // the receiver lives until this thread is joined
+                let _ = done.send(work(count));
+            });
+            let mut reported = 0;
+            let mut failure: Option<PyErr> = None;
+            loop {
+                let outcome = result.recv_timeout(PROGRESS_INTERVAL);
+                let now = finished.load(Ordering::Relaxed);
+                if now > reported && failure.is_none() {
+                    let delta = now - reported;
+                    let call = Python::attach(|py| callback.call1(py, (delta,)).map(drop));
+                    failure = call.err();
+                }
+                reported = now;
+                match outcome {
+                    Ok(r) => return failure.map_or(r, Err),
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => {
+                        return Err(PyRuntimeError::new_err(
+                            "the computation's thread ended without a result",
+                        ));
+                    }
+                }
+            }
+        })
+    })
+}
+
 /// D of a GEMM (shapes checked here: multiples of the instruction's, or exactly it), with
-/// the GIL released, on the pool for `threads`.
+/// the GIL released, on the pool for `threads`; `progress` (see [`with_progress`]) is
+/// called with the number of m x n tiles of D finished.
+#[allow(clippy::too_many_arguments)]
 pub fn gemm(
     py: Python<'_>,
     spec: &Arc<Loaded>,
@@ -202,18 +263,18 @@ pub fn gemm(
     whole_instruction: bool,
     threads: Option<usize>,
     engine: Engine,
+    progress: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Matrix> {
     let inst = spec.spec.checked.get(index).instruction();
     gemm::check_shapes(inst, problem, whole_instruction).map_err(|e| PyValueError::new_err(e.0))?;
     let pool = pool(threads)?;
-    py.detach(|| {
+    with_progress(py, progress, |count| {
         // counted where the GEMM runs (inside the pool), so that calls queued behind
         // another on a busy pool do not count as running
         let run = || -> PyResult<Matrix> {
             let _active = Active::enter();
-            let none = |_: usize| {};
             let engine = self::engine(spec, index, engine)?;
-            gemm::gemm(&engine, problem, &none).map_err(eval_error)
+            gemm::gemm(&engine, problem, count).map_err(eval_error)
         };
         match pool {
             Some(p) => p.install(run),

@@ -1,7 +1,8 @@
 //! `mmac._native`, the compiled half of the `mmac` Python package: specs parsed and checked
 //! by mmac-compiler ([`spec`]), operands as raw encodings and formats described for the
-//! Python side ([`formats`]), and instructions and GEMMs computed by the JIT or the
-//! reference interpreter with the GIL released ([`compute`]).
+//! Python side ([`formats`]), instructions and GEMMs computed by the JIT or the
+//! reference interpreter with the GIL released ([`compute`]), and the "why" of results:
+//! traces, differences between instructions and accuracy over K ([`why`]).
 //!
 //! The Python package (`python/mmac/`) owns everything about dtypes, NumPy, torch and
 //! Dask; this module sees only raw encodings (`u64` per element, passed as little-endian
@@ -10,6 +11,7 @@
 mod compute;
 mod formats;
 mod spec;
+mod why;
 
 use pyo3::prelude::*;
 
@@ -31,5 +33,7 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compute::default_threads, m)?)?;
     m.add_function(wrap_pyfunction!(compute::concurrency_peak, m)?)?;
     m.add_function(wrap_pyfunction!(compute::reset_concurrency_peak, m)?)?;
+    m.add_function(wrap_pyfunction!(why::diff_instructions, m)?)?;
+    m.add_function(wrap_pyfunction!(why::accuracy_report, m)?)?;
     Ok(())
 }

@@ -1,14 +1,16 @@
 //! Specs and instructions as Python objects: `load` and `loads` (a spec that does not
 //! check raises `SpecError` with the rendered diagnostics), lookup by name (a `KeyError`
 //! with a did-you-mean), each instruction's shape, formats and scale, and its entries:
-//! one dot product, a whole instruction, a GEMM, an error report, exact encoding of
-//! Python floats. Compiled kernels are kept per instruction for the spec's lifetime.
+//! one dot product (and its trace), a whole instruction, a GEMM, an error report, exact
+//! encoding of Python floats. Compiled kernels are kept per instruction for the spec's
+//! lifetime.
 
 use crate::SpecError;
 use crate::compute::{self, RawMatrix, unfit_encoding};
 use crate::formats;
+use crate::why;
 use mmac_compiler::diagnostic::closest;
-use mmac_compiler::engine::{Choice, Engine, Prepared};
+use mmac_compiler::engine::{Choice, Engine, Operands, Prepared};
 use mmac_compiler::format::Format;
 use mmac_compiler::ir::Instruction;
 use mmac_runtime::gemm::{self, Problem};
@@ -136,13 +138,53 @@ impl NativeSpec {
 /// One instruction of a checked spec.
 #[pyclass(frozen, module = "mmac._native")]
 pub struct NativeInstruction {
-    spec: Arc<Loaded>,
-    index: usize,
+    pub(crate) spec: Arc<Loaded>,
+    pub(crate) index: usize,
 }
 
 impl NativeInstruction {
-    fn inst(&self) -> &Instruction {
+    pub(crate) fn inst(&self) -> &Instruction {
         self.spec.instruction(self.index)
+    }
+
+    /// Are the operands of one dot-product-add k elements (and k/block scale factors)
+    /// each, every encoding within its format's storage bits?
+    fn check_dot_operands(
+        &self,
+        c: u64,
+        a: &[u64],
+        b: &[u64],
+        sa: &[u64],
+        sb: &[u64],
+    ) -> PyResult<()> {
+        let inst = self.inst();
+        let (k, s) = (inst.k(), inst.scale_count());
+        for (operand, values, want) in [("a", a, k), ("b", b, k), ("sa", sa, s), ("sb", sb, s)] {
+            if values.len() != want {
+                let what = if operand.starts_with('s') {
+                    "scale factors"
+                } else {
+                    "elements"
+                };
+                return Err(PyValueError::new_err(format!(
+                    "{operand} has {} {what}, but `{}` takes {want}",
+                    values.len(),
+                    inst.name
+                )));
+            }
+            if values.is_empty() {
+                continue;
+            }
+            let f = self.format(operand)?;
+            if let Some(i) = values.iter().position(|v| v & !f.storage_mask() != 0) {
+                return Err(unfit_encoding(operand, &format!("[{i}]"), values[i], f));
+            }
+        }
+        let f = &inst.arithmetic.c;
+        if c & !f.storage_mask() != 0 {
+            return Err(unfit_encoding("c", "", c, f));
+        }
+        Ok(())
     }
 
     /// The format of an operand: `a`, `b`, `c`, `d`, or `sa`/`sb` (the scale format).
@@ -277,6 +319,16 @@ impl NativeInstruction {
         Ok(codes.iter().map(|&c| formats::decode_lossy(f, c)).collect())
     }
 
+    /// An encoding of an operand's format as the CLI describes its value (`1`, `-0`,
+    /// `NaN`, `1.000000238418579`).
+    fn describe(&self, operand: &str, code: u64) -> PyResult<String> {
+        let f = self.format(operand)?;
+        if code & !f.storage_mask() != 0 {
+            return Err(unfit_encoding(operand, "", code, f));
+        }
+        Ok(f.decode(code).describe())
+    }
+
     /// One dot-product-add on encodings.
     #[pyo3(signature = (c, a, b, sa, sb, engine))]
     fn dot(
@@ -289,40 +341,38 @@ impl NativeInstruction {
         engine: &str,
     ) -> PyResult<u64> {
         let engine = compute::Engine::parse(engine)?;
-        let inst = self.spec.instruction(self.index);
-        let (k, s) = (inst.k(), inst.scale_count());
-        for (operand, values, want) in [("a", &a, k), ("b", &b, k), ("sa", &sa, s), ("sb", &sb, s)]
-        {
-            if values.len() != want {
-                let what = if operand.starts_with('s') {
-                    "scale factors"
-                } else {
-                    "elements"
-                };
-                return Err(PyValueError::new_err(format!(
-                    "{operand} has {} {what}, but `{}` takes {want}",
-                    values.len(),
-                    inst.name
-                )));
-            }
-            if values.is_empty() {
-                continue;
-            }
-            let f = self.format(operand)?;
-            if let Some(i) = values.iter().position(|v| v & !f.storage_mask() != 0) {
-                return Err(unfit_encoding(operand, &format!("[{i}]"), values[i], f));
-            }
-        }
-        let f = &inst.arithmetic.c;
-        if c & !f.storage_mask() != 0 {
-            return Err(unfit_encoding("c", "", c, f));
-        }
+        self.check_dot_operands(c, &a, &b, &sa, &sb)?;
         compute::dot(&self.spec, self.index, engine, c, &a, &b, &sa, &sb)
+    }
+
+    /// One dot-product-add on encodings by the reference interpreter, with the trace of
+    /// every stage as `mmac run --trace` prints it (see [`why::trace`]).
+    #[pyo3(signature = (c, a, b, sa, sb))]
+    fn trace<'py>(
+        &self,
+        py: Python<'py>,
+        c: u64,
+        a: Vec<u64>,
+        b: Vec<u64>,
+        sa: Vec<u64>,
+        sb: Vec<u64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.check_dot_operands(c, &a, &b, &sa, &sb)?;
+        let ops = Operands {
+            c,
+            a: &a,
+            b: &b,
+            sa: &sa,
+            sb: &sb,
+        };
+        why::trace(py, self.spec.spec.checked.get(self.index), &ops)
     }
 
     /// A GEMM (`whole_instruction`: exactly one instruction's shape) on matrices of
     /// encodings `(bytes of little-endian u64, rows, columns)`; returns D the same way.
-    #[pyo3(signature = (a, b, c, sa, sb, whole_instruction, threads, engine))]
+    /// `progress`: a callable given the number of tiles finished (see
+    /// [`compute::with_progress`]), or None.
+    #[pyo3(signature = (a, b, c, sa, sb, whole_instruction, threads, engine, progress=None))]
     #[allow(clippy::too_many_arguments)]
     fn gemm<'py>(
         &self,
@@ -335,6 +385,7 @@ impl NativeInstruction {
         whole_instruction: bool,
         threads: Option<usize>,
         engine: &str,
+        progress: Option<Bound<'py, PyAny>>,
     ) -> PyResult<(Bound<'py, PyBytes>, usize, usize)> {
         let engine = compute::Engine::parse(engine)?;
         let problem = self.problem(a, b, c, sa, sb)?;
@@ -346,6 +397,7 @@ impl NativeInstruction {
             whole_instruction,
             threads,
             engine,
+            progress.as_ref(),
         )?;
         Ok((compute::to_bytes(py, &d.data), d.rows, d.cols))
     }
@@ -383,7 +435,9 @@ impl NativeInstruction {
                     .map_err(|e| PyValueError::new_err(e.0))?;
                 d
             }
-            None => compute::gemm(py, &self.spec, self.index, &problem, false, threads, engine)?,
+            None => compute::gemm(
+                py, &self.spec, self.index, &problem, false, threads, engine, None,
+            )?,
         };
         let r = compute::error_report(py, &self.spec, self.index, &problem, &d, threads)?;
         let out = PyDict::new(py);
