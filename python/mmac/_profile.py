@@ -24,9 +24,10 @@ outputs where both are finite: absolute error ``|D - r|``, relative error ``|D -
 |r|`` over outputs whose reference is nonzero (as ``ins.report`` and ``mmac gemm
 --report`` define them), the normwise relative error ``‖D - r‖₂ / ‖r‖₂`` (which outputs
 that cancel to near zero do not dominate), and how many outputs differ from the float32
-result rounded to D's dtype. The reference is of the operands as the operator received them, before their
-rounding into the instruction's formats, so the error includes that rounding: it is what
-the instruction costs the model at that site.
+result rounded to D's dtype. The reference is of the operands as the operator received
+them, before their scaling and rounding into the instruction's formats, so the error
+includes that rounding: it is what the instruction costs the model at that site. The
+statistics run in NumPy on one thread (see :func:`_call_error`).
 
 This module owns the recorder (:class:`Profile`), its rows (:class:`Site`), the module
 path stack kept by global forward hooks while the profile is active, the table and the
@@ -235,8 +236,14 @@ class Profile:
         if site is None:
             site = self._sites[key] = Site(frame.path, op, ordinal)
         shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor))
-        reference = packet(*_cast(args, torch.float64, torch.complex128), **kwargs)
-        single = packet(*_cast(args, torch.float32, torch.complex64), **kwargs)
+        try:
+            reference = packet(*_cast(args, torch.float64), **_cast(kwargs, torch.float64))
+            single = packet(*_cast(args, torch.float32), **_cast(kwargs, torch.float32))
+        except RuntimeError as e:
+            raise RuntimeError(
+                f"the profile's reference of {op} (the operator on float64 and float32 copies of "
+                f"its operands, run natively) failed: {e}"
+            ) from e
         site._add(shapes, _call_error(_first(result), _first(reference), _first(single)))
 
     # -------------------------------------------------------------- output
@@ -341,17 +348,22 @@ def _shape_text(shape: tuple) -> str:
     return "x".join(map(str, shape)) if shape else "scalar"
 
 
-def _cast(args, real: torch.dtype, complex_: torch.dtype) -> list:
-    """``args`` with every floating tensor copied to ``real`` and every complex tensor to
-    ``complex_`` (other arguments as they are)."""
-    out = []
-    for a in args:
+def _cast(args, real: torch.dtype):
+    """``args`` (a list, or a dict of keyword arguments) with every floating tensor copied
+    to ``real`` and every complex tensor to the complex dtype of that precision; other
+    arguments (integer and boolean tensors, numbers) as they are."""
+    complex_ = torch.complex128 if real == torch.float64 else torch.complex64
+
+    def one(a):
         if isinstance(a, torch.Tensor) and a.is_complex():
-            a = a.to(complex_)
-        elif isinstance(a, torch.Tensor) and a.is_floating_point():
-            a = a.to(real)
-        out.append(a)
-    return out
+            return a.to(complex_)
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            return a.to(real)
+        return a
+
+    if isinstance(args, dict):
+        return {name: one(a) for name, a in args.items()}
+    return [one(a) for a in args]
 
 
 def _call_error(result: torch.Tensor, reference: torch.Tensor, single: torch.Tensor) -> _CallError:

@@ -255,18 +255,21 @@ def test_convolutions_and_attention_are_sites_with_their_float64_error(spec):
     ins = spec("hopper")["mma.m16n8k16.f32.f16.f16.f32"]
     g = torch.Generator().manual_seed(6)
     q, k, v = (torch.randn(2, 3, 5, 8, generator=g) for _ in range(3))
+    mask = torch.randn(5, 5, generator=g)  # a float mask, a keyword argument of the operator
     torch.manual_seed(6)
     conv = torch.nn.Conv2d(3, 4, 3)
     x = torch.randn(1, 3, 6, 6, generator=g)
     with torch.no_grad(), emulate(ins, report=True) as profile:
-        attended = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        attended = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         convolved = conv(x)
     attention, convolution = profile.rows
     assert (attention.module, convolution.module, convolution.op) == (None, "", "convolution")
     assert convolution.shapes == [((1, 3, 6, 6), (4, 3, 3, 3), (4,))]
     with torch.no_grad():
         exact_conv = torch.nn.functional.conv2d(x.double(), conv.weight.double(), conv.bias.double())
-    exact_attention = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double())
+    exact_attention = torch.nn.functional.scaled_dot_product_attention(
+        q.double(), k.double(), v.double(), attn_mask=mask.double()
+    )
     for site, d, exact in ((attention, attended, exact_attention), (convolution, convolved, exact_conv)):
         err = (d.double() - exact).abs()
         assert site.outputs == d.numel() == site.compared
