@@ -313,6 +313,29 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
 }
 
 #[test]
+fn gemm_into_a_matrix_of_the_wrong_shape_is_an_error() {
+    let s = spec("specs/hopper.mma");
+    let checked = s.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let inst = checked.instruction();
+    let p = Problem {
+        a: random(&inst.arithmetic.a, 16, 16, 1),
+        b: random(&inst.arithmetic.b, 16, 8, 2),
+        c: None,
+        sa: None,
+        sb: None,
+    };
+    let mut d = Matrix::resident(16, 16);
+    let e = gemm::gemm_into(&Engine::interpreter(checked), &p, &mut d, &|_| {}).unwrap_err();
+    assert!(e.to_string().contains("d"), "{e}");
+    let mut d = Matrix::resident(16, 8);
+    gemm::gemm_into(&Engine::interpreter(checked), &p, &mut d, &|_| {}).unwrap();
+    assert_eq!(
+        d,
+        gemm::gemm(&Engine::interpreter(checked), &p, &|_| {}).unwrap()
+    );
+}
+
+#[test]
 fn errors_name_what_was_expected() {
     let s = spec("specs/hopper.mma");
     let inst = s

@@ -180,17 +180,38 @@ fn tasks(d: &mut [u64], (m, n): (usize, usize), (tm, tn): (usize, usize)) -> Vec
 
 /// Compute D for a checked problem (see the module doc for the order). `progress` is
 /// called with the number of output tiles finished since the last call.
-///
-/// Each task writes its part of D in place: with one k-step, the batch entry reads C's
-/// rows and writes D's directly; with more, the steps alternate between D and a scratch
-/// block of the task's size, so that the last step lands in D and nothing is copied.
 pub fn gemm(
     engine: &Engine,
     p: &Problem,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Matrix, EvalError> {
+    let mut d = Matrix::filled(p.a.rows, p.b.cols, 0);
+    gemm_into(engine, p, &mut d, progress)?;
+    Ok(d)
+}
+
+/// [`gemm`] into a matrix the caller made (M x N, its elements overwritten), e.g. one
+/// made by [`Matrix::resident`] while the kernel compiled.
+///
+/// Each task writes its part of D in place: with one k-step, the batch entry reads C's
+/// rows and writes D's directly; with more, the steps alternate between D and a scratch
+/// block of the task's size, so that the last step lands in D and nothing is copied.
+pub fn gemm_into(
+    engine: &Engine,
+    p: &Problem,
+    out: &mut Matrix,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<(), EvalError> {
     let inst = engine.checked().instruction();
     let (m, n, kk) = (p.a.rows, p.b.cols, p.a.cols);
+    if (out.rows, out.cols) != (m, n) || out.data.len() != m * n {
+        return Err(EvalError::OperandCount {
+            instruction: inst.name.clone(),
+            operand: "d",
+            got: out.data.len(),
+            want: m * n,
+        });
+    }
     let (tm, tn, tk) = (inst.m as usize, inst.n as usize, inst.arithmetic.k as usize);
     let steps = kk / tk;
     let blocks = inst.scale_count(); // scale factors per k-step
@@ -220,7 +241,6 @@ pub fn gemm(
             None => &zeros[..w],
         }
     };
-    let mut out = Matrix::filled(m, n, 0);
     let work = tasks(&mut out.data, (m, n), (tm, tn));
     work.into_par_iter().try_for_each(|task| {
         let Task { ti, j0, mut rows } = task;
@@ -263,8 +283,7 @@ pub fn gemm(
         }
         progress(w / tn);
         Ok(())
-    })?;
-    Ok(out)
+    })
 }
 
 /// `steps` x rows x `width`: for each step s, row r's elements `s*width .. (s+1)*width`.

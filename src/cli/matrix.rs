@@ -90,7 +90,14 @@ pub fn run(
             return Ok(EXIT_FAILED);
         }
     };
-    let engine = facade::Engine::new(checked, args.engine.choice(facade::Choice::OPTIMISED));
+    // D's memory is put in place on a second thread while the kernel compiles, so that
+    // the GEMM does not take a page fault per page of D on its first writes
+    let (engine, mut d) = std::thread::scope(|scope| {
+        let d = scope.spawn(|| Matrix::resident(m, n));
+        let engine = facade::Engine::new(checked, args.engine.choice(facade::Choice::OPTIMISED));
+        let d = d.join().unwrap_or_else(|_| Matrix::filled(m, n, 0));
+        (engine, d)
+    });
     if let Some(why) = engine.fallback() {
         eprintln!(
             "error: the JIT refuses `{}`: {why}\n  help: `--engine interp` runs the reference interpreter",
@@ -103,15 +110,12 @@ pub fn run(
     let bar = progress_bar(tiles as u64, "tiles", dots > PROGRESS_DOTS);
     let started = std::time::Instant::now();
     let progress = |t: usize| bar.inc(t as u64);
-    let d = pool.install(|| gemm::gemm(&engine, &problem, &progress));
+    let done = pool.install(|| gemm::gemm_into(&engine, &problem, &mut d, &progress));
     bar.finish_and_clear();
-    let d = match d {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(EXIT_FAILED);
-        }
-    };
+    if let Err(e) = done {
+        eprintln!("error: {e}");
+        return Ok(EXIT_FAILED);
+    }
     let elapsed = started.elapsed();
     if let Err(e) = output.finish(&inst.arithmetic.d, &d) {
         eprintln!("error: {e}");
