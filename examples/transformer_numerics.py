@@ -84,7 +84,9 @@ class Block(torch.nn.Module):
         self.norm1 = torch.nn.LayerNorm(width)
         self.attn = Attention(width, heads)
         self.norm2 = torch.nn.LayerNorm(width)
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width))
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width)
+        )
 
     def forward(self, x):
         x = x + self.attn(self.norm1(x))
@@ -141,7 +143,9 @@ def accuracy(logits, target) -> tuple[float, float]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="a reduced run (tests): fewer steps, fewer sequences")
-    parser.add_argument("--plot", metavar="PNG", help="also draw every design's errors per site into this file (matplotlib)")
+    parser.add_argument(
+        "--plot", metavar="PNG", help="also draw every design's errors per site into this file (matplotlib)"
+    )
     args = parser.parse_args(argv)
     steps, count = (60, 32) if args.small else (600, 1000)
     model = train(steps)
@@ -149,7 +153,8 @@ def main(argv=None) -> int:
     with torch.no_grad():
         reference = model(tokens)
     print(f"sorting {LENGTH} digits: a transformer trained {steps} steps, evaluated on {count} new sequences")
-    print(f"{'float32 (native)':30} sorted {accuracy(reference, target)[0]:.4f}   tokens {accuracy(reference, target)[1]:.4f}")
+    sequences_right, tokens_right = accuracy(reference, target)
+    print(f"{'float32 (native)':30} sorted {sequences_right:.4f}   tokens {tokens_right:.4f}")
     profiles = []
     for label, path, name, scaling in DESIGNS:
         ins = mmac.load(path)[name]

@@ -104,7 +104,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1 or args.sequences < 1:
         parser.error("--rounds and --sequences must be positive")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} torch threads, mmac threads {args.threads or mmac.default_threads()}")
+    threads = args.threads or mmac.default_threads()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} torch threads, mmac threads {threads}")
     for stem, name in INSTRUCTIONS:
         ins = mmac.load(REPO / "specs" / f"{stem}.mma")[name]
         print(f"1024^3 matmul, {name}")
