@@ -324,10 +324,10 @@ fn gemm_into_a_matrix_of_the_wrong_shape_is_an_error() {
         sa: None,
         sb: None,
     };
-    let mut d = Matrix::resident(16, 16);
+    let mut d = Matrix::filled(16, 16, 0);
     let e = gemm::gemm_into(&Engine::interpreter(checked), &p, &mut d, &|_| {}).unwrap_err();
     assert!(e.to_string().contains("d"), "{e}");
-    let mut d = Matrix::resident(16, 8);
+    let mut d = Matrix::filled(16, 8, 0);
     gemm::gemm_into(&Engine::interpreter(checked), &p, &mut d, &|_| {}).unwrap();
     assert_eq!(
         d,
@@ -511,6 +511,87 @@ fn gemm_block_scaled(dir: &Path, out: &str, extra: &[&str]) -> Output {
     args.extend(["-o".to_string(), p(out)]);
     args.extend(extra.iter().map(|s| s.to_string()));
     mmac(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+}
+
+#[test]
+fn d_written_chunk_by_chunk_is_d() {
+    // 272 x 1024 outputs: D is computed in two chunks of rows (256 and 16), each written
+    // as it is done; with --report the chunks are also kept for the exact comparison;
+    // through a FIFO (a destination that would see a partial D), D is written once
+    // complete. Each D equals the library's.
+    let s = spec("specs/hopper.mma");
+    let name = "mma.m16n8k16.f32.f16.f16.f32";
+    let checked = s.instruction(name).unwrap();
+    let inst = checked.instruction();
+    let tmp = tempfile::TempDir::new().unwrap();
+    let dir = tmp.path();
+    let p = write_problem(dir, inst, 272, 1024, 32, 5);
+    let want = gemm::gemm(&Engine::interpreter(checked), &p, &|_| {}).unwrap();
+    let operands = |out: &Path| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "gemm",
+            "specs/hopper.mma",
+            "--instr",
+            name,
+            "--threads",
+            "1",
+        ]
+        .map(String::from)
+        .to_vec();
+        for x in ["a", "b", "c"] {
+            args.push(format!("--{x}"));
+            args.push(dir.join(format!("{x}.npy")).to_str().unwrap().into());
+        }
+        args.push("-o".into());
+        args.push(out.to_str().unwrap().into());
+        args
+    };
+    for extra in [&[][..], &["--report"][..]] {
+        let d_path = dir.join("d.npy");
+        let mut args = operands(&d_path);
+        args.extend(extra.iter().map(|x| x.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = mmac(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            matrix::read(&d_path, &inst.arithmetic.d, "D").unwrap(),
+            want,
+            "{extra:?}"
+        );
+        if !extra.is_empty() {
+            // the report compared the kept D: an exact GEMM of this size has an error
+            let table = String::from_utf8_lossy(&out.stdout);
+            assert!(table.contains("278528 elements compared"), "{table}");
+        }
+    }
+    #[cfg(unix)]
+    {
+        let fifo = dir.join("d.fifo");
+        let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        let args = operands(&fifo);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = mmac(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let bytes = reader.join().unwrap();
+        let copy = dir.join("from-fifo.npy");
+        std::fs::write(&copy, bytes).unwrap();
+        assert_eq!(matrix::read(&copy, &inst.arithmetic.d, "D").unwrap(), want);
+    }
 }
 
 #[test]

@@ -190,100 +190,185 @@ pub fn gemm(
     Ok(d)
 }
 
-/// [`gemm`] into a matrix the caller made (M x N, its elements overwritten), e.g. one
-/// made by [`Matrix::resident`] while the kernel compiled.
-///
-/// Each task writes its part of D in place: with one k-step, the batch entry reads C's
-/// rows and writes D's directly; with more, the steps alternate between D and a scratch
-/// block of the task's size, so that the last step lands in D and nothing is copied.
+/// [`gemm`] into a matrix the caller made (M x N, its elements overwritten).
 pub fn gemm_into(
     engine: &Engine,
     p: &Problem,
     out: &mut Matrix,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<(), EvalError> {
-    let inst = engine.checked().instruction();
-    let (m, n, kk) = (p.a.rows, p.b.cols, p.a.cols);
-    if (out.rows, out.cols) != (m, n) || out.data.len() != m * n {
-        return Err(EvalError::OperandCount {
-            instruction: inst.name.clone(),
-            operand: "d",
-            got: out.data.len(),
-            want: m * n,
-        });
+    let plan = Plan::new(engine, p);
+    if (out.rows, out.cols) != (plan.m, plan.n) {
+        return Err(plan.wrong_d(out.data.len(), plan.m * plan.n));
     }
-    let (tm, tn, tk) = (inst.m as usize, inst.n as usize, inst.arithmetic.k as usize);
-    let steps = kk / tk;
-    let blocks = inst.scale_count(); // scale factors per k-step
-    // Step-major copies: for each k-step, the step's slice of every row of A (and of SA)
-    // and of every column of B (and of SB), contiguous, so that a row of a tile shares
-    // one slice of A (record stride 0) and its columns' slices of B follow each other.
-    let (a_steps, b_steps) = rayon::join(
-        || step_major(&p.a, tk, steps),
-        || step_major_columns(&p.b, tk, steps),
-    );
-    let sa_steps =
-        p.sa.as_ref()
-            .map(|x| step_major(x, blocks, steps))
-            .unwrap_or_default();
-    let sb_steps =
-        p.sb.as_ref()
-            .map(|x| step_major_columns(x, blocks, steps))
-            .unwrap_or_default();
-    // without a C, every row of C is this row of +0
-    let zeros = match &p.c {
-        Some(_) => Vec::new(),
-        None => vec![zero_of(&inst.arithmetic.c); n.min(TASK_COLUMNS.max(tn))],
-    };
-    let c_row = |at: usize, w: usize| -> &[u64] {
-        match &p.c {
-            Some(c) => &c.data[at..at + w],
-            None => &zeros[..w],
-        }
-    };
-    let work = tasks(&mut out.data, (m, n), (tm, tn));
-    work.into_par_iter().try_for_each(|task| {
-        let Task { ti, j0, mut rows } = task;
-        let w = rows.first().map_or(0, |r| r.len());
-        // the step that writes D itself: the last; earlier ones alternate with `scratch`
-        let mut scratch = if steps > 1 {
-            vec![0u64; tm * w]
-        } else {
-            Vec::new()
+    plan.rows_into(0..plan.m, &mut out.data, progress)
+}
+
+/// A GEMM ready to run: A, B (and SA, SB) copied once into step-major order, so that any
+/// run of D's tile rows can be computed on its own ([`Plan::rows_into`]), e.g. D in
+/// chunks of rows that are written out while the next chunk is computed.
+pub struct Plan<'a> {
+    engine: &'a Engine<'a>,
+    p: &'a Problem,
+    m: usize,
+    n: usize,
+    tile: (usize, usize, usize),
+    steps: usize,
+    blocks: usize,
+    /// For each k-step, the step's slice of every row of A (and of SA) and of every
+    /// column of B (and of SB), contiguous: a row of a tile shares one slice of A (record
+    /// stride 0) and its columns' slices of B follow each other.
+    a_steps: Vec<u64>,
+    b_steps: Vec<u64>,
+    sa_steps: Vec<u64>,
+    sb_steps: Vec<u64>,
+    /// Without a C, every row of C is this row of +0 (as long as a task's columns).
+    zeros: Vec<u64>,
+}
+
+impl<'a> Plan<'a> {
+    /// The plan of a checked problem ([`check_shapes`]).
+    pub fn new(engine: &'a Engine<'a>, p: &'a Problem) -> Plan<'a> {
+        let inst = engine.checked().instruction();
+        let (m, n, kk) = (p.a.rows, p.b.cols, p.a.cols);
+        let (tm, tn, tk) = (inst.m as usize, inst.n as usize, inst.arithmetic.k as usize);
+        let steps = kk / tk;
+        let blocks = inst.scale_count(); // scale factors per k-step
+        let (a_steps, b_steps) = rayon::join(
+            || step_major(&p.a, tk, steps),
+            || step_major_columns(&p.b, tk, steps),
+        );
+        let sa_steps =
+            p.sa.as_ref()
+                .map(|x| step_major(x, blocks, steps))
+                .unwrap_or_default();
+        let sb_steps =
+            p.sb.as_ref()
+                .map(|x| step_major_columns(x, blocks, steps))
+                .unwrap_or_default();
+        let zeros = match &p.c {
+            Some(_) => Vec::new(),
+            None => vec![zero_of(&inst.arithmetic.c); n.min(TASK_COLUMNS.max(tn))],
         };
-        for s in 0..steps {
-            let a_rows = &a_steps[(s * m + ti * tm) * tk..(s * m + ti * tm + tm) * tk];
-            let b_cols = &b_steps[(s * n + j0) * tk..(s * n + j0 + w) * tk];
-            let (sa_rows, sb_cols): (&[u64], &[u64]) = if blocks > 0 {
-                (
-                    &sa_steps[(s * m + ti * tm) * blocks..(s * m + ti * tm + tm) * blocks],
-                    &sb_steps[(s * n + j0) * blocks..(s * n + j0 + w) * blocks],
-                )
-            } else {
-                (&[], &[])
-            };
-            let into_d = (steps - 1 - s) % 2 == 0;
-            for (di, a) in a_rows.chunks_exact(tk).enumerate() {
-                let sa = &sa_rows[di * blocks..(di + 1) * blocks];
-                let at = (ti * tm + di) * n + j0;
-                let tmp = match scratch.len() {
-                    0 => &mut [],
-                    _ => &mut scratch[di * w..(di + 1) * w],
-                };
-                let row = &mut *rows[di];
-                // (c, d) of this step: C's row first, then whichever the last step wrote
-                let (c, d): (&[u64], &mut [u64]) = match (s, into_d) {
-                    (0, true) => (c_row(at, w), row),
-                    (0, false) => (c_row(at, w), tmp),
-                    (_, true) => (tmp, row),
-                    (_, false) => (row, tmp),
-                };
-                engine.batch_strided(c, (a, 0), (b_cols, tk), (sa, 0), (sb_cols, blocks), d)?;
-            }
+        Plan {
+            engine,
+            p,
+            m,
+            n,
+            tile: (tm, tn, tk),
+            steps,
+            blocks,
+            a_steps,
+            b_steps,
+            sa_steps,
+            sb_steps,
+            zeros,
         }
-        progress(w / tn);
-        Ok(())
-    })
+    }
+
+    /// D's rows (M) and columns (N).
+    pub fn shape(&self) -> (usize, usize) {
+        (self.m, self.n)
+    }
+
+    /// Rows of one tile (the instruction's m): [`Plan::rows_into`] takes runs of whole
+    /// tile rows.
+    pub fn tile_rows(&self) -> usize {
+        self.tile.0
+    }
+
+    fn wrong_d(&self, got: usize, want: usize) -> EvalError {
+        EvalError::OperandCount {
+            instruction: self.engine.checked().instruction().name.clone(),
+            operand: "d",
+            got,
+            want,
+        }
+    }
+
+    /// D's rows `rows` (a run of whole tile rows) into `out` (their elements, row-major).
+    ///
+    /// Each task writes its part of D in place: with one k-step, the batch entry reads
+    /// C's rows and writes D's directly; with more, the steps alternate between D and a
+    /// scratch block of the task's size, so that the last step lands in D and nothing is
+    /// copied.
+    pub fn rows_into(
+        &self,
+        rows: std::ops::Range<usize>,
+        out: &mut [u64],
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<(), EvalError> {
+        let (m, n) = (self.m, self.n);
+        let (tm, tn, tk) = self.tile;
+        let (steps, blocks) = (self.steps, self.blocks);
+        let whole = rows.start <= rows.end
+            && rows.end <= m
+            && rows.start.is_multiple_of(tm)
+            && rows.end.is_multiple_of(tm);
+        if !whole || out.len() != rows.len() * n {
+            return Err(self.wrong_d(out.len(), rows.len() * n));
+        }
+        let c_row = |at: usize, w: usize| -> &[u64] {
+            match &self.p.c {
+                Some(c) => &c.data[at..at + w],
+                None => &self.zeros[..w],
+            }
+        };
+        let first = rows.start / tm;
+        let work = tasks(out, (rows.len(), n), (tm, tn));
+        work.into_par_iter().try_for_each(|task| {
+            let Task { ti, j0, mut rows } = task;
+            let ti = first + ti; // the tile row in D
+            let w = rows.first().map_or(0, |r| r.len());
+            // the step that writes D itself: the last; earlier ones alternate with
+            // `scratch`
+            let mut scratch = if steps > 1 {
+                vec![0u64; tm * w]
+            } else {
+                Vec::new()
+            };
+            for s in 0..steps {
+                let a_rows = &self.a_steps[(s * m + ti * tm) * tk..(s * m + ti * tm + tm) * tk];
+                let b_cols = &self.b_steps[(s * n + j0) * tk..(s * n + j0 + w) * tk];
+                let (sa_rows, sb_cols): (&[u64], &[u64]) = if blocks > 0 {
+                    (
+                        &self.sa_steps[(s * m + ti * tm) * blocks..(s * m + ti * tm + tm) * blocks],
+                        &self.sb_steps[(s * n + j0) * blocks..(s * n + j0 + w) * blocks],
+                    )
+                } else {
+                    (&[], &[])
+                };
+                let into_d = (steps - 1 - s) % 2 == 0;
+                for (di, a) in a_rows.chunks_exact(tk).enumerate() {
+                    let sa = &sa_rows[di * blocks..(di + 1) * blocks];
+                    let at = (ti * tm + di) * n + j0;
+                    let tmp = match scratch.len() {
+                        0 => &mut [],
+                        _ => &mut scratch[di * w..(di + 1) * w],
+                    };
+                    let row = &mut *rows[di];
+                    // (c, d) of this step: C's row first, then whichever the last step
+                    // wrote
+                    let (c, d): (&[u64], &mut [u64]) = match (s, into_d) {
+                        (0, true) => (c_row(at, w), row),
+                        (0, false) => (c_row(at, w), tmp),
+                        (_, true) => (tmp, row),
+                        (_, false) => (row, tmp),
+                    };
+                    self.engine.batch_strided(
+                        c,
+                        (a, 0),
+                        (b_cols, tk),
+                        (sa, 0),
+                        (sb_cols, blocks),
+                        d,
+                    )?;
+                }
+            }
+            progress(w / tn);
+            Ok(())
+        })
+    }
 }
 
 /// `steps` x rows x `width`: for each step s, row r's elements `s*width .. (s+1)*width`.

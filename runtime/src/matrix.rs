@@ -26,22 +26,6 @@ impl Matrix {
             data: vec![value; rows * cols],
         }
     }
-    /// A matrix of zeros whose memory is in place now: each page written once, so that
-    /// the computation that fills it does not take a page fault per page on its first
-    /// writes (1.6 µs per 4 KiB page on the machine of docs/performance.md, 3 ns per
-    /// element of a u64 matrix). Made while something else runs (the kernel compiling),
-    /// it takes that cost off the computation.
-    pub fn resident(rows: usize, cols: usize) -> Matrix {
-        let mut m = Matrix::filled(rows, cols, 0);
-        // one write per 4 KiB (freshly mapped memory reads as zeros: writing a zero
-        // changes nothing but the mapping)
-        for page in m.data.chunks_mut(4096 / std::mem::size_of::<u64>()) {
-            // (a zero the compiler cannot see, so that it keeps a store it would
-            // otherwise know to change nothing)
-            page[0] = std::hint::black_box(0);
-        }
-        m
-    }
     pub fn at(&self, i: usize, j: usize) -> u64 {
         self.data[i * self.cols + j]
     }
@@ -301,29 +285,60 @@ impl Output {
 /// Elements converted per parallel chunk when writing a `.npy` file.
 const WRITE_CHUNK: usize = 1 << 15;
 
-/// The `.npy` bytes of a matrix of `format` encodings, in its dtype: the header by npyz,
-/// then the elements as little-endian bytes of the dtype's width (every dtype here has
-/// one byte order), converted in parallel chunks and written whole.
+/// The `.npy` bytes of a matrix of `format` encodings, in its dtype: the header
+/// ([`write_npy_header`]), then the elements ([`write_npy_elements`]).
 fn write_npy(
     out: &mut (impl std::io::Write + ?Sized),
     format: &Format,
     m: &Matrix,
 ) -> std::io::Result<()> {
+    write_npy_header(out, format, m.rows, m.cols)?;
+    write_elements(out, format, &m.data, true)
+}
+
+/// The header of a `.npy` file of a `rows` x `cols` matrix of `format` encodings (by
+/// npyz); [`write_npy_elements`] writes what follows, in one call or row by row.
+pub fn write_npy_header(
+    out: &mut (impl std::io::Write + ?Sized),
+    format: &Format,
+    rows: usize,
+    cols: usize,
+) -> std::io::Result<()> {
     use npyz::WriterBuilder;
-    let descr = dtype_of(format);
     let dtype = npyz::DType::Plain(
-        descr
+        dtype_of(format)
             .parse()
             .map_err(|e| std::io::Error::other(format!("{e}")))?,
     );
-    let shape = [m.rows as u64, m.cols as u64];
     npyz::WriteOptions::new_header_only()
         .dtype(dtype)
-        .shape(&shape)
+        .shape(&[rows as u64, cols as u64])
         .writer(&mut *out)
         .write_header_only()?;
+    Ok(())
+}
+
+/// Elements of a `.npy` file of `format` encodings, row-major, after its header: each
+/// as the little-endian bytes of the format's dtype (every dtype here has one byte
+/// order), converted on this thread (it may run beside a computation's workers) a
+/// chunk at a time.
+pub fn write_npy_elements(
+    out: &mut (impl std::io::Write + ?Sized),
+    format: &Format,
+    data: &[u64],
+) -> std::io::Result<()> {
+    write_elements(out, format, data, false)
+}
+
+/// [`write_npy_elements`], converting chunks in parallel on rayon's pool when `parallel`.
+fn write_elements(
+    out: &mut (impl std::io::Write + ?Sized),
+    format: &Format,
+    data: &[u64],
+    parallel: bool,
+) -> std::io::Result<()> {
     // the dtype's width: the digits after the kind ("<f4": 4, "|u1": 1)
-    let width: usize = descr[2..].parse().unwrap_or(8);
+    let width: usize = dtype_of(format)[2..].parse().unwrap_or(8);
     // an encoding's low `width` bytes are the element (signed dtypes hold the two's
     // complement pattern, floats their bits); one loop per width, so that each copy is
     // a store of that width
@@ -341,13 +356,20 @@ fn write_npy(
     };
     // a few chunks per worker at a time, through one buffer (a buffer of the whole
     // file would cost a page fault per page of it)
-    let batch = WRITE_CHUNK * 2 * rayon::current_num_threads().max(1);
-    let mut bytes = vec![0u8; batch.min(m.data.len()) * width];
-    for from in m.data.chunks(batch) {
+    let batch = match parallel {
+        true => WRITE_CHUNK * 2 * rayon::current_num_threads().max(1),
+        false => WRITE_CHUNK,
+    };
+    let mut bytes = vec![0u8; batch.min(data.len()) * width];
+    for from in data.chunks(batch) {
         let to = &mut bytes[..from.len() * width];
-        to.par_chunks_mut(WRITE_CHUNK * width)
-            .zip(from.par_chunks(WRITE_CHUNK))
-            .for_each(|(to, from)| convert(to, from));
+        if parallel {
+            to.par_chunks_mut(WRITE_CHUNK * width)
+                .zip(from.par_chunks(WRITE_CHUNK))
+                .for_each(|(to, from)| convert(to, from));
+        } else {
+            convert(to, from);
+        }
         out.write_all(to)?;
     }
     Ok(())

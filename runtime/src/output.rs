@@ -78,6 +78,13 @@ impl Output {
         })
     }
 
+    /// Whether nothing reaches the destination unless the writing succeeds (a regular
+    /// file, replaced whole), so that it may be written while its content is still being
+    /// computed; a device or a FIFO sees every byte as it is written.
+    pub fn replaces_whole(&self) -> bool {
+        matches!(self.target, Target::Replace(_))
+    }
+
     /// The destination, as named.
     pub fn path(&self) -> &Path {
         &self.path

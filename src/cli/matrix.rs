@@ -90,14 +90,7 @@ pub fn run(
             return Ok(EXIT_FAILED);
         }
     };
-    // D's memory is put in place on a second thread while the kernel compiles, so that
-    // the GEMM does not take a page fault per page of D on its first writes
-    let (engine, mut d) = std::thread::scope(|scope| {
-        let d = scope.spawn(|| Matrix::resident(m, n));
-        let engine = facade::Engine::new(checked, args.engine.choice(facade::Choice::OPTIMISED));
-        let d = d.join().unwrap_or_else(|_| Matrix::filled(m, n, 0));
-        (engine, d)
-    });
+    let engine = facade::Engine::new(checked, args.engine.choice(facade::Choice::OPTIMISED));
     if let Some(why) = engine.fallback() {
         eprintln!(
             "error: the JIT refuses `{}`: {why}\n  help: `--engine interp` runs the reference interpreter",
@@ -108,19 +101,27 @@ pub fn run(
     let tiles = (m / inst.m as usize) * (n / inst.n as usize);
     let dots = m * n * (k / inst.arithmetic.k as usize);
     let bar = progress_bar(tiles as u64, "tiles", dots > PROGRESS_DOTS);
-    let started = std::time::Instant::now();
     let progress = |t: usize| bar.inc(t as u64);
-    let done = pool.install(|| gemm::gemm_into(&engine, &problem, &mut d, &progress));
+    // the GEMM's time: the step-major copies of A and B, and computing D's chunks
+    let started = std::time::Instant::now();
+    let plan = pool.install(|| gemm::Plan::new(&engine, &problem));
+    let planning = started.elapsed();
+    let streamed = compute_and_write(
+        &pool,
+        &plan,
+        output,
+        &inst.arithmetic.d,
+        args.report,
+        &progress,
+    );
     bar.finish_and_clear();
-    if let Err(e) = done {
-        eprintln!("error: {e}");
-        return Ok(EXIT_FAILED);
-    }
-    let elapsed = started.elapsed();
-    if let Err(e) = output.finish(&inst.arithmetic.d, &d) {
-        eprintln!("error: {e}");
-        return Ok(EXIT_FAILED);
-    }
+    let (elapsed, d) = match streamed {
+        Ok((computing, d)) => (planning + computing, d),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_FAILED);
+        }
+    };
     eprintln!(
         "{}: {m} x {n} x {k}, {dots} dot products in {:.3} s ({:.3e} dot products/s), D written to {}",
         inst.name,
@@ -133,6 +134,7 @@ pub fn run(
         let bar = progress_bar(m as u64, "rows of the exact result", dots > PROGRESS_DOTS);
         let progress = |rows: usize| bar.inc(rows as u64);
         let started = std::time::Instant::now();
+        let d = d.unwrap_or_else(|| Matrix::filled(m, n, 0)); // (kept: args.report)
         let r = pool.install(|| gemm::error_report_with_progress(inst, &problem, &d, &progress));
         bar.finish_and_clear();
         eprintln!(
@@ -145,4 +147,71 @@ pub fn run(
         out.flush()?;
     }
     Ok(EXIT_OK)
+}
+
+/// D's elements computed per chunk of rows when D is written chunk by chunk.
+const CHUNK_ELEMENTS: usize = 1 << 18;
+
+/// Compute D (see [`gemm::Plan`]) and write it to `output`. For a regular file, D is
+/// computed a chunk of tile rows at a time into one reused buffer, and each chunk is
+/// written while it is still in cache: D is never whole in memory (unless `keep`, for
+/// the error report), so its pages are not faulted in one by one (1.6 us per 4 KiB on
+/// the machine of docs/performance.md, 3 ns per dot of a one-step GEMM). The writing is
+/// not overlapped with the computing: on this machine's two hyperthreads a writer beside
+/// the GEMM slowed it by 15 to 50 %. A device or a FIFO, which would see a partial D if
+/// the GEMM failed, gets D once it is complete. Returns the GEMM's computing time (the
+/// chunks', without their writing) and D when kept.
+fn compute_and_write(
+    pool: &rayon::ThreadPool,
+    plan: &gemm::Plan,
+    output: matrix::Output,
+    format: &mmac_compiler::format::Format,
+    keep: bool,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<(std::time::Duration, Option<Matrix>), String> {
+    let (m, n) = plan.shape();
+    if !output.replaces_whole() {
+        let started = std::time::Instant::now();
+        let mut d = Matrix::filled(m, n, 0);
+        pool.install(|| plan.rows_into(0..m, &mut d.data, progress))
+            .map_err(|e| e.to_string())?;
+        let computing = started.elapsed();
+        output.finish(format, &d).map_err(|e| e.to_string())?;
+        return Ok((computing, keep.then_some(d)));
+    }
+    let tm = plan.tile_rows();
+    let rows = (CHUNK_ELEMENTS / n.max(1)).div_ceil(tm).max(1) * tm;
+    let mut computing = std::time::Duration::ZERO;
+    let mut failed = None;
+    let mut kept = Vec::with_capacity(if keep { m * n } else { 0 });
+    let written = output.write_with(|out| {
+        matrix::write_npy_header(out, format, m, n)?;
+        let mut chunk = vec![0u64; rows.min(m) * n];
+        for start in (0..m).step_by(rows) {
+            let end = (start + rows).min(m);
+            let chunk = &mut chunk[..(end - start) * n];
+            let started = std::time::Instant::now();
+            if let Err(e) = pool.install(|| plan.rows_into(start..end, chunk, progress)) {
+                failed = Some(e);
+                // (the file is not put in place: the old one stays whole)
+                return Err(std::io::Error::other("the GEMM failed"));
+            }
+            computing += started.elapsed();
+            matrix::write_npy_elements(out, format, chunk)?;
+            if keep {
+                kept.extend_from_slice(chunk);
+            }
+        }
+        Ok(())
+    });
+    if let Some(e) = failed {
+        return Err(e.to_string());
+    }
+    written.map_err(|e| e.to_string())?;
+    let d = keep.then_some(Matrix {
+        rows: m,
+        cols: n,
+        data: kept,
+    });
+    Ok((computing, d))
 }
