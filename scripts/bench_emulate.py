@@ -13,6 +13,12 @@ the medians are printed. One round before them is not counted (compilation, firs
    ``emulate(ins, scaling="tensor")`` with and without ``report=True``: the extra time is
    the float64 reference and the float32 run of every call and their statistics. The
    same for the 1024^3 matmul alone.
+3. Convolution and attention: a conv2d (batch 8, 32 -> 64 channels, 32 x 32, 3 x 3,
+   padding 1: one implicit GEMM of M = 8192, K = 288, N = 64) under ``emulate`` against
+   ``ins.gemm`` of the same shape on operands already in the formats (what im2col, the
+   rounding and the layout changes add to the GEMM), and ``scaled_dot_product_attention``
+   (batch 1, 8 heads, 512 x 64) with ``attention="plain"``, ``"flash"`` (blocks of 64)
+   and ``"math"`` (torch's decomposition, its matmuls through the instruction).
 
     python scripts/bench_emulate.py [--rounds 5] [--threads N] [--sequences 256]
 """
@@ -87,6 +93,37 @@ def profiler_rounds(ins, scaling, make_input, model, rounds: int, threads) -> li
     return rows
 
 
+def conv_attention_rounds(ins, rounds: int, threads) -> None:
+    """Medians of the conv2d against its GEMM, and of the three attention variants."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(8, 32, 32, 32, generator=g)
+    w = torch.randn(64, 32, 3, 3, generator=g)
+    m, k, n = 8 * 32 * 32, 32 * 9, 64
+    a = mmac.torch.round_to_format(torch.randn(m, k, generator=g).double().numpy(), ins.format("a"))
+    b = mmac.torch.round_to_format(torch.randn(k, n, generator=g).double().numpy(), ins.format("b"))
+    q, kk, v = (torch.randn(1, 8, 512, 64, generator=g) for _ in range(3))
+    F = torch.nn.functional
+    times = {"conv2d": [], "its GEMM": [], "plain": [], "flash": [], "math": []}
+    for r in range(-1, rounds):
+        with torch.no_grad(), mmac.torch.emulate(ins, threads=threads):
+            conv_s, _ = _timed(lambda: F.conv2d(x, w, padding=1))
+        gemm_s, _ = _timed(lambda: ins.gemm(a, b, pad=True, threads=threads))
+        attention = {}
+        for variant in ("plain", "flash", "math"):
+            with torch.no_grad(), mmac.torch.emulate(ins, threads=threads, attention=variant, block=64):
+                attention[variant], _ = _timed(lambda: F.scaled_dot_product_attention(q, kk, v))
+        if r < 0:
+            continue
+        for key, t in (("conv2d", conv_s), ("its GEMM", gemm_s), *attention.items()):
+            times[key].append(t)
+        print(f"  round {r + 1}: conv2d {conv_s:.3f} s (its GEMM {gemm_s:.3f} s), attention plain "
+              f"{attention['plain']:.3f} s, flash {attention['flash']:.3f} s, math {attention['math']:.3f} s")
+    med = {key: statistics.median(t) for key, t in times.items()}
+    print(f"conv2d median {med['conv2d']:.3f} s against its GEMM {med['its GEMM']:.3f} s "
+          f"(ratio {med['conv2d'] / med['its GEMM']:.2f}); attention medians: plain {med['plain']:.3f} s, "
+          f"flash {med['flash']:.3f} s, math {med['math']:.3f} s ({rounds} rounds)")
+
+
 def summary(label: str, rows: list, names: tuple) -> None:
     first, second, ratio = zip(*rows)
     print(
@@ -101,11 +138,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="mmac's threads (default: one per core)")
     parser.add_argument("--sequences", type=int, default=256)
+    parser.add_argument("--only-conv-attention", action="store_true",
+                        help="measurement 3 only")
     args = parser.parse_args()
     if args.rounds < 1 or args.sequences < 1:
         parser.error("--rounds and --sequences must be positive")
     threads = args.threads or mmac.default_threads()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} torch threads, mmac threads {threads}")
+    f16 = mmac.load(REPO / "specs" / "hopper.mma")["mma.m16n8k16.f32.f16.f16.f32"]
+    print(f"conv2d and attention, {f16.name}")
+    conv_attention_rounds(f16, args.rounds, args.threads)
+    if args.only_conv_attention:
+        return
     for stem, name in INSTRUCTIONS:
         ins = mmac.load(REPO / "specs" / f"{stem}.mma")[name]
         print(f"1024^3 matmul, {name}")
