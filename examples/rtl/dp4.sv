@@ -24,22 +24,20 @@ module dp4 #(
 );
   // ---- decode -----------------------------------------------------------------------
   // e4m3 (OCP FN): bias 7, no infinity, NaN = S.1111.111, subnormals at exponent -6.
-  typedef struct packed {
-    logic              nan;
-    logic              zero;
-    logic              sign;
-    logic signed [9:0] exponent;  // unbiased; subnormals take the minimum exponent
-    logic        [3:0] significand;  // with the implicit bit, 3 fraction bits
-  } fp8_t;
-
-  function automatic fp8_t decode_e4m3(logic [7:0] x);
-    fp8_t r;
-    r.sign = x[7];
-    r.nan = x[6:0] == 7'h7f;
-    r.zero = x[6:0] == 7'h00;
-    r.exponent = (x[6:3] == 0) ? -10'sd6 : $signed({6'b0, x[6:3]}) - 10'sd7;
-    r.significand = {x[6:3] != 0, x[2:0]};
-    return r;
+  // (One function per field: Yosys reads no function that returns a struct.)
+  function automatic logic e4m3_nan(input logic [7:0] x);
+    e4m3_nan = x[6:0] == 7'h7f;
+  endfunction
+  function automatic logic e4m3_zero(input logic [7:0] x);
+    e4m3_zero = x[6:0] == 7'h00;
+  endfunction
+  // unbiased; subnormals take the minimum exponent
+  function automatic logic signed [9:0] e4m3_exponent(input logic [7:0] x);
+    e4m3_exponent = (x[6:3] == 0) ? -10'sd6 : $signed({6'b0, x[6:3]}) - 10'sd7;
+  endfunction
+  // with the implicit bit, 3 fraction bits
+  function automatic logic [3:0] e4m3_significand(input logic [7:0] x);
+    e4m3_significand = {x[6:3] != 0, x[2:0]};
   endfunction
 
   // ---- products and c as terms: sign, exponent, significand with its fraction bits ---
@@ -55,16 +53,14 @@ module dp4 #(
   always_comb begin
     any_nan = 1'b0;
     for (int i = 0; i < 4; i++) begin
-      fp8_t x, y;
-      x = decode_e4m3(a[8*i+:8]);
-      y = decode_e4m3(b[8*i+:8]);
-      any_nan |= x.nan | y.nan;
-      term_sign[i] = x.sign ^ y.sign;
-      term_zero[i] = x.zero | y.zero;
+      any_nan |= e4m3_nan(a[8*i+:8]) | e4m3_nan(b[8*i+:8]);
+      term_sign[i] = a[8*i+7] ^ b[8*i+7];
+      term_zero[i] = e4m3_zero(a[8*i+:8]) | e4m3_zero(b[8*i+:8]);
       // exact product: 8-bit significand, 6 fraction bits, exponent ea + eb
-      term_sig[i] = SIG'(x.significand) * SIG'(y.significand);
-      term_exp[i] = term_zero[i] ? 10'(E_ZERO) : $signed(x.exponent) + $signed(y.exponent);
-      term_lsb[i] = $signed(x.exponent) + $signed(y.exponent) - 10'sd6;
+      term_sig[i] = SIG'(e4m3_significand(a[8*i+:8])) * SIG'(e4m3_significand(b[8*i+:8]));
+      term_exp[i] = term_zero[i] ? 10'(E_ZERO) :
+          e4m3_exponent(a[8*i+:8]) + e4m3_exponent(b[8*i+:8]);
+      term_lsb[i] = e4m3_exponent(a[8*i+:8]) + e4m3_exponent(b[8*i+:8]) - 10'sd6;
     end
     // c: f32, bias 127, subnormals at exponent -126
     any_nan |= c[30:23] == 8'hff && c[22:0] != 0;

@@ -7,6 +7,9 @@
 #
 # Uses `mmac` from PATH, or $MMAC; builds in $BUILD (default target/rtl-F20, target/rtl-F19).
 # RANDOM_CASES: random cases after the vectors (default 100000).
+# NETLIST=1: synthesize dp4.sv with Yosys first (generic gates, `synth -flatten`) and run
+# the testbench on that netlist instead of the SystemVerilog: the design as Yosys reads
+# it, which is what an equivalence proof or a cost estimate works on.
 # Exits 0 when every vector and random case matches, non-zero at the first build error
 # or when a case fails (the testbench prints the first mismatch and how to explain it).
 set -euo pipefail
@@ -17,10 +20,12 @@ build="${BUILD:-target/rtl-F$F}"
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 spec=specs/examples/dp4.mma
 instr=dp4.f32.e4m3.e4m3.f32
-for tool in verilator "$mmac"; do
+tools=(verilator "$mmac")
+[ "${NETLIST:-}" = 1 ] && tools+=(yosys)
+for tool in "${tools[@]}"; do
     if ! command -v "$tool" >/dev/null; then
         case "$tool" in
-        verilator) echo "run.sh: verilator is not installed (Debian, Ubuntu: apt-get install verilator)" >&2 ;;
+        verilator | yosys) echo "run.sh: $tool is not installed (Debian, Ubuntu: apt-get install $tool)" >&2 ;;
         *) echo "run.sh: $tool is not on PATH (cargo install --path . --locked, or set MMAC)" >&2 ;;
         esac
         exit 2
@@ -30,9 +35,24 @@ mkdir -p "$build"
 "$mmac" gen "$spec" --instr "$instr" -n 1000 --format hex -o "$build/vectors.hex"
 "$mmac" compile "$spec" --emit obj -o "$build/dp4.o" >/dev/null
 count=$(grep -vc '^//' "$build/vectors.hex")
+datapath=("$PWD/examples/rtl/dp4.sv")
+if [ "${NETLIST:-}" = 1 ]; then
+    # the gates Yosys makes of dp4 with this F, as module dp4_gates, under a wrapper
+    # with dp4's ports and parameters (the testbench instantiates dp4 #(.F(F)))
+    yosys -q -p "read_verilog -sv ${datapath[0]}; chparam -set F $F dp4; hierarchy -check -top dp4;
+        synth -flatten -top dp4; rename dp4 dp4_gates; write_verilog -noattr $build/dp4_gates.v" \
+        >"$build/yosys.log" 2>&1 || { cat "$build/yosys.log" >&2; exit 2; }
+    printf '%s\n' \
+        "module dp4 #(parameter int F = $F, parameter int E_ZERO = -133) (" \
+        "    input logic [31:0] c, input logic [31:0] a, input logic [31:0] b," \
+        "    output logic [31:0] d);" \
+        "  dp4_gates gates (.c(c), .a(a), .b(b), .d(d));" \
+        "endmodule" >"$build/dp4_netlist.sv"
+    datapath=("$build/dp4_gates.v" "$build/dp4_netlist.sv")
+fi
 verilator --binary -j 2 -Wall -Wno-fatal --top-module tb -GF="$F" \
     --Mdir "$build/obj_dir" -o Vtb \
     -CFLAGS "-I$build" -LDFLAGS "$build/dp4.o -lm" \
-    "$PWD/examples/rtl/dp4.sv" "$PWD/examples/rtl/tb.sv" "$PWD/examples/rtl/golden.c" >"$build/verilator.log" 2>&1 ||
+    "${datapath[@]}" "$PWD/examples/rtl/tb.sv" "$PWD/examples/rtl/golden.c" >"$build/verilator.log" 2>&1 ||
     { cat "$build/verilator.log" >&2; exit 2; }
 "$build/obj_dir/Vtb" +vectors="$build/vectors.hex" +count="$count" +random="${RANDOM_CASES:-100000}" +seed=1
