@@ -366,11 +366,21 @@ fn glob(pattern: &str, name: &str) -> bool {
     }
 }
 
+/// The most rows, columns or elements per lane a fragment may have (the largest PTX
+/// fragment, b1 m16n8k256's A, is 16 x 256 with 128 elements per lane).
+const MAX_SIDE: usize = 4096;
+
 fn build_fragment(f: &FragmentData) -> Result<Fragment, String> {
     if ![1, 2, 4, 8, 16, 32, 64].contains(&f.width) {
         return Err(format!(
             "width {} is not a power of two from 1 to 64 bits",
             f.width
+        ));
+    }
+    if f.rows > MAX_SIDE || f.cols > MAX_SIDE || f.elements > MAX_SIDE {
+        return Err(format!(
+            "{} x {} with {} elements per lane: more than {MAX_SIDE} is not a fragment",
+            f.rows, f.cols, f.elements
         ));
     }
     if f.elements == 0 || f.rows * f.cols != LANES * f.elements {
@@ -508,10 +518,12 @@ impl Expr {
             Expr::Index => v.i as i64,
             Expr::Bin(op, l, r) => {
                 let (l, r) = (l.eval(v), r.eval(v));
+                // wrapping: an absurd constant gives an absurd row, which the validator
+                // refuses, never an overflow panic
                 match op {
-                    '+' => l + r,
-                    '-' => l - r,
-                    '*' => l * r,
+                    '+' => l.wrapping_add(r),
+                    '-' => l.wrapping_sub(r),
+                    '*' => l.wrapping_mul(r),
                     // divisors are checked non-zero literals or variables; a zero one
                     // gives -1, which the validator refuses as a negative row or column
                     '/' => l.checked_div(r).unwrap_or(-1),

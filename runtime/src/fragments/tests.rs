@@ -329,6 +329,16 @@ fn the_validator_names_file_family_and_fault() {
     assert!(e.contains("col `threadID`: unknown name `threadID`"), "{e}");
     let e = refused(&SMALL.replace("\"a\": \"f\"", "\"a\": \"g\""));
     assert!(e.contains("operand a of `y` names no fragment `g`"), "{e}");
+    let e = refused(&SMALL.replace("\"rows\": 8", "\"rows\": 18446744073709551615"));
+    assert!(e.contains("more than 4096 is not a fragment"), "{e}");
+    let e = refused(&SMALL.replace(
+        "\"expr\": \"groupID\"",
+        "\"expr\": \"0x7fffffffffffffff * 3 + groupID\"",
+    ));
+    assert!(
+        e.contains("lane 0, element 0: (9223372036854775805, 0) is outside the 8 x 4 matrix"),
+        "{e}"
+    );
     let e = refused("{");
     assert!(e.starts_with("bad.json: "), "{e}");
 }
