@@ -147,6 +147,40 @@ const CD_M8N8K4_F64: Table = &[
     ((31, 1), (7, 7)),
 ];
 
+// 9.7.14.5.4 (Figures 59, 60) and 9.7.14.5.5 (Figures 62, 63): eight 4-bit and
+// thirty-two 1-bit elements per register
+const A_M8N8K32_S4: Table = &[
+    ((0, 0), (0, 0)),
+    ((0, 7), (0, 7)),
+    ((3, 7), (0, 31)),
+    ((4, 0), (1, 0)),
+    ((31, 7), (7, 31)),
+];
+const B_M8N8K32_S4: Table = &[
+    ((0, 7), (7, 0)),
+    ((3, 0), (24, 0)),
+    ((4, 0), (0, 1)),
+    ((31, 7), (31, 7)),
+];
+const A_M8N8K128_B1: Table = &[
+    ((0, 31), (0, 31)),
+    ((3, 0), (0, 96)),
+    ((4, 0), (1, 0)),
+    ((31, 31), (7, 127)),
+];
+const B_M8N8K128_B1: Table = &[
+    ((0, 31), (31, 0)),
+    ((3, 0), (96, 0)),
+    ((4, 0), (0, 1)),
+    ((31, 31), (127, 7)),
+];
+const CD_M8N8_S32: Table = &[
+    ((0, 1), (0, 1)),
+    ((3, 1), (0, 7)),
+    ((4, 0), (1, 0)),
+    ((31, 1), (7, 7)),
+];
+
 fn check_all(l: &Layout, tables: [Table; 4]) {
     for ((_, f), table) in l.operands().into_iter().zip(tables) {
         check(f, table).unwrap();
@@ -182,6 +216,13 @@ fn layouts_match_the_figures_of_the_ptx_isa() {
         &l,
         [A_M8N8K4_F64, B_M8N8K4_F64, CD_M8N8K4_F64, CD_M8N8K4_F64],
     );
+    let turing = spec("turing.mma");
+    let l = layout(&turing, "mma.m8n8k32.satfinite.s32.u4.s4.s32");
+    check_all(&l, [A_M8N8K32_S4, B_M8N8K32_S4, CD_M8N8_S32, CD_M8N8_S32]);
+    let l = layout(&turing, "mma.m8n8k128.s32.b1.b1.s32.xor.popc");
+    check_all(&l, [A_M8N8K128_B1, B_M8N8K128_B1, CD_M8N8_S32, CD_M8N8_S32]);
+    assert_eq!(l.a.slots[31 * 32 + 31].bits, (31, 32));
+    assert_eq!(l.a.registers(), 1);
 }
 
 #[test]
