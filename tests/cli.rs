@@ -386,6 +386,7 @@ fn misspelled_instructions_get_a_suggestion() {
     let commands: Vec<Vec<&str>> = vec![
         vec!["run", "--c", "0", "--a", k16, "--b", k16],
         vec!["show"],
+        vec!["layout"],
         vec!["probe"],
         vec!["bench"],
         vec![

@@ -8,6 +8,8 @@
 //!   [`probes`] (`mmac probe`), [`mutants`] (single-parameter neighbours),
 //!   [`observability`] (proofs of agreement), [`witness`] (inputs on which two
 //!   instructions differ), [`generate`] (`mmac gen`), [`diff`] (`mmac diff`);
+//! - warps: [`fragments`] (fragment layouts as data, `mmac layout`, warp-level mma on
+//!   register images);
 //! - measurement and explanation: [`accuracy`] (`mmac report`), [`datapath`] (`mmac show`);
 //! - black boxes: [`blackbox`] (the protocol, in-process and piped boxes), [`infer`]
 //!   (`mmac infer`).
@@ -18,6 +20,7 @@ pub mod conformance;
 pub mod corners;
 pub mod datapath;
 pub mod diff;
+pub mod fragments;
 pub mod gemm;
 pub mod generate;
 pub mod infer;

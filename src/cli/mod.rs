@@ -8,6 +8,7 @@ mod common;
 mod compare;
 mod infer;
 mod jit;
+mod layout;
 mod matrix;
 mod report;
 
@@ -170,6 +171,21 @@ pub enum Command {
         /// Instruction name, as in `mmac list`.
         #[arg(long)]
         instr: String,
+    },
+    /// Print the warp fragments of an mma.sync instruction: for every operand (a, b, c, d),
+    /// which lane, register and element (the PTX fragment index a0, a1, ...) holds which
+    /// (row, col), and the element's bits in its register; from the layouts of the spec
+    /// library (specs/layouts/, transcribed from the PTX ISA). Exit 1 for an instruction
+    /// without a known layout.
+    Layout {
+        file: PathBuf,
+        /// Instruction name, as in `mmac list`.
+        #[arg(long)]
+        instr: String,
+        /// One JSON object: {"operands": {"a": [{"lane", "register", "element", "bits":
+        /// [lo, hi], "row", "col"}, ...], "b": ..., "c": ..., "d": ...}}.
+        #[arg(long)]
+        json: bool,
     },
     /// Compare two instructions that take the same operands: search for an input on which
     /// they differ (structured candidates from both specs, then random inputs), shrink it to
@@ -427,6 +443,7 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
         } => jit::bench(&file, &instr, engine, &dist, json, color),
         Command::Probe { file, instr } => commands::probe(&file, instr.as_deref(), color),
         Command::Show { file, instr } => commands::show(&file, &instr, color),
+        Command::Layout { file, instr, json } => layout::layout(&file, &instr, json, color),
         Command::Diff {
             left_file,
             left_instr,
