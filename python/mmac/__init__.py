@@ -170,6 +170,7 @@ class Instruction:
         scale = native.scale
         self._scale_format = scale[0] if scale else None
         self._warned = False
+        self._words = None
 
     # ---------------------------------------------------------------- description
 
@@ -367,6 +368,65 @@ class Instruction:
         """One whole instruction: A is m x k, B is k x n, C is m x n (``sa`` m x k/block,
         ``sb`` k/block x n for block-scaled instructions). Returns D, m x n, in d's dtype."""
         return self._run(A, B, C, sa, sb, True, None, engine)
+
+    # ---------------------------------------------------------------- warp fragments
+
+    def layout(self) -> dict:
+        """The warp fragment layout of the instruction (the data ``mmac layout --json``
+        prints), from the layouts built into mmac (docs/layouts.md): for each operand
+        ``"a"``, ``"b"``, ``"c"``, ``"d"`` a dict with ``fragment`` (the family's name),
+        ``evidence`` (the PTX ISA section and figure), ``rows`` and ``cols`` (its
+        matrix), ``width`` (bits of one element), ``elements`` and ``registers`` (per
+        lane), ``words`` (32-bit words per lane in a register image: ``registers``, or
+        twice that for 64-bit registers) and ``slots``: every (lane, element), lane-major,
+        as a dict ``{"lane", "register", "element", "bits": (lo, hi), "row", "col"}``
+        where ``element`` is the index in the PTX fragment (a0, a1, ...) and ``bits`` its
+        place in the register. Raises ``ValueError`` naming the instruction when no
+        layout is known for it."""
+        return self._native.layout()
+
+    def warp_mma(self, a, b, c, *, engine: str = "auto") -> np.ndarray:
+        """One whole instruction on register images, as a warp executes ``mma.sync``.
+
+        ``a``, ``b`` and ``c`` are ``uint32`` NumPy arrays of shape ``(32, words)``: row
+        ``lane`` holds that lane's fragment registers in order (r0, r1, ...), each
+        element in its register's bits as :meth:`layout` says (elements narrower than 32
+        bits fill a register from the low bits up: a0 in bits 0-15 of r0 for f16). A
+        64-bit register (f64) takes two consecutive words, its low 32 bits first, so an
+        f64 fragment of one register per lane is ``(32, 2)``; ``words`` is
+        ``layout()[op]["words"]``. The registers are unpacked into the matrices they
+        hold, the instruction runs on them exactly as :meth:`mma` does, and D is packed
+        back: returns d's image, ``uint32`` of shape ``(32, layout()["d"]["words"])``.
+        Raises ``ValueError`` for an instruction without a known layout (naming it) and
+        for arrays of another dtype or shape."""
+        lay = self._warp_words()
+        images = []
+        for op, x in (("a", a), ("b", b), ("c", c)):
+            arr = x
+            if not isinstance(arr, np.ndarray):
+                raise ValueError(
+                    f"{op}: a register image is a uint32 NumPy array of shape "
+                    f"(32, {lay[op]}), not {type(x).__name__}"
+                )
+            if arr.dtype != np.uint32:
+                raise ValueError(
+                    f"{op}: a register image is a uint32 array, not {arr.dtype} "
+                    "(view 32-bit registers of other types with .view(np.uint32))"
+                )
+            if arr.shape != (32, lay[op]):
+                raise ValueError(
+                    f"{op}: the register image of `{self.name}` is (lanes, words) = "
+                    f"(32, {lay[op]}), not {arr.shape}"
+                )
+            images.append(np.ascontiguousarray(arr, dtype="<u4").tobytes())
+        raw = self._native.warp_mma(*images, self._engine(engine))
+        return np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(32, lay["d"])
+
+    def _warp_words(self) -> dict:
+        if self._words is None:
+            lay = self._native.layout()
+            self._words = {op: lay[op]["words"] for op in _OPERANDS}
+        return self._words
 
     def gemm(
         self,

@@ -13,11 +13,12 @@ use mmac_compiler::diagnostic::closest;
 use mmac_compiler::engine::{Choice, Engine, Operands, Prepared};
 use mmac_compiler::format::Format;
 use mmac_compiler::ir::Instruction;
+use mmac_runtime::fragments::{self, Layout, LayoutError};
 use mmac_runtime::gemm::{self, Problem};
 use mmac_runtime::specs::LoadedSpec;
-use pyo3::exceptions::{PyFileNotFoundError, PyKeyError, PyOSError, PyValueError};
+use pyo3::exceptions::{PyFileNotFoundError, PyKeyError, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyList};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
@@ -135,6 +136,30 @@ impl NativeSpec {
     }
 }
 
+/// A layout error as Python sees it: the instruction failing on the matrices is a
+/// `RuntimeError`, everything else (no layout, register images of the wrong size, a
+/// layout file that does not validate) a `ValueError`.
+fn layout_error(e: LayoutError) -> PyErr {
+    match e {
+        LayoutError::Eval(_) => PyRuntimeError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
+    }
+}
+
+/// Little-endian `u32` words of `bytes` (`operand` names it in errors).
+fn words(bytes: &[u8], operand: &str) -> PyResult<Vec<u32>> {
+    if !bytes.len().is_multiple_of(4) {
+        return Err(PyValueError::new_err(format!(
+            "{operand}: {} bytes are not whole 32-bit words",
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|w| u32::from_le_bytes(w.try_into().unwrap_or_default()))
+        .collect())
+}
+
 /// One instruction of a checked spec.
 #[pyclass(frozen, module = "mmac._native")]
 pub struct NativeInstruction {
@@ -202,6 +227,13 @@ impl NativeInstruction {
                 "unknown operand `{operand}`: one of a, b, c, d, sa, sb"
             ))),
         }
+    }
+
+    /// The fragment layout of this instruction from the built-in layout data, or a
+    /// `ValueError` naming the instruction when none is known.
+    fn warp_layout(&self) -> PyResult<Layout> {
+        let library = fragments::Library::builtin().map_err(layout_error)?;
+        library.find(self.inst()).map_err(layout_error)
     }
 
     /// The operands of a GEMM as matrices of checked encodings; a missing C is +0.
@@ -451,5 +483,66 @@ impl NativeInstruction {
         out.set_item("table", r.table())?;
         out.set_item("d", (compute::to_bytes(py, &d.data), d.rows, d.cols))?;
         Ok(out)
+    }
+
+    /// The fragment layout: for each operand `a`, `b`, `c`, `d` a dict with `fragment`
+    /// (the family's name), `evidence`, `rows`, `cols`, `width` (bits of an element),
+    /// `elements` (per lane), `registers` (per lane), `words` (32-bit words per lane in a
+    /// register image) and `slots`: every (lane, element) as `mmac layout --json` prints
+    /// it, lane-major, `{"lane", "register", "element", "bits": (lo, hi), "row", "col"}`.
+    /// A `ValueError` names an instruction without a known layout.
+    fn layout<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let layout = self.warp_layout()?;
+        let out = PyDict::new(py);
+        for (operand, f) in layout.operands() {
+            let d = PyDict::new(py);
+            d.set_item("fragment", &f.name)?;
+            d.set_item("evidence", &f.evidence)?;
+            d.set_item("rows", f.rows)?;
+            d.set_item("cols", f.cols)?;
+            d.set_item("width", f.width)?;
+            d.set_item("elements", f.elements)?;
+            d.set_item("registers", f.registers())?;
+            d.set_item("words", f.words())?;
+            let slots = PyList::empty(py);
+            for s in &f.slots {
+                let e = PyDict::new(py);
+                e.set_item("lane", s.lane)?;
+                e.set_item("register", s.register)?;
+                e.set_item("element", s.element)?;
+                e.set_item("bits", s.bits)?;
+                e.set_item("row", s.row)?;
+                e.set_item("col", s.col)?;
+                slots.append(e)?;
+            }
+            d.set_item("slots", slots)?;
+            out.set_item(operand, d)?;
+        }
+        Ok(out)
+    }
+
+    /// The whole instruction on register images, as a warp runs `mma.sync`: `a`, `b`,
+    /// `c` are lane-major little-endian `u32` words (32 lanes x the fragment's words,
+    /// see `layout`); returns d's image the same way.
+    #[pyo3(signature = (a, b, c, engine))]
+    fn warp_mma<'py>(
+        &self,
+        py: Python<'py>,
+        a: &[u8],
+        b: &[u8],
+        c: &[u8],
+        engine: &str,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let choice = compute::Engine::parse(engine)?;
+        let layout = self.warp_layout()?;
+        let (a, b, c) = (words(a, "a")?, words(b, "b")?, words(c, "c")?);
+        let spec = &self.spec;
+        let index = self.index;
+        let d = py.detach(|| -> PyResult<Vec<u32>> {
+            let engine = compute::engine(spec, index, choice)?;
+            fragments::warp_mma(&engine, &layout, &a, &b, &c).map_err(layout_error)
+        })?;
+        let bytes: Vec<u8> = d.iter().flat_map(|w| w.to_le_bytes()).collect();
+        Ok(PyBytes::new(py, &bytes))
     }
 }
