@@ -26,6 +26,7 @@ extern "C" {
 #define MMAC_ERR_NOMEM   3  /* out of memory */
 #endif
 #define MMAC_ERR_ENGINE  4  /* the engine refused the operands: mmac_last_error() says why */
+#define MMAC_ERR_LAYOUT  5  /* no warp fragment layout is known for the instruction */
 
 typedef struct mmac_spec mmac_spec;
 typedef struct mmac_instruction mmac_instruction;
@@ -51,6 +52,37 @@ uint32_t mmac_scale_count(const mmac_instruction *ins);  /* per operand; 0 when 
  * unscaled). Returns MMAC_OK or an error code. */
 int mmac_dot(const mmac_instruction *ins, uint64_t c, const uint64_t *a, const uint64_t *b,
              const uint64_t *sa, const uint64_t *sb, uint64_t *d);
+
+/* Warp-level execution on register images, as a warp runs mma.sync (docs/layouts.md).
+ *
+ * Each of the MMAC_WARP_LANES lanes holds a fragment of every operand in its registers,
+ * laid out as the PTX ISA specifies (`mmac layout FILE --instr NAME` prints where each
+ * element lives). A register image is a lane-major uint32_t array: lane 0's words, then
+ * lane 1's, ..., lane 31's, each lane's being its fragment registers r0, r1, ... in order;
+ * narrow elements fill a register from the low bits up (for f16, a0 in bits 0-15 of r0,
+ * a1 in bits 16-31). A 64-bit register (f64) is two consecutive words, its low 32 bits
+ * first. So an image of operand X has MMAC_WARP_LANES * mmac_fragment_words(ins, 'X')
+ * words. The layouts cover the dense mma.sync shapes listed in docs/layouts.md; the
+ * objects of `mmac compile --emit obj` have no warp entry. */
+#define MMAC_WARP_LANES 32
+
+/* Registers per lane of operand 'a', 'b', 'c' or 'd' (64-bit registers counted once),
+ * or -1 when the instruction has no known layout, the operand is none of those, or ins
+ * is NULL (mmac_last_error() says which). */
+int mmac_fragment_registers(const mmac_instruction *ins, char operand);
+/* 32-bit words per lane of the operand's register image: its registers, twice for
+ * 64-bit registers; -1 as mmac_fragment_registers. */
+int mmac_fragment_words(const mmac_instruction *ins, char operand);
+
+/* The whole instruction on register images: a_regs, b_regs, c_regs are read (each
+ * MMAC_WARP_LANES * mmac_fragment_words(ins, op) words, owned by the caller), unpacked
+ * into the matrices A (m x k), B (k x n) and C (m x n) they hold, D = the instruction on
+ * them (bit for bit what mmac_dot gives for each element), packed into d_regs (the
+ * caller's MMAC_WARP_LANES * mmac_fragment_words(ins, 'd') words; written only on
+ * success). Returns MMAC_OK, MMAC_ERR_NULL, MMAC_ERR_LAYOUT (no layout is known for
+ * the instruction) or MMAC_ERR_ENGINE; mmac_last_error() says why. */
+int mmac_warp_mma(const mmac_instruction *ins, const uint32_t *a_regs, const uint32_t *b_regs,
+                  const uint32_t *c_regs, uint32_t *d_regs);
 
 #ifdef __cplusplus
 }

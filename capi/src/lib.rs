@@ -5,16 +5,19 @@
 //! reports it as an error.
 
 use mmac_compiler::engine::{Choice, Engine, Engines, Operands, Prepared};
+use mmac_runtime::fragments::{self, Fragment, LANES, Layout, LayoutError};
 use mmac_runtime::specs::{self, LoadedSpec};
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
+use std::sync::OnceLock;
 
 const MMAC_OK: c_int = 0;
 const MMAC_ERR_NULL: c_int = 1;
 const MMAC_ERR_SCALES: c_int = 2;
 const MMAC_ERR_ENGINE: c_int = 4;
+const MMAC_ERR_LAYOUT: c_int = 5;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -36,6 +39,24 @@ pub struct Instruction {
     prepared: Prepared,
     /// The spec that owns this handle (boxed, so its address is stable).
     spec: *const Spec,
+    /// Its warp fragment layout (or why it has none), looked up on first use.
+    layout: OnceLock<Result<Layout, LayoutError>>,
+}
+
+impl Instruction {
+    /// The spec that owns this handle.
+    fn spec(&self) -> &Spec {
+        // SAFETY: a handle lives inside its spec, which is live while the handle is used.
+        unsafe { &*self.spec }
+    }
+
+    /// The instruction's fragment layout from the built-in layout data.
+    fn layout(&self) -> &Result<Layout, LayoutError> {
+        self.layout.get_or_init(|| {
+            let inst = self.spec().loaded.checked.get(self.index).instruction();
+            fragments::Library::builtin()?.find(inst)
+        })
+    }
 }
 
 /// A loaded spec.
@@ -87,6 +108,7 @@ fn load(path: &Path) -> Result<Box<Spec>, String> {
             scales: inst.scale_count(),
             prepared,
             spec: owner,
+            layout: OnceLock::new(),
         });
     }
     spec.instructions = handles;
@@ -262,6 +284,115 @@ pub unsafe extern "C" fn mmac_dot(
             Ok(v) => {
                 // SAFETY: d is writable.
                 unsafe { *d = v };
+                MMAC_OK
+            }
+            Err(e) => {
+                set_error(e.to_string());
+                MMAC_ERR_ENGINE
+            }
+        }
+    })
+}
+
+/// The fragment of operand `a`, `b`, `c` or `d` (a C `char`), or the error text.
+fn fragment(ins: &Instruction, operand: c_char) -> Result<&Fragment, String> {
+    let layout = ins.layout().as_ref().map_err(|e| e.to_string())?;
+    match operand as u8 {
+        b'a' => Ok(&layout.a),
+        b'b' => Ok(&layout.b),
+        b'c' => Ok(&layout.c),
+        b'd' => Ok(&layout.d),
+        other => Err(format!(
+            "unknown operand {:?}: one of 'a', 'b', 'c', 'd'",
+            other as char
+        )),
+    }
+}
+
+/// Registers (`words`: false) or 32-bit words (true) per lane of an operand's fragment.
+fn fragment_size(ins: *const Instruction, operand: c_char, words: bool, entry: &str) -> c_int {
+    guarded(-1, || {
+        // SAFETY: a handle of a live spec or NULL.
+        let Some(ins) = (unsafe { ins.as_ref() }) else {
+            set_error(format!("{entry}: ins is NULL"));
+            return -1;
+        };
+        match fragment(ins, operand) {
+            Ok(f) => {
+                set_error("");
+                let n = if words { f.words() } else { f.registers() };
+                c_int::try_from(n).unwrap_or(-1)
+            }
+            Err(e) => {
+                set_error(e);
+                -1
+            }
+        }
+    })
+}
+
+/// # Safety
+/// `ins` is NULL or a handle of a live spec.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_fragment_registers(
+    ins: *const Instruction,
+    operand: c_char,
+) -> c_int {
+    fragment_size(ins, operand, false, "mmac_fragment_registers")
+}
+
+/// # Safety
+/// `ins` is NULL or a handle of a live spec.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_fragment_words(ins: *const Instruction, operand: c_char) -> c_int {
+    fragment_size(ins, operand, true, "mmac_fragment_words")
+}
+
+/// # Safety
+/// `ins` is NULL or a handle of a live spec; `a_regs`, `b_regs` and `c_regs` point to
+/// 32 x `mmac_fragment_words` of their operand readable words, `d_regs` to as many
+/// writable words for d (or are NULL).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_warp_mma(
+    ins: *const Instruction,
+    a_regs: *const u32,
+    b_regs: *const u32,
+    c_regs: *const u32,
+    d_regs: *mut u32,
+) -> c_int {
+    guarded(MMAC_ERR_ENGINE, || {
+        // SAFETY: a handle of a live spec or NULL.
+        let Some(ins) = (unsafe { ins.as_ref() }) else {
+            set_error("mmac_warp_mma: ins is NULL");
+            return MMAC_ERR_NULL;
+        };
+        if a_regs.is_null() || b_regs.is_null() || c_regs.is_null() || d_regs.is_null() {
+            set_error("mmac_warp_mma: a_regs, b_regs, c_regs or d_regs is NULL");
+            return MMAC_ERR_NULL;
+        }
+        let layout = match ins.layout() {
+            Ok(l) => l,
+            Err(e) => {
+                set_error(e.to_string());
+                return MMAC_ERR_LAYOUT;
+            }
+        };
+        // SAFETY: the caller passes 32 x words of each operand.
+        let image = |p: *const u32, f: &Fragment| unsafe {
+            std::slice::from_raw_parts(p, LANES * f.words())
+        };
+        let (a, b, c) = (
+            image(a_regs, &layout.a),
+            image(b_regs, &layout.b),
+            image(c_regs, &layout.c),
+        );
+        let checked = ins.spec().loaded.checked.get(ins.index);
+        let engine = Engine::prepared(checked, &ins.prepared);
+        match fragments::warp_mma(&engine, layout, a, b, c) {
+            Ok(d) => {
+                // SAFETY: d_regs holds 32 x words of d, the length of the image.
+                unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), d_regs, d.len()) };
+                set_error("");
                 MMAC_OK
             }
             Err(e) => {

@@ -19,18 +19,23 @@ fn library_dir() -> PathBuf {
 }
 
 fn build(dir: &Path) -> PathBuf {
+    build_program(dir, "run_spec")
+}
+
+/// `tests/NAME.c` compiled and linked against libmmac.
+fn build_program(dir: &Path, name: &str) -> PathBuf {
     let lib = library_dir();
     assert!(
         lib.join("libmmac.so").is_file() || lib.join("libmmac.dylib").is_file(),
         "libmmac in {}",
         lib.display()
     );
-    let exe = dir.join("run_spec");
+    let exe = dir.join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let o = Command::new(cc)
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("include"))
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run_spec.c"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/{name}.c")))
         .arg("-o")
         .arg(&exe)
         .arg(format!("-L{}", lib.display()))
@@ -107,4 +112,25 @@ fn c_program_loads_a_spec_at_run_time() {
     let (code, out) = run(&exe, &[deep.to_str().unwrap(), "--find", "y"]);
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("mmac::too-deep"), "{out}");
+}
+
+/// `mmac_warp_mma` on register images of m16n8k16 f16 equals `mmac_dot` on the matrices
+/// `tests/warp.c` unpacks by the PTX ISA's formulas, element for element; the fragment
+/// sizes (f64 registers as two words), and the errors: NULL pointers, an unknown
+/// operand, an instruction without a layout (named in `mmac_last_error`).
+#[test]
+fn c_program_runs_a_warp_on_register_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_program(dir.path(), "warp");
+    let (code, out) = run(
+        &exe,
+        &[
+            "specs/ampere.mma",
+            "specs/volta.mma",
+            "mma.m8n8k4.f32.f16.f16.f32",
+        ],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    // 3 sizes, 8 x 128 elements of D, 2 f64 sizes, 10 error checks
+    assert_eq!(out.trim(), "1039 passed, 0 failed");
 }
