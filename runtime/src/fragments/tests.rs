@@ -181,6 +181,139 @@ const CD_M8N8_S32: Table = &[
     ((31, 1), (7, 7)),
 ];
 
+// 9.7.14.5, mma.m16n8k32 and mma.m16n8k64 with .u4/.s4 (Figures 93-95 for k64): eight
+// 4-bit elements per register; the rows of A step by 8 every eight elements, and k64's
+// second half of k (A from a16, B from b8) at + 32
+const A_M16N8K32_S4: Table = &[
+    ((0, 0), (0, 0)),
+    ((0, 7), (0, 7)),
+    ((0, 8), (8, 0)),
+    ((0, 15), (8, 7)),
+    ((3, 0), (0, 24)),
+    ((3, 15), (8, 31)),
+    ((4, 0), (1, 0)),
+    ((31, 0), (7, 24)),
+    ((31, 15), (15, 31)),
+];
+const B_M16N8K32_S4: Table = &[
+    ((0, 0), (0, 0)),
+    ((0, 7), (7, 0)),
+    ((3, 0), (24, 0)),
+    ((4, 0), (0, 1)),
+    ((31, 7), (31, 7)),
+];
+const A_M16N8K64_S4: Table = &[
+    ((0, 0), (0, 0)),
+    ((0, 8), (8, 0)),
+    ((0, 16), (0, 32)),
+    ((0, 24), (8, 32)),
+    ((0, 31), (8, 39)),
+    ((3, 7), (0, 31)),
+    ((3, 31), (8, 63)),
+    ((4, 0), (1, 0)),
+    ((31, 16), (7, 56)),
+    ((31, 31), (15, 63)),
+];
+const B_M16N8K64_S4: Table = &[
+    ((0, 0), (0, 0)),
+    ((0, 8), (32, 0)),
+    ((0, 15), (39, 0)),
+    ((3, 7), (31, 0)),
+    ((3, 15), (63, 0)),
+    ((4, 0), (0, 1)),
+    ((31, 15), (63, 7)),
+];
+// 9.7.14.5.12 (Figures 97, 98) and 9.7.14.5.13: thirty-two 1-bit elements per register;
+// A's rows step by 8 every 32 elements, k256's second half of k (A from a64, B from b32)
+// at + 128
+const A_M16N8K128_B1: Table = &[
+    ((0, 0), (0, 0)),
+    ((0, 31), (0, 31)),
+    ((0, 32), (8, 0)),
+    ((0, 63), (8, 31)),
+    ((3, 0), (0, 96)),
+    ((3, 63), (8, 127)),
+    ((4, 0), (1, 0)),
+    ((31, 63), (15, 127)),
+];
+const B_M16N8K128_B1: Table = &[
+    ((0, 31), (31, 0)),
+    ((3, 0), (96, 0)),
+    ((4, 0), (0, 1)),
+    ((31, 31), (127, 7)),
+];
+const A_M16N8K256_B1: Table = &[
+    ((0, 0), (0, 0)),
+    ((0, 32), (8, 0)),
+    ((0, 64), (0, 128)),
+    ((0, 96), (8, 128)),
+    ((0, 127), (8, 159)),
+    ((3, 31), (0, 127)),
+    ((3, 127), (8, 255)),
+    ((4, 0), (1, 0)),
+    ((31, 64), (7, 224)),
+    ((31, 127), (15, 255)),
+];
+const B_M16N8K256_B1: Table = &[
+    ((0, 0), (0, 0)),
+    ((0, 32), (128, 0)),
+    ((0, 63), (159, 0)),
+    ((3, 31), (127, 0)),
+    ((3, 63), (255, 0)),
+    ((4, 0), (0, 1)),
+    ((31, 63), (255, 7)),
+];
+
+// 9.7.14.5.6-.8, .f64 (sm_90): one 64-bit register per element; A as .tf32's at k4 and k8
+// (Figure 73), Figure 80 at k16 (a0..a7: rows groupID, + 8 alternating, columns
+// threadID_in_group + 4 per pair); C/D as the .f32 accumulators
+const A_M16N8K4_F64: Table = &[
+    ((0, 0), (0, 0)),
+    ((0, 1), (8, 0)),
+    ((3, 0), (0, 3)),
+    ((4, 1), (9, 0)),
+    ((31, 1), (15, 3)),
+];
+const B_M16N8K4_F64: Table = &[
+    ((0, 0), (0, 0)),
+    ((3, 0), (3, 0)),
+    ((4, 0), (0, 1)),
+    ((31, 0), (3, 7)),
+];
+const A_M16N8K8_F64: Table = &[
+    ((0, 0), (0, 0)),
+    ((0, 1), (8, 0)),
+    ((0, 2), (0, 4)),
+    ((0, 3), (8, 4)),
+    ((3, 0), (0, 3)),
+    ((4, 0), (1, 0)),
+    ((31, 3), (15, 7)),
+];
+const B_M16N8K8_F64: Table = &[
+    ((0, 1), (4, 0)),
+    ((3, 0), (3, 0)),
+    ((4, 0), (0, 1)),
+    ((31, 1), (7, 7)),
+];
+const A_M16N8K16_F64: Table = &[
+    ((0, 0), (0, 0)),
+    ((0, 1), (8, 0)),
+    ((0, 2), (0, 4)),
+    ((0, 6), (0, 12)),
+    ((0, 7), (8, 12)),
+    ((3, 0), (0, 3)),
+    ((3, 7), (8, 15)),
+    ((4, 0), (1, 0)),
+    ((31, 7), (15, 15)),
+];
+const B_M16N8K16_F64: Table = &[
+    ((0, 1), (4, 0)),
+    ((0, 3), (12, 0)),
+    ((3, 0), (3, 0)),
+    ((4, 0), (0, 1)),
+    ((31, 3), (15, 7)),
+];
+
 fn check_all(l: &Layout, tables: [Table; 4]) {
     for ((_, f), table) in l.operands().into_iter().zip(tables) {
         check(f, table).unwrap();
@@ -223,6 +356,38 @@ fn layouts_match_the_figures_of_the_ptx_isa() {
     check_all(&l, [A_M8N8K128_B1, B_M8N8K128_B1, CD_M8N8_S32, CD_M8N8_S32]);
     assert_eq!(l.a.slots[31 * 32 + 31].bits, (31, 32));
     assert_eq!(l.a.registers(), 1);
+    // the sub-byte m16n8 shapes (sm_80 on): accumulators as m16n8k32's s32
+    for name in [
+        "mma.m16n8k32.s32.s4.s4.s32",
+        "mma.m16n8k32.satfinite.s32.u4.s4.s32",
+    ] {
+        let l = layout(&ampere, name);
+        check_all(&l, [A_M16N8K32_S4, B_M16N8K32_S4, CD_M16N8, CD_M16N8]);
+    }
+    for name in [
+        "mma.m16n8k64.s32.s4.u4.s32",
+        "mma.m16n8k64.satfinite.s32.u4.u4.s32",
+    ] {
+        let l = layout(&ampere, name);
+        check_all(&l, [A_M16N8K64_S4, B_M16N8K64_S4, CD_M16N8, CD_M16N8]);
+    }
+    let hopper = spec("hopper.mma");
+    let l = layout(&hopper, "mma.m16n8k128.s32.b1.b1.s32.and.popc");
+    check_all(&l, [A_M16N8K128_B1, B_M16N8K128_B1, CD_M16N8, CD_M16N8]);
+    let l = layout(&ampere, "mma.m16n8k256.s32.b1.b1.s32.xor.popc");
+    check_all(&l, [A_M16N8K256_B1, B_M16N8K256_B1, CD_M16N8, CD_M16N8]);
+    for (name, a, b) in [
+        ("mma.m16n8k4.f64.f64.f64.f64", A_M16N8K4_F64, B_M16N8K4_F64),
+        ("mma.m16n8k8.f64.f64.f64.f64", A_M16N8K8_F64, B_M16N8K8_F64),
+        (
+            "mma.m16n8k16.f64.f64.f64.f64",
+            A_M16N8K16_F64,
+            B_M16N8K16_F64,
+        ),
+    ] {
+        let l = layout(&hopper, name);
+        check_all(&l, [a, b, CD_M16N8, CD_M16N8]);
+    }
 }
 
 #[test]
@@ -251,6 +416,41 @@ fn registers_and_bits() {
     let l = layout(&ampere, "mma.m8n8k4.f64.f64.f64.f64");
     assert_eq!((l.a.registers(), l.a.words(), l.c.words()), (1, 2, 4));
     assert_eq!(slot(&l.c, 0, 1), (1, (0, 64)));
+    let l = layout(&ampere, "mma.m16n8k32.s32.s4.s4.s32");
+    assert_eq!(
+        (l.a.registers(), l.b.registers(), l.c.registers()),
+        (2, 1, 4)
+    );
+    assert_eq!(slot(&l.a, 0, 9), (1, (4, 8)));
+    assert_eq!(slot(&l.a, 31, 15), (1, (28, 32)));
+    assert_eq!(slot(&l.b, 31, 7), (0, (28, 32)));
+    let l = layout(&ampere, "mma.m16n8k64.s32.s4.s4.s32");
+    assert_eq!((l.a.registers(), l.b.registers()), (4, 2));
+    assert_eq!(slot(&l.a, 0, 17), (2, (4, 8)));
+    assert_eq!(slot(&l.a, 31, 31), (3, (28, 32)));
+    assert_eq!(slot(&l.b, 31, 15), (1, (28, 32)));
+    let l = layout(&ampere, "mma.m16n8k128.s32.b1.b1.s32.xor.popc");
+    assert_eq!((l.a.registers(), l.b.registers()), (2, 1));
+    assert_eq!(slot(&l.a, 0, 33), (1, (1, 2)));
+    assert_eq!(slot(&l.a, 31, 63), (1, (31, 32)));
+    let l = layout(&ampere, "mma.m16n8k256.s32.b1.b1.s32.xor.popc");
+    assert_eq!(
+        (l.a.registers(), l.b.registers(), l.d.registers()),
+        (4, 2, 4)
+    );
+    assert_eq!(slot(&l.a, 0, 65), (2, (1, 2)));
+    assert_eq!(slot(&l.a, 31, 127), (3, (31, 32)));
+    assert_eq!(slot(&l.b, 31, 63), (1, (31, 32)));
+    assert_eq!(slot(&l.d, 31, 3), (3, (0, 32)));
+    let hopper = spec("hopper.mma");
+    let l = layout(&hopper, "mma.m16n8k16.f64.f64.f64.f64");
+    assert_eq!((l.a.registers(), l.a.words()), (8, 16));
+    assert_eq!((l.b.registers(), l.b.words(), l.c.words()), (4, 8, 8));
+    assert_eq!(slot(&l.a, 0, 7), (7, (0, 64)));
+    assert_eq!(slot(&l.c, 31, 3), (3, (0, 64)));
+    let l = layout(&hopper, "mma.m16n8k4.f64.f64.f64.f64");
+    assert_eq!((l.a.words(), l.b.words(), l.d.words()), (4, 2, 8));
+    assert_eq!(slot(&l.a, 31, 1), (1, (0, 64)));
 }
 
 #[test]
