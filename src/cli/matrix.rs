@@ -157,11 +157,10 @@ const CHUNK_ELEMENTS: usize = 1 << 18;
 /// written while it is still in cache: D is never whole in memory (unless `keep`, for
 /// the error report), so its pages are not faulted in one by one (1.6 us per 4 KiB on
 /// the machine of docs/performance.md, 3 ns per dot of a one-step GEMM). The writing is
-/// not overlapped with the computing: on the 2-core machine of docs/performance.md a
-/// writing thread beside a 1-thread GEMM slowed the GEMM by 15 to 50 % (the page cache's
-/// copies and clearing compete for memory), more than the writing it hid. A device or a FIFO, which would see a partial D if
-/// the GEMM failed, gets D once it is complete. Returns the GEMM's computing time (the
-/// chunks', without their writing) and D when kept.
+/// not overlapped with the computing: there, a writing thread beside a 1-thread GEMM
+/// slowed the GEMM by 15 to 50 %, more than the writing it hid. A device or a FIFO,
+/// which would see a partial D if the GEMM failed, gets D once it is complete. Returns
+/// the GEMM's computing time (the chunks', without their writing) and D when kept.
 fn compute_and_write(
     pool: &rayon::ThreadPool,
     plan: &gemm::Plan,
