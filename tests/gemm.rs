@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::{mmac, root};
+use support::{mmac, mmac_ok, root};
 
 use mmac_compiler::Checked;
 use mmac_compiler::engine::{Engine, Operands};
@@ -283,13 +283,7 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
                 args.push(dir.join(format!("{x}.npy")).to_str().unwrap().into());
             }
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let out = mmac(&args);
-            assert_eq!(
-                out.status.code(),
-                Some(0),
-                "{what}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            mmac_ok(&args);
             assert_eq!(
                 matrix::read(&d_path, &inst.arithmetic.d, "D").unwrap(),
                 want,
@@ -551,13 +545,7 @@ fn d_written_chunk_by_chunk_is_d() {
         let mut args = operands(&d_path);
         args.extend(extra.iter().map(|x| x.to_string()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = mmac(&args);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let table = mmac_ok(&args);
         assert_eq!(
             matrix::read(&d_path, &inst.arithmetic.d, "D").unwrap(),
             want,
@@ -565,7 +553,6 @@ fn d_written_chunk_by_chunk_is_d() {
         );
         if !extra.is_empty() {
             // the report compared the kept D: an exact GEMM of this size has an error
-            let table = String::from_utf8_lossy(&out.stdout);
             assert!(table.contains("278528 elements compared"), "{table}");
         }
     }
@@ -580,13 +567,7 @@ fn d_written_chunk_by_chunk_is_d() {
         };
         let args = operands(&fifo);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = mmac(&args);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        mmac_ok(&args);
         let bytes = reader.join().unwrap();
         let copy = dir.join("from-fifo.npy");
         std::fs::write(&copy, bytes).unwrap();

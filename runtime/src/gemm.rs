@@ -222,7 +222,8 @@ pub struct Plan<'a> {
     b_steps: Vec<u64>,
     sa_steps: Vec<u64>,
     sb_steps: Vec<u64>,
-    /// Without a C, every row of C is this row of +0 (as long as a task's columns).
+    /// Without a C, every row of C is this row of +0 (N long: a task's columns are a
+    /// slice of it, however wide tasks are cut).
     zeros: Vec<u64>,
 }
 
@@ -248,7 +249,7 @@ impl<'a> Plan<'a> {
                 .unwrap_or_default();
         let zeros = match &p.c {
             Some(_) => Vec::new(),
-            None => vec![zero_of(&inst.arithmetic.c); n.min(TASK_COLUMNS.max(tn))],
+            None => vec![zero_of(&inst.arithmetic.c); n],
         };
         Plan {
             engine,
