@@ -7,7 +7,7 @@
 //! code as a relocatable object with a C API); [`engine`] is the one door to them, choosing
 //! the JIT kernel or the interpreter with the reason. Formats and exact arithmetic live in
 //! [`format`](mod@format), [`exact`] and [`ieee`]; diagnostics in [`diagnostic`]; the IR
-//! printer (checked IR back to `.mma` text) in [`printer`]; the deterministic generator and
+//! printer (checked IR back to `.mma` text) in [`printer`]; the Verilog back end in [`rtl`]; the deterministic generator and
 //! random operands every test, fuzzer and benchmark draws from in [`random`].
 
 // Diagnostics are plain values passed up by `?` in every pass; their size does not matter.
@@ -28,6 +28,7 @@ pub mod jit;
 pub mod parse;
 pub mod printer;
 pub mod random;
+pub mod rtl;
 pub mod valid;
 
 use diagnostic::{Code, Diag, Diagnostics, FileId};

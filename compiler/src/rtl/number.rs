@@ -1,0 +1,537 @@
+//! Numbers as circuits: decoding an element of a float format into flags and an exact
+//! value, shifting with each rounding mode, rounding to a precision, encoding, and the
+//! IEEE-style rounded operations of sequential and composed pipelines ([`Num`]): the
+//! same definitions as `format.rs`, `exact.rs` and `ieee.rs`, written as gates.
+
+use super::circuit::{Circuit, Wire};
+use crate::exact::Rounding;
+use crate::format::{FloatFormat, Format, FormatKind, Specials};
+use crate::ir::RoundedOp;
+
+/// Width of every exponent wire (two's complement).
+pub const EXP: u32 = 24;
+
+/// An element decoded: its flags and, when finite, `(-1)^neg * sig * 2^(exp -
+/// fraction_bits)` (`exp` is what a max-exponent search sees).
+#[derive(Clone, Copy, Debug)]
+pub struct Unpacked {
+    pub nan: Wire,
+    pub inf: Wire,
+    pub neg: Wire,
+    /// A finite zero.
+    pub zero: Wire,
+    pub exp: Wire,
+    pub sig: Wire,
+    pub fraction_bits: u32,
+}
+
+impl Unpacked {
+    /// The finite value.
+    pub fn value(&self, c: &mut Circuit) -> Value {
+        let f = c.int(self.fraction_bits as i64, EXP);
+        Value {
+            neg: self.neg,
+            mag: self.sig,
+            lsb: c.sub(self.exp, f),
+        }
+    }
+}
+
+/// An exact finite value `(-1)^neg * mag * 2^lsb` (`lsb` a signed exponent wire).
+#[derive(Clone, Copy, Debug)]
+pub struct Value {
+    pub neg: Wire,
+    pub mag: Wire,
+    pub lsb: Wire,
+}
+
+fn float(f: &Format) -> &FloatFormat {
+    match &f.kind {
+        FormatKind::Float(x) => x,
+        FormatKind::Int(_) => unreachable!("validated: a float format here"),
+    }
+}
+
+/// Decode an element of a float format; `flush` reads subnormals (and -0) as +0.
+pub fn decode(c: &mut Circuit, f: &FloatFormat, raw: Wire, flush: bool) -> Unpacked {
+    let (e, m) = (f.exponent_bits, f.mantissa_bits);
+    let code = c.slice(raw, f.ignored_low_bits, f.code_bits());
+    let man = (m > 0).then(|| c.slice(code, 0, m));
+    let exp_field = c.slice(code, m, e);
+    let neg = if f.signed {
+        c.bit(code, e + m)
+    } else {
+        c.bit_const(false)
+    };
+    let ones = c.konst((1u64 << e) - 1, e);
+    let all_ones = c.eq(exp_field, ones);
+    let man_zero = match man {
+        Some(x) => c.is_zero(x),
+        None => c.bit_const(true),
+    };
+    let man_ones = match man {
+        Some(x) => {
+            let o = c.konst((1u64 << m) - 1, m);
+            c.eq(x, o)
+        }
+        None => c.bit_const(true),
+    };
+    let exp_zero = c.is_zero(exp_field);
+    let no = c.bit_const(false);
+    let (nan, inf) = match f.specials {
+        Specials::Ieee => {
+            let man_any = c.not(man_zero);
+            (c.and(all_ones, man_any), c.and(all_ones, man_zero))
+        }
+        Specials::Fn => (c.and(all_ones, man_ones), no),
+        Specials::Fnuz => {
+            let z = c.and(exp_zero, man_zero);
+            (c.and(neg, z), no)
+        }
+        Specials::None => (no, no),
+    };
+    let subnormal = if f.subnormals { exp_zero } else { no };
+    let biased = c.zext(exp_field, EXP);
+    let bias = c.int(f.bias as i64, EXP);
+    let normal_exp = c.sub(biased, bias);
+    let min_exp = c.int(f.min_exponent() as i64, EXP);
+    let exp = c.mux(subnormal, min_exp, normal_exp);
+    let implicit = c.not(subnormal);
+    let mut sig = match man {
+        Some(x) => c.concat(&[implicit, x]),
+        None => implicit,
+    };
+    let mut neg = neg;
+    if flush {
+        let z = c.konst(0u32, sig.width);
+        sig = c.mux(subnormal, z, sig);
+        let keep = c.not(subnormal);
+        neg = c.and(neg, keep);
+    }
+    let zero = c.is_zero(sig);
+    Unpacked {
+        nan,
+        inf,
+        neg,
+        zero,
+        exp,
+        sig,
+        fraction_bits: m,
+    }
+}
+
+/// `round(mag * 2^-shift)` to an integer of `width` bits by `mode` (`neg` is the
+/// value's sign, for the directed modes): a right shift with rounding when `shift > 0`, a
+/// left shift by `-shift` otherwise. The caller knows the result fits `width`.
+pub fn shift_round(
+    c: &mut Circuit,
+    mag: Wire,
+    shift: Wire,
+    mode: Rounding,
+    neg: Wire,
+    width: u32,
+) -> Wire {
+    let zero = c.int(0, EXP);
+    let right = c.slt(zero, shift);
+    // left: exact
+    let base = c.zext(mag, width.max(mag.width));
+    let amount = c.neg(shift);
+    let left = c.shl(base, amount);
+    let left = c.zext(left, width);
+    if c.constant(right)
+        .is_some_and(num_traits::Zero::is_zero)
+    {
+        return left;
+    }
+    // right: every shift past the magnitude's top rounds alike, so clamp it
+    let wm = mag.width;
+    let cap = c.int(wm as i64 + 1, EXP);
+    let below = c.slt(shift, cap);
+    let clamped = c.mux(below, shift, cap);
+    let amount_bits = 32 - (wm + 1).leading_zeros();
+    let amount = c.slice(clamped, 0, amount_bits);
+    let wide = wm + 2;
+    let m2 = c.zext(mag, wide);
+    let whole = c.shr(m2, amount);
+    let back = c.shl(whole, amount);
+    let rest = c.sub(m2, back);
+    let one = c.konst(1u32, wide);
+    let unit = c.shl(one, amount);
+    let one_bit = one_of(c, amount);
+    let half = c.shr(unit, one_bit);
+    let inexact = c.any(rest);
+    let inc = match mode {
+        Rounding::TowardZero => c.bit_const(false),
+        Rounding::Down => c.and(neg, inexact),
+        Rounding::Up => {
+            let pos = c.not(neg);
+            c.and(pos, inexact)
+        }
+        Rounding::NearestEven => {
+            let above = c.ult(half, rest);
+            let tie = c.eq(rest, half);
+            let odd = c.bit(whole, 0);
+            let up = c.and(tie, odd);
+            c.or(above, up)
+        }
+        Rounding::NearestAway => {
+            let below_half = c.ult(rest, half);
+            c.not(below_half)
+        }
+    };
+    let inc = c.zext(inc, wide);
+    let rounded = c.add(whole, inc);
+    let rounded = c.zext(rounded, width);
+    c.mux(right, rounded, left)
+}
+
+/// The constant 1 at the width of `w`.
+fn one_of(c: &mut Circuit, w: Wire) -> Wire {
+    c.konst(1u32, w.width)
+}
+
+/// The exponent of the leading bit of a nonzero value.
+pub fn leading_exponent(c: &mut Circuit, v: &Value) -> Wire {
+    let lead = c.leading_one(v.mag, EXP);
+    c.add(v.lsb, lead)
+}
+
+/// Round to `fraction_bits` bits below the leading one, never below `min_exponent`'s
+/// grid (`Dyadic::round_to_precision`). The result's magnitude has `fraction_bits + 2`
+/// bits (a carry included).
+pub fn round_precision(
+    c: &mut Circuit,
+    v: &Value,
+    fraction_bits: u32,
+    min_exponent: i64,
+    mode: Rounding,
+) -> Value {
+    let e = leading_exponent(c, v);
+    let emin = c.int(min_exponent, EXP);
+    let low = c.slt(e, emin);
+    let e = c.mux(low, emin, e);
+    let p = c.int(fraction_bits as i64, EXP);
+    let q = c.sub(e, p);
+    let shift = c.sub(q, v.lsb);
+    let mag = shift_round(c, v.mag, shift, mode, v.neg, fraction_bits + 2);
+    Value {
+        neg: v.neg,
+        mag,
+        lsb: q,
+    }
+}
+
+/// The largest finite value of a format, with a sign.
+pub fn max_finite(c: &mut Circuit, f: &FloatFormat, neg: Wire) -> Value {
+    let m = f.mantissa_bits;
+    Value {
+        neg,
+        mag: c.konst(f.max_significand(), m + 2),
+        lsb: c.int(f.max_exponent() as i64 - m as i64, EXP),
+    }
+}
+
+/// The encoding of a finite value the format holds exactly (the caller has rounded it);
+/// `v.neg` is the sign, also of a zero.
+pub fn encode_finite(c: &mut Circuit, f: &Format, v: &Value) -> Wire {
+    let ff = float(f);
+    let (e, m) = (ff.exponent_bits, ff.mantissa_bits);
+    let zero = c.is_zero(v.mag);
+    let le = leading_exponent(c, v);
+    let emin = c.int(ff.min_exponent() as i64, EXP);
+    let sub = if ff.subnormals {
+        c.slt(le, emin)
+    } else {
+        c.bit_const(false)
+    };
+    let offset = c.int(
+        -(ff.min_exponent() as i64) + if ff.subnormals { 1 } else { 0 },
+        EXP,
+    );
+    let field = c.add(le, offset);
+    let field = c.slice(field, 0, e);
+    let z = c.konst(0u32, e);
+    let tiny = c.or(sub, zero);
+    let exp_field = c.mux(tiny, z, field);
+    let scale = c.mux(sub, emin, le);
+    let mw = c.int(m as i64, EXP);
+    let grid = c.sub(scale, mw);
+    let shift = c.sub(grid, v.lsb);
+    let sig = shift_round(c, v.mag, shift, Rounding::TowardZero, v.neg, m + 1);
+    let mut parts = vec![];
+    if ff.signed {
+        let sign = if ff.specials == Specials::Fnuz {
+            let nonzero = c.not(zero);
+            c.and(v.neg, nonzero)
+        } else {
+            v.neg
+        };
+        parts.push(sign);
+    }
+    parts.push(exp_field);
+    if m > 0 {
+        parts.push(c.slice(sig, 0, m));
+    }
+    if ff.ignored_low_bits > 0 {
+        parts.push(c.konst(0u32, ff.ignored_low_bits));
+    }
+    c.concat(&parts)
+}
+
+/// The format's canonical NaN (its largest finite value's code where it has none, which
+/// no checked result reaches).
+pub fn nan_code(c: &mut Circuit, f: &Format) -> Wire {
+    let bits = f.storage_bits();
+    c.konst(f.encode_nan().unwrap_or(0), bits)
+}
+
+/// The format's infinity with a sign (its NaN where it has none).
+pub fn inf_code(c: &mut Circuit, f: &Format, neg: Wire) -> Wire {
+    match (f.encode_inf(false), f.encode_inf(true)) {
+        (Some(p), Some(n)) => {
+            let bits = f.storage_bits();
+            let (p, n) = (c.konst(p, bits), c.konst(n, bits));
+            c.mux(neg, n, p)
+        }
+        _ => nan_code(c, f),
+    }
+}
+
+/// A value with IEEE's special cases and a signed zero, and static bounds: its `lsb` is
+/// at least `low` and its magnitude below `2^high`.
+#[derive(Clone, Copy, Debug)]
+pub struct Num {
+    pub nan: Wire,
+    pub inf: Wire,
+    pub value: Value,
+    pub low: i64,
+    pub high: i64,
+}
+
+impl Num {
+    /// A decoded element.
+    pub fn of(c: &mut Circuit, f: &FloatFormat, u: &Unpacked) -> Num {
+        Num {
+            nan: u.nan,
+            inf: u.inf,
+            value: u.value(c),
+            low: f.min_exponent() as i64 - f.mantissa_bits as i64,
+            high: f.max_exponent() as i64 + 1,
+        }
+    }
+
+    /// +0.
+    pub fn zero(c: &mut Circuit) -> Num {
+        let no = c.bit_const(false);
+        Num {
+            nan: no,
+            inf: no,
+            value: Value {
+                neg: no,
+                mag: c.konst(0u32, 1),
+                lsb: c.int(0, EXP),
+            },
+            low: 0,
+            high: 0,
+        }
+    }
+
+    /// A finite zero (a zero magnitude, not a special).
+    fn finite_zero(&self, c: &mut Circuit) -> Wire {
+        let special = c.or(self.nan, self.inf);
+        let fin = c.not(special);
+        let z = c.is_zero(self.value.mag);
+        c.and(fin, z)
+    }
+}
+
+/// Choose between two values by a one-bit select (magnitudes widened to the wider).
+pub fn select(c: &mut Circuit, s: Wire, x: &Value, y: &Value) -> Value {
+    let w = x.mag.width.max(y.mag.width);
+    let (xm, ym) = (c.zext(x.mag, w), c.zext(y.mag, w));
+    Value {
+        neg: c.mux(s, x.neg, y.neg),
+        mag: c.mux(s, xm, ym),
+        lsb: c.mux(s, x.lsb, y.lsb),
+    }
+}
+
+/// The exact product of two numbers, with IEEE's special cases (`0 * Inf` is NaN).
+pub fn multiply(c: &mut Circuit, x: &Num, y: &Num) -> Num {
+    let xz = x.finite_zero(c);
+    let yz = y.finite_zero(c);
+    let x_inf_zero = c.and(x.inf, yz);
+    let y_inf_zero = c.and(y.inf, xz);
+    let nan = c.or_all(&[x.nan, y.nan, x_inf_zero, y_inf_zero]);
+    let any_inf = c.or(x.inf, y.inf);
+    let not_nan = c.not(nan);
+    let inf = c.and(any_inf, not_nan);
+    let w = x.value.mag.width + y.value.mag.width;
+    let (xm, ym) = (c.zext(x.value.mag, w), c.zext(y.value.mag, w));
+    Num {
+        nan,
+        inf,
+        value: Value {
+            neg: c.xor(x.value.neg, y.value.neg),
+            mag: c.mul(xm, ym),
+            lsb: c.add(x.value.lsb, y.value.lsb),
+        },
+        low: x.low + y.low,
+        high: x.high + y.high,
+    }
+}
+
+/// Round an exact value into an arithmetic format with IEEE's overflow rules and the
+/// optional flush of subnormal results (`ieee::round`).
+pub fn round(c: &mut Circuit, v: &Value, op: &RoundedOp) -> Num {
+    let f = float(&op.format);
+    let r = round_precision(c, v, f.mantissa_bits, f.min_exponent() as i64, op.rounding);
+    let nonzero = c.any(r.mag);
+    let le = leading_exponent(c, &r);
+    let emax = c.int(f.max_exponent() as i64, EXP);
+    let above = c.slt(emax, le);
+    let overflow = c.and(above, nonzero);
+    let to_inf = match op.rounding {
+        Rounding::NearestEven | Rounding::NearestAway => c.bit_const(true),
+        Rounding::TowardZero => c.bit_const(false),
+        Rounding::Up => c.not(v.neg),
+        Rounding::Down => v.neg,
+    };
+    let max = max_finite(c, f, v.neg);
+    let mut value = select(c, overflow, &max, &r);
+    if op.flush_keep_sign {
+        let emin = c.int(f.min_exponent() as i64, EXP);
+        let below = c.slt(le, emin);
+        let tiny = c.and(below, nonzero);
+        let z = c.konst(0u32, value.mag.width);
+        value.mag = c.mux(tiny, z, value.mag);
+    }
+    let no = c.bit_const(false);
+    Num {
+        nan: no,
+        inf: c.and(overflow, to_inf),
+        value,
+        low: f.min_exponent() as i64 - f.mantissa_bits as i64,
+        high: f.max_exponent() as i64 + 1,
+    }
+}
+
+/// `x + y`, rounded by `op`, with IEEE's special cases and signed zeros (`ieee::add`).
+pub fn add(c: &mut Circuit, x: &Num, y: &Num, op: &RoundedOp) -> Num {
+    let opposite = c.xor(x.value.neg, y.value.neg);
+    let both_inf = c.and(x.inf, y.inf);
+    let inf_clash = c.and(both_inf, opposite);
+    let nan = c.or_all(&[x.nan, y.nan, inf_clash]);
+    let any_inf = c.or(x.inf, y.inf);
+    let not_nan = c.not(nan);
+    let inf = c.and(any_inf, not_nan);
+    let inf_neg = c.mux(x.inf, x.value.neg, y.value.neg);
+    // the exact sum on the finer grid
+    let low = x.low.min(y.low);
+    let high = x.high.max(y.high) + 1;
+    let width = u32::try_from(high - low + 1).expect("validated widths");
+    let lo = c.int(low, EXP);
+    let signed = |c: &mut Circuit, v: &Value| {
+        let shift = c.sub(lo, v.lsb);
+        let m = shift_round(c, v.mag, shift, Rounding::TowardZero, v.neg, width);
+        let n = c.neg(m);
+        c.mux(v.neg, n, m)
+    };
+    let xs = signed(c, &x.value);
+    let ys = signed(c, &y.value);
+    let sum = c.add(xs, ys);
+    let sneg = c.bit(sum, width - 1);
+    let flipped = c.neg(sum);
+    let mag = c.mux(sneg, flipped, sum);
+    let exact_zero = c.is_zero(mag);
+    let rounded = round(
+        c,
+        &Value {
+            neg: sneg,
+            mag,
+            lsb: lo,
+        },
+        op,
+    );
+    // an exact zero: same-signed zeros keep their sign, otherwise +0 (-0 rounding down)
+    let xz = c.is_zero(x.value.mag);
+    let yz = c.is_zero(y.value.mag);
+    let same = c.not(opposite);
+    let keep = c.and_all(&[xz, yz, same]);
+    let down = c.bit_const(op.rounding == Rounding::Down);
+    let zero_neg = c.mux(keep, x.value.neg, down);
+    let zero = Value {
+        neg: zero_neg,
+        mag: c.konst(0u32, 1),
+        lsb: lo,
+    };
+    let value = select(c, exact_zero, &zero, &rounded.value);
+    let fin_inf = c.and(rounded.inf, not_nan);
+    let not_zero = c.not(exact_zero);
+    let fin_inf = c.and(fin_inf, not_zero);
+    let inf_any = c.or(inf, fin_inf);
+    let neg = c.mux(inf, inf_neg, value.neg);
+    Num {
+        nan,
+        inf: inf_any,
+        value: Value { neg, ..value },
+        low: rounded.low.min(low),
+        high: rounded.high,
+    }
+}
+
+/// The encoding of a number in a format (a NaN as its canonical NaN).
+pub fn encode(c: &mut Circuit, f: &Format, n: &Num) -> Wire {
+    let fin = encode_finite(c, f, &n.value);
+    let inf = inf_code(c, f, n.value.neg);
+    let nan = nan_code(c, f);
+    let x = c.mux(n.inf, inf, fin);
+    c.mux(n.nan, nan, x)
+}
+
+/// Whether a raw element of a format is a NaN.
+pub fn is_nan(c: &mut Circuit, f: &Format, raw: Wire) -> Wire {
+    match &f.kind {
+        FormatKind::Float(ff) => decode(c, ff, raw, false).nan,
+        FormatKind::Int(_) => c.bit_const(false),
+    }
+}
+
+/// The NaN of `d` that carries the NaN `raw` of `src`, quieted (`Format::nan_carrying`);
+/// `None` when `d` has no payloads.
+pub fn nan_carrying(c: &mut Circuit, d: &Format, src: &Format, raw: Wire) -> Option<Wire> {
+    let (df, sf) = (d.as_float()?, src.as_float()?);
+    if df.specials != Specials::Ieee || df.mantissa_bits == 0 {
+        return None;
+    }
+    let (md, ms) = (df.mantissa_bits, sf.mantissa_bits);
+    let code = c.slice(raw, sf.ignored_low_bits, sf.code_bits());
+    let fraction = if ms > 0 {
+        let f = c.slice(code, 0, ms);
+        if md >= ms {
+            let z = c.konst(0u32, md - ms);
+            c.concat(&[f, z])
+        } else {
+            c.slice(f, ms - md, md)
+        }
+    } else {
+        c.konst(0u32, md)
+    };
+    let quiet = c.konst(1u64 << (md - 1), md);
+    let fraction = c.or(fraction, quiet);
+    let neg = if sf.signed {
+        c.bit(code, sf.exponent_bits + ms)
+    } else {
+        c.bit_const(false)
+    };
+    let exponent = c.konst((1u64 << df.exponent_bits) - 1, df.exponent_bits);
+    let mut parts = vec![];
+    if df.signed {
+        parts.push(neg);
+    }
+    parts.extend([exponent, fraction]);
+    if df.ignored_low_bits > 0 {
+        parts.push(c.konst(0u32, df.ignored_low_bits));
+    }
+    Some(c.concat(&parts))
+}
