@@ -97,15 +97,17 @@ pub enum Command {
     },
     /// Compile every instruction of a spec: JIT-compile it and print how many and how long
     /// it took, print its Cranelift IR or machine code, or write a linkable object or
-    /// shared library with a C API and its header (OUT with the extension `.h`).
+    /// shared library with a C API and its header (OUT with the extension `.h`), or
+    /// synthesizable Verilog.
     Compile {
         file: PathBuf,
         /// What to produce: `clif` or `asm` print every kernel on stdout; `obj` writes a
-        /// relocatable object, `lib` a shared library (linked by `cc -shared`, or $CC).
+        /// relocatable object, `lib` a shared library (linked by `cc -shared`, or $CC);
+        /// `verilog` a combinational Verilog-2005 module per instruction (stdout or -o).
         #[arg(long, value_enum)]
         emit: Option<jit::Emit>,
-        /// Where `--emit obj|lib` writes (default: `ARCH.o`, `libARCH.so`); the header
-        /// goes beside it.
+        /// Where `--emit obj|lib` writes (default: `ARCH.o`, `libARCH.so`; the header goes
+        /// beside it), or `--emit verilog` (default: stdout).
         #[arg(short = 'o', long = "output")]
         output: Option<PathBuf>,
         /// Only this instruction (repeat the option for several).

@@ -368,6 +368,15 @@ impl Circuit {
     /// The outputs' values for the inputs' values (in port order), as Verilog computes
     /// them.
     pub fn eval(&self, inputs: &[BigUint]) -> Vec<BigUint> {
+        let values = self.eval_nets(inputs);
+        self.outputs
+            .iter()
+            .map(|(_, w)| values[w.id as usize].clone())
+            .collect()
+    }
+
+    /// The value of every node (net `n{i}` of the Verilog text is node `i`).
+    pub fn eval_nets(&self, inputs: &[BigUint]) -> Vec<BigUint> {
         let mut values: Vec<BigUint> = Vec::with_capacity(self.nodes.len());
         for node in &self.nodes {
             let v = match &node.op {
@@ -376,10 +385,7 @@ impl Circuit {
             };
             values.push(v);
         }
-        self.outputs
-            .iter()
-            .map(|(_, w)| values[w.id as usize].clone())
-            .collect()
+        values
     }
 
     /// The circuit as a Verilog-2005 module: one net per node, every operation at its

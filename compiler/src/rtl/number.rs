@@ -138,9 +138,7 @@ pub fn shift_round(
     let amount = c.neg(shift);
     let left = c.shl(base, amount);
     let left = c.zext(left, width);
-    if c.constant(right)
-        .is_some_and(num_traits::Zero::is_zero)
-    {
+    if c.constant(right).is_some_and(num_traits::Zero::is_zero) {
         return left;
     }
     // right: every shift past the magnitude's top rounds alike, so clamp it
