@@ -7,7 +7,8 @@
 //! - corner cases and the questions asked with them: [`corners`] (the one catalogue),
 //!   [`probes`] (`mmac probe`), [`mutants`] (single-parameter neighbours),
 //!   [`observability`] (proofs of agreement), [`witness`] (inputs on which two
-//!   instructions differ), [`generate`] (`mmac gen`), [`diff`] (`mmac diff`);
+//!   instructions differ), [`generate`] (`mmac gen`), [`diff`] (`mmac diff`), [`prove`]
+//!   (equivalence proofs with Yosys and ABC, `mmac prove`);
 //! - warps: [`fragments`] (fragment layouts as data, `mmac layout`, warp-level mma on
 //!   register images);
 //! - measurement and explanation: [`accuracy`] (`mmac report`), [`datapath`] (`mmac show`);
@@ -31,6 +32,7 @@ pub mod mutants;
 pub mod observability;
 pub mod output;
 pub mod probes;
+pub mod prove;
 pub mod specs;
 pub mod values;
 pub mod vectors;

@@ -10,6 +10,7 @@ mod infer;
 mod jit;
 mod layout;
 mod matrix;
+mod prove;
 mod report;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -206,6 +207,38 @@ pub enum Command {
         seed: u64,
         /// One JSON object: differ, tried, and when they differ witness, left, right,
         /// exact, stage, cause.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Prove two instructions equal on every input, or a spec instruction and an RTL
+    /// design (`--rtl`), or find a witness where they differ: a miter of the two
+    /// circuits decided by Yosys and ABC. Exit 0 equivalent, 1 a witness (replayed on
+    /// both sides before it is shown), 3 undecided within --timeout, 2 bad usage.
+    Prove {
+        /// LEFT_FILE LEFT_INSTR RIGHT_FILE RIGHT_INSTR, or FILE with --instr and --rtl.
+        #[arg(required = true, num_args = 1..=4, value_name = "OPERANDS")]
+        operands: Vec<String>,
+        /// The spec's instruction (with --rtl).
+        #[arg(long)]
+        instr: Option<String>,
+        /// A Verilog/SystemVerilog file of the design (repeat for its submodules).
+        #[arg(long)]
+        rtl: Vec<PathBuf>,
+        /// The design's top module; its ports are c, a, b (sa, sb) and d, packed as
+        /// `mmac compile --emit verilog` packs them.
+        #[arg(long)]
+        top: Option<String>,
+        /// Set a parameter of the top module: NAME=VALUE (repeatable).
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        /// Seconds before giving up undecided (exit 3).
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Keep the work files (each side's Verilog, the miter, the AIG, ABC's
+        /// counterexample) in this folder.
+        #[arg(long, value_name = "DIR")]
+        keep: Option<PathBuf>,
+        /// One JSON object: result, witness, left_d, right_d, seconds.
         #[arg(long)]
         json: bool,
     },
@@ -446,6 +479,28 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
         Command::Probe { file, instr } => commands::probe(&file, instr.as_deref(), color),
         Command::Show { file, instr } => commands::show(&file, &instr, color),
         Command::Layout { file, instr, json } => layout::layout(&file, &instr, json, color),
+        Command::Prove {
+            operands,
+            instr,
+            rtl,
+            top,
+            set,
+            timeout,
+            keep,
+            json,
+        } => prove::prove(
+            &prove::ProveArgs {
+                operands: &operands,
+                instr: instr.as_deref(),
+                rtl: &rtl,
+                top: top.as_deref(),
+                parameters: &set,
+                timeout,
+                keep: keep.as_deref(),
+                json,
+            },
+            color,
+        ),
         Command::Diff {
             left_file,
             left_instr,

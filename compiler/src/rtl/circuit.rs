@@ -59,6 +59,8 @@ pub struct Circuit {
     nodes: Vec<Node>,
     inputs: Vec<(String, Wire)>,
     outputs: Vec<(String, Wire)>,
+    /// The width of the exponent wires the lowering makes (two's complement).
+    exp_bits: u32,
 }
 
 fn mask(width: u32) -> BigUint {
@@ -66,8 +68,18 @@ fn mask(width: u32) -> BigUint {
 }
 
 impl Circuit {
-    pub fn new() -> Circuit {
-        Circuit::default()
+    /// An empty circuit whose exponent wires have `exp_bits` bits.
+    pub fn new(exp_bits: u32) -> Circuit {
+        Circuit {
+            exp_bits,
+            ..Circuit::default()
+        }
+    }
+
+    /// The width of exponent wires (signed): wide enough for every exponent, shift and
+    /// position the lowering computes.
+    pub fn exp_bits(&self) -> u32 {
+        self.exp_bits
     }
 
     /// How many nodes it has (constants included).

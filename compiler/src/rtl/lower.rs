@@ -5,7 +5,7 @@
 //! [`number`]; integer ones sum exactly and wrap or clamp.
 
 use super::circuit::{Circuit, Wire};
-use super::number::{self, EXP, Num, Unpacked, Value};
+use super::number::{self, Num, Unpacked, Value};
 use crate::exact::Rounding;
 use crate::format::{FloatFormat, Format, FormatKind};
 use crate::ieee;
@@ -113,7 +113,7 @@ struct Term {
 fn zero_exponent(c: &mut Circuit, rule: ZeroExponent, natural: Wire) -> (Wire, Wire) {
     match rule {
         ZeroExponent::Natural => (natural, c.bit_const(true)),
-        ZeroExponent::Fixed(e) => (c.int(e as i64, EXP), c.bit_const(true)),
+        ZeroExponent::Fixed(e) => (c.int(e as i64, c.exp_bits()), c.bit_const(true)),
         ZeroExponent::Never => (natural, c.bit_const(false)),
     }
 }
@@ -185,7 +185,7 @@ fn fused_step(
         if let Some(limit) = p.product_overflow {
             let nonzero = c.any(prod.value.mag);
             let le = number::leading_exponent(c, &prod.value);
-            let x = c.int(limit as i64, EXP);
+            let x = c.int(limit as i64, c.exp_bits());
             let below = c.slt(le, x);
             let above = c.not(below);
             let over = c.and(nonzero, above);
@@ -265,7 +265,7 @@ fn groups(
     let width = u32::try_from(bounds.top() - bounds.lsb).expect("validated widths")
         + (usize::BITS - size.leading_zeros())
         + 2;
-    let grid = c.int(bounds.lsb, EXP);
+    let grid = c.int(bounds.lsb, c.exp_bits());
     let mut out = vec![];
     for (gi, chunk) in products.chunks(size).enumerate() {
         let mut sum = c.konst(0u32, width);
@@ -286,7 +286,7 @@ fn groups(
             let sz = c.is_zero(s.value.mag);
             (se, c.or(all_zero, sz))
         } else {
-            (c.int(0, EXP), all_zero)
+            (c.int(0, c.exp_bits()), all_zero)
         };
         out.push(term(c, value, exp, zero, p.zero_exponent.groups));
     }
@@ -327,9 +327,9 @@ fn align(
         }
     }
     let (r, valid) = match node.reference {
-        Reference::Fixed(r) => (c.int(r as i64, EXP), c.bit_const(true)),
+        Reference::Fixed(r) => (c.int(r as i64, c.exp_bits()), c.bit_const(true)),
         Reference::MaxExponent => {
-            let mut r = c.int(0, EXP);
+            let mut r = c.int(0, c.exp_bits());
             let mut valid = c.bit_const(false);
             for (t, _) in &items {
                 let larger = c.slt(r, t.exp);
@@ -343,9 +343,9 @@ fn align(
         }
     };
     let grid = match facts.grid {
-        crate::valid::Grid::Static(g) => c.int(g, EXP),
+        crate::valid::Grid::Static(g) => c.int(g, c.exp_bits()),
         crate::valid::Grid::BelowReference(fb) => {
-            let x = c.int(fb as i64, EXP);
+            let x = c.int(fb as i64, c.exp_bits());
             c.sub(r, x)
         }
     };
@@ -354,7 +354,7 @@ fn align(
     for (t, at) in &items {
         let units = match at.keep {
             Some((fb, mode)) => {
-                let x = c.int(fb as i64, EXP);
+                let x = c.int(fb as i64, c.exp_bits());
                 let kept_grid = c.sub(r, x);
                 let u = on_grid(c, &t.value, kept_grid, mode, width);
                 let up = c.sub(kept_grid, grid);
@@ -364,7 +364,7 @@ fn align(
         };
         let mut keep = valid;
         if let Some(n) = at.drop_below {
-            let x = c.int(n as i64, EXP);
+            let x = c.int(n as i64, c.exp_bits());
             let floor = c.sub(r, x);
             let below = c.slt(t.exp, floor);
             let dropped = c.and(t.present, below);
@@ -387,21 +387,24 @@ fn normalize(c: &mut Circuit, ar: &Arithmetic, f: &CheckedFused, root: &Value) -
     let p = &f.pipeline;
     let exact_zero = c.is_zero(root.mag);
     let mut v = *root;
+    let mut last = None;
     // an overflow ends the normalisation: the first that fires gives d
     let mut overflows: Vec<(Wire, Wire)> = vec![];
     let d = &ar.d;
     for step in &p.normalize {
-        v = number::round_precision(
+        let rounded = number::round_precision(
             c,
             &v,
             step.fraction_bits,
             step.min_exponent as i64,
             step.rounding,
         );
+        v = rounded.value;
+        last = Some(rounded);
         if let Some(emax) = step.max_exponent {
             let nonzero = c.any(v.mag);
-            let le = number::leading_exponent(c, &v);
-            let x = c.int(emax as i64, EXP);
+            let le = rounded.top_exponent(c);
+            let x = c.int(emax as i64, c.exp_bits());
             let above = c.slt(x, le);
             let over = c.and(nonzero, above);
             let code = match step.overflow {
@@ -424,7 +427,10 @@ fn normalize(c: &mut Circuit, ar: &Arithmetic, f: &CheckedFused, root: &Value) -
             c.and(nonzero, root.neg)
         }
     };
-    let mut out = number::encode_finite(c, d, &Value { neg, ..v });
+    let mut out = match last {
+        Some(r) => number::encode_rounded(c, d, &r, neg),
+        None => number::encode_finite(c, d, &Value { neg, ..v }),
+    };
     for (over, code) in overflows.into_iter().rev() {
         out = c.mux(over, code, out);
     }
@@ -525,17 +531,18 @@ fn integer(c: &mut Circuit, ar: &Arithmetic, i: &CheckedInteger, ops: &Operands)
 fn convert(c: &mut Circuit, raw: Wire, from: &Format, conv: &Conversion) -> Wire {
     let to = float(&conv.format);
     let (n, _) = num(c, from, raw, false);
-    let r = number::round_precision(
+    let rounded = number::round_precision(
         c,
         &n.value,
         to.mantissa_bits,
         to.min_exponent() as i64,
         conv.rounding,
     );
+    let r = rounded.value;
     // beyond the largest finite value
     let nonzero = c.any(r.mag);
-    let le = number::leading_exponent(c, &r);
-    let emax = c.int(to.max_exponent() as i64, EXP);
+    let le = rounded.top_exponent(c);
+    let emax = c.int(to.max_exponent() as i64, c.exp_bits());
     let above = c.slt(emax, le);
     let at = c.eq(le, emax);
     let max_sig = c.konst(to.max_significand(), r.mag.width);
@@ -549,7 +556,7 @@ fn convert(c: &mut Circuit, raw: Wire, from: &Format, conv: &Conversion) -> Wire
     } else {
         c.or(finite_over, inf_in)
     };
-    let encoded = number::encode_finite(c, &conv.format, &r);
+    let encoded = number::encode_rounded(c, &conv.format, &rounded, r.neg);
     let neg = n.value.neg;
     let overflowed = match (conv.overflow, to.has_inf()) {
         (Overflow::Saturate, _) => {

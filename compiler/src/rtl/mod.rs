@@ -16,6 +16,9 @@ pub use circuit::{Circuit, Wire};
 
 use crate::checked::Checked;
 use crate::engine::Operands;
+use crate::format::{Format, FormatKind};
+use crate::ir::{Arithmetic, ProductRule, Reference, Step, ZeroExponent};
+use crate::valid::{ArithmeticInfo, Grid, Kind};
 use num_bigint::BigUint;
 
 /// The ports of an instruction's module, in order: name and width in bits.
@@ -39,7 +42,7 @@ pub fn ports(inst: Checked) -> Vec<(&'static str, u32)> {
 /// The instruction as a circuit with ports `c`, `a`, `b` (`sa`, `sb`) and `d`.
 pub fn circuit(inst: Checked) -> Circuit {
     let ar = inst.arithmetic();
-    let mut c = Circuit::new();
+    let mut c = Circuit::new(exponent_bits(ar, inst.info()));
     let ports = ports(inst);
     let split = |c: &mut Circuit, name: &str, width: u32, element: u32| -> Vec<Wire> {
         let w = c.input(name, width);
@@ -70,6 +73,123 @@ pub fn circuit(inst: Checked) -> Circuit {
     let d = lower::arithmetic(&mut c, ar, inst.info(), &ops);
     c.output("d", d);
     c
+}
+
+/// The width of the exponent wires of an arithmetic's circuit: every exponent the
+/// lowering forms is a sum of at most four element exponents (a product and its two scale
+/// factors) or a reference, and every shift the difference of two such, offset by an F, a
+/// precision or a position in an accumulator; all are bounded by the formats, the
+/// validator's facts and the pipeline's parameters collected here.
+fn exponent_bits(ar: &Arithmetic, info: &ArithmeticInfo) -> u32 {
+    let mut seen = vec![64];
+    magnitudes(ar, info, &mut seen);
+    let largest = seen.iter().map(|x| x.saturating_abs()).max().unwrap_or(64);
+    let bound = 16 * largest;
+    1 + (64 - bound.unsigned_abs().leading_zeros())
+}
+
+fn format_magnitudes(f: &Format, seen: &mut Vec<i64>) {
+    match &f.kind {
+        FormatKind::Float(x) => {
+            seen.push(x.min_exponent() as i64 - x.mantissa_bits as i64);
+            seen.push(x.max_exponent() as i64 + x.mantissa_bits as i64 + 2);
+        }
+        FormatKind::Int(i) => seen.push(i.bits as i64),
+    }
+}
+
+/// Every exponent-like number an arithmetic's lowering starts from.
+fn magnitudes(ar: &Arithmetic, info: &ArithmeticInfo, seen: &mut Vec<i64>) {
+    for f in [&ar.a, &ar.b, &ar.c, &ar.d] {
+        format_magnitudes(f, seen);
+    }
+    if let Some(s) = &ar.scale {
+        format_magnitudes(&s.format, seen);
+    }
+    match info.kind() {
+        Kind::Fused(f) => {
+            let facts = &f.facts;
+            let bounds = std::iter::once(&facts.products)
+                .chain([&facts.c])
+                .chain(facts.groups.iter())
+                .chain(
+                    facts
+                        .nodes
+                        .iter()
+                        .flat_map(|n| n.inputs.iter().chain([&n.value])),
+                );
+            for b in bounds {
+                seen.extend([b.min_exp, b.max_exp, b.lsb, b.top()]);
+            }
+            for n in &facts.nodes {
+                seen.push(n.width_bits as i64);
+                if let Grid::Static(g) = n.grid {
+                    seen.push(g);
+                }
+            }
+            let p = &f.pipeline;
+            for node in &p.nodes {
+                if let Reference::Fixed(r) = node.reference {
+                    seen.push(r as i64);
+                }
+                for t in &node.terms {
+                    seen.push(t.keep.map_or(0, |(fb, _)| fb as i64));
+                    seen.push(t.drop_below.unwrap_or(0) as i64);
+                }
+            }
+            for z in [
+                p.zero_exponent.products,
+                p.zero_exponent.c,
+                p.zero_exponent.groups,
+            ] {
+                if let ZeroExponent::Fixed(e) = z {
+                    seen.push(e as i64);
+                }
+            }
+            seen.push(p.product_overflow.unwrap_or(0) as i64);
+            for step in &p.normalize {
+                seen.push(step.min_exponent as i64);
+                seen.push(step.max_exponent.unwrap_or(0) as i64);
+                seen.push(step.fraction_bits as i64 + 2);
+            }
+        }
+        Kind::Sequential(s) => {
+            let p = &s.pipeline;
+            let product = match &p.product {
+                ProductRule::Rounded(op) => Some(op),
+                ProductRule::Exact => None,
+            };
+            let ops = [
+                Some(&p.accumulate),
+                p.pairwise.as_ref().map(|x| &x.1),
+                product,
+            ];
+            for op in ops.into_iter().flatten() {
+                format_magnitudes(&op.format, seen);
+            }
+        }
+        Kind::Integer(_) => {}
+        Kind::Composed(x) => {
+            let p = &x.pipeline;
+            for cv in [&p.convert_a, &p.convert_b, &p.convert_c]
+                .into_iter()
+                .flatten()
+            {
+                format_magnitudes(&cv.format, seen);
+            }
+            for (step, run) in p.steps.iter().zip(&x.runs) {
+                match (step, run) {
+                    (Step::Run { arithmetic, .. }, Some(info)) => {
+                        magnitudes(arithmetic, info, seen)
+                    }
+                    (Step::Add { op, .. } | Step::Fma { op, .. }, _) => {
+                        format_magnitudes(&op.format, seen)
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
 }
 
 /// A Verilog module name from an instruction name: every character that is not a

@@ -8,9 +8,6 @@ use crate::exact::Rounding;
 use crate::format::{FloatFormat, Format, FormatKind, Specials};
 use crate::ir::RoundedOp;
 
-/// Width of every exponent wire (two's complement).
-pub const EXP: u32 = 24;
-
 /// An element decoded: its flags and, when finite, `(-1)^neg * sig * 2^(exp -
 /// fraction_bits)` (`exp` is what a max-exponent search sees).
 #[derive(Clone, Copy, Debug)]
@@ -28,7 +25,7 @@ pub struct Unpacked {
 impl Unpacked {
     /// The finite value.
     pub fn value(&self, c: &mut Circuit) -> Value {
-        let f = c.int(self.fraction_bits as i64, EXP);
+        let f = c.int(self.fraction_bits as i64, c.exp_bits());
         Value {
             neg: self.neg,
             mag: self.sig,
@@ -91,10 +88,10 @@ pub fn decode(c: &mut Circuit, f: &FloatFormat, raw: Wire, flush: bool) -> Unpac
         Specials::None => (no, no),
     };
     let subnormal = if f.subnormals { exp_zero } else { no };
-    let biased = c.zext(exp_field, EXP);
-    let bias = c.int(f.bias as i64, EXP);
+    let biased = c.zext(exp_field, c.exp_bits());
+    let bias = c.int(f.bias as i64, c.exp_bits());
     let normal_exp = c.sub(biased, bias);
-    let min_exp = c.int(f.min_exponent() as i64, EXP);
+    let min_exp = c.int(f.min_exponent() as i64, c.exp_bits());
     let exp = c.mux(subnormal, min_exp, normal_exp);
     let implicit = c.not(subnormal);
     let mut sig = match man {
@@ -131,7 +128,7 @@ pub fn shift_round(
     neg: Wire,
     width: u32,
 ) -> Wire {
-    let zero = c.int(0, EXP);
+    let zero = c.int(0, c.exp_bits());
     let right = c.slt(zero, shift);
     // left: exact
     let base = c.zext(mag, width.max(mag.width));
@@ -143,7 +140,7 @@ pub fn shift_round(
     }
     // right: every shift past the magnitude's top rounds alike, so clamp it
     let wm = mag.width;
-    let cap = c.int(wm as i64 + 1, EXP);
+    let cap = c.int(wm as i64 + 1, c.exp_bits());
     let below = c.slt(shift, cap);
     let clamped = c.mux(below, shift, cap);
     let amount_bits = 32 - (wm + 1).leading_zeros();
@@ -190,33 +187,103 @@ fn one_of(c: &mut Circuit, w: Wire) -> Wire {
 
 /// The exponent of the leading bit of a nonzero value.
 pub fn leading_exponent(c: &mut Circuit, v: &Value) -> Wire {
-    let lead = c.leading_one(v.mag, EXP);
+    let lead = c.leading_one(v.mag, c.exp_bits());
     c.add(v.lsb, lead)
 }
 
+/// A value rounded to a precision: `value.mag` (`fraction_bits + 2` bits) times
+/// `2^(exponent - fraction_bits)`, where `exponent` is the binade of the value before
+/// rounding, clamped to the minimum exponent; a carry out of the rounding sets the
+/// magnitude's top bit. Keeping the binade, as a datapath does, spares finding the
+/// leading one again.
+#[derive(Clone, Copy, Debug)]
+pub struct Rounded {
+    pub value: Value,
+    pub exponent: Wire,
+    pub fraction_bits: u32,
+    pub min_exponent: i64,
+}
+
+impl Rounded {
+    /// The exponent of the leading bit (for a result below `2^min_exponent`, the minimum
+    /// exponent): the binade, one more after a carry.
+    pub fn top_exponent(&self, c: &mut Circuit) -> Wire {
+        let carry = c.bit(self.value.mag, self.fraction_bits + 1);
+        let one = c.int(1, c.exp_bits());
+        let up = c.add(self.exponent, one);
+        c.mux(carry, up, self.exponent)
+    }
+
+    /// Whether the result is below `2^min_exponent` (zero included).
+    pub fn tiny(&self, c: &mut Circuit) -> Wire {
+        let p = self.fraction_bits;
+        let top = c.slice(self.value.mag, p, 2);
+        c.is_zero(top)
+    }
+}
+
 /// Round to `fraction_bits` bits below the leading one, never below `min_exponent`'s
-/// grid (`Dyadic::round_to_precision`). The result's magnitude has `fraction_bits + 2`
-/// bits (a carry included).
+/// grid (`Dyadic::round_to_precision`).
 pub fn round_precision(
     c: &mut Circuit,
     v: &Value,
     fraction_bits: u32,
     min_exponent: i64,
     mode: Rounding,
-) -> Value {
+) -> Rounded {
     let e = leading_exponent(c, v);
-    let emin = c.int(min_exponent, EXP);
+    let emin = c.int(min_exponent, c.exp_bits());
     let low = c.slt(e, emin);
     let e = c.mux(low, emin, e);
-    let p = c.int(fraction_bits as i64, EXP);
+    let p = c.int(fraction_bits as i64, c.exp_bits());
     let q = c.sub(e, p);
     let shift = c.sub(q, v.lsb);
     let mag = shift_round(c, v.mag, shift, mode, v.neg, fraction_bits + 2);
-    Value {
-        neg: v.neg,
-        mag,
-        lsb: q,
+    Rounded {
+        value: Value {
+            neg: v.neg,
+            mag,
+            lsb: q,
+        },
+        exponent: e,
+        fraction_bits,
+        min_exponent,
     }
+}
+
+/// The encoding of a rounded value with the sign `neg`: from its binade and carry when
+/// the rounding was to the format's own precision and exponent range, as a datapath
+/// encodes it; otherwise as any exact value ([`encode_finite`]).
+pub fn encode_rounded(c: &mut Circuit, f: &Format, r: &Rounded, neg: Wire) -> Wire {
+    let ff = float(f);
+    let m = ff.mantissa_bits;
+    let direct = ff.subnormals
+        && m > 0
+        && r.fraction_bits == m
+        && r.min_exponent == ff.min_exponent() as i64
+        && ff.specials != Specials::Fnuz;
+    if !direct {
+        return encode_finite(c, f, &Value { neg, ..r.value });
+    }
+    let kept = r.value.mag;
+    let top = r.top_exponent(c);
+    let tiny = r.tiny(c);
+    let offset = c.int(1 - ff.min_exponent() as i64, c.exp_bits());
+    let field = c.add(top, offset);
+    let field = c.slice(field, 0, ff.exponent_bits);
+    let z = c.konst(0u32, ff.exponent_bits);
+    let exp_field = c.mux(tiny, z, field);
+    // after a carry the magnitude is 2^(m+1): its low m bits are zero, as the fraction is
+    let mut parts = vec![];
+    if ff.signed {
+        parts.push(neg);
+    }
+    parts.push(exp_field);
+    parts.push(c.slice(kept, 0, m));
+    if ff.ignored_low_bits > 0 {
+        parts.push(c.konst(0u32, ff.ignored_low_bits));
+    }
+    c.concat(&parts)
 }
 
 /// The largest finite value of a format, with a sign.
@@ -225,7 +292,7 @@ pub fn max_finite(c: &mut Circuit, f: &FloatFormat, neg: Wire) -> Value {
     Value {
         neg,
         mag: c.konst(f.max_significand(), m + 2),
-        lsb: c.int(f.max_exponent() as i64 - m as i64, EXP),
+        lsb: c.int(f.max_exponent() as i64 - m as i64, c.exp_bits()),
     }
 }
 
@@ -236,7 +303,7 @@ pub fn encode_finite(c: &mut Circuit, f: &Format, v: &Value) -> Wire {
     let (e, m) = (ff.exponent_bits, ff.mantissa_bits);
     let zero = c.is_zero(v.mag);
     let le = leading_exponent(c, v);
-    let emin = c.int(ff.min_exponent() as i64, EXP);
+    let emin = c.int(ff.min_exponent() as i64, c.exp_bits());
     let sub = if ff.subnormals {
         c.slt(le, emin)
     } else {
@@ -244,7 +311,7 @@ pub fn encode_finite(c: &mut Circuit, f: &Format, v: &Value) -> Wire {
     };
     let offset = c.int(
         -(ff.min_exponent() as i64) + if ff.subnormals { 1 } else { 0 },
-        EXP,
+        c.exp_bits(),
     );
     let field = c.add(le, offset);
     let field = c.slice(field, 0, e);
@@ -252,7 +319,7 @@ pub fn encode_finite(c: &mut Circuit, f: &Format, v: &Value) -> Wire {
     let tiny = c.or(sub, zero);
     let exp_field = c.mux(tiny, z, field);
     let scale = c.mux(sub, emin, le);
-    let mw = c.int(m as i64, EXP);
+    let mw = c.int(m as i64, c.exp_bits());
     let grid = c.sub(scale, mw);
     let shift = c.sub(grid, v.lsb);
     let sig = shift_round(c, v.mag, shift, Rounding::TowardZero, v.neg, m + 1);
@@ -327,7 +394,7 @@ impl Num {
             value: Value {
                 neg: no,
                 mag: c.konst(0u32, 1),
-                lsb: c.int(0, EXP),
+                lsb: c.int(0, c.exp_bits()),
             },
             low: 0,
             high: 0,
@@ -383,10 +450,11 @@ pub fn multiply(c: &mut Circuit, x: &Num, y: &Num) -> Num {
 /// optional flush of subnormal results (`ieee::round`).
 pub fn round(c: &mut Circuit, v: &Value, op: &RoundedOp) -> Num {
     let f = float(&op.format);
-    let r = round_precision(c, v, f.mantissa_bits, f.min_exponent() as i64, op.rounding);
+    let rounded = round_precision(c, v, f.mantissa_bits, f.min_exponent() as i64, op.rounding);
+    let r = rounded.value;
     let nonzero = c.any(r.mag);
-    let le = leading_exponent(c, &r);
-    let emax = c.int(f.max_exponent() as i64, EXP);
+    let le = rounded.top_exponent(c);
+    let emax = c.int(f.max_exponent() as i64, c.exp_bits());
     let above = c.slt(emax, le);
     let overflow = c.and(above, nonzero);
     let to_inf = match op.rounding {
@@ -398,9 +466,7 @@ pub fn round(c: &mut Circuit, v: &Value, op: &RoundedOp) -> Num {
     let max = max_finite(c, f, v.neg);
     let mut value = select(c, overflow, &max, &r);
     if op.flush_keep_sign {
-        let emin = c.int(f.min_exponent() as i64, EXP);
-        let below = c.slt(le, emin);
-        let tiny = c.and(below, nonzero);
+        let tiny = rounded.tiny(c);
         let z = c.konst(0u32, value.mag.width);
         value.mag = c.mux(tiny, z, value.mag);
     }
@@ -428,7 +494,7 @@ pub fn add(c: &mut Circuit, x: &Num, y: &Num, op: &RoundedOp) -> Num {
     let low = x.low.min(y.low);
     let high = x.high.max(y.high) + 1;
     let width = u32::try_from(high - low + 1).expect("validated widths");
-    let lo = c.int(low, EXP);
+    let lo = c.int(low, c.exp_bits());
     let signed = |c: &mut Circuit, v: &Value| {
         let shift = c.sub(lo, v.lsb);
         let m = shift_round(c, v.mag, shift, Rounding::TowardZero, v.neg, width);

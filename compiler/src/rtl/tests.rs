@@ -9,7 +9,7 @@ fn b(x: u64) -> BigUint {
 
 #[test]
 fn eval_follows_verilog_widths_shifts_and_signed_compares() {
-    let mut c = Circuit::new();
+    let mut c = Circuit::new(16);
     let x = c.input("x", 8);
     let y = c.input("y", 8);
     let s = c.input("s", 4);
@@ -47,7 +47,7 @@ fn eval_follows_verilog_widths_shifts_and_signed_compares() {
 
 #[test]
 fn constants_fold_and_leading_one_counts() {
-    let mut c = Circuit::new();
+    let mut c = Circuit::new(16);
     let k = c.konst(5u32, 8);
     let j = c.konst(3u32, 8);
     let p = c.mul(k, j);

@@ -1,0 +1,493 @@
+//! Equivalence proofs (`mmac prove`): two circuits, each a spec instruction lowered by the
+//! Verilog back end (`mmac_compiler::rtl`) or a user's RTL, joined in a miter that fires
+//! when their d differ (any NaN matching any NaN where both sides leave the payload free),
+//! and decided by Yosys (reading, flattening, bit-blasting to an AIG) and ABC (`iprove`:
+//! SAT sweeping, rewriting and SAT on the miter). Proved, a witness, or unknown when the
+//! budget runs out — never a guess: every witness is replayed through the interpreter for
+//! a spec side and through Yosys (`sat -set ... -show d`) for an RTL side, and reported
+//! only when the replayed results differ.
+
+use mmac_compiler::Checked;
+use mmac_compiler::engine::Operands;
+use mmac_compiler::format::Format;
+use mmac_compiler::interp;
+use mmac_compiler::rtl::{self, Circuit};
+use num_bigint::BigUint;
+use num_traits::{ToPrimitive, Zero};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One side of a proof.
+pub enum Side<'a> {
+    /// A spec instruction.
+    Spec(Checked<'a>),
+    /// A design: its files (read with `read_verilog -sv`), top module and parameters.
+    Rtl {
+        files: Vec<PathBuf>,
+        top: String,
+        parameters: Vec<(String, String)>,
+    },
+}
+
+/// The operands of a witness, and what each side gives on them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Witness {
+    pub c: u64,
+    pub a: Vec<u64>,
+    pub b: Vec<u64>,
+    pub sa: Vec<u64>,
+    pub sb: Vec<u64>,
+    pub left_d: u64,
+    pub right_d: u64,
+}
+
+/// What a proof decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Equal d on every input.
+    Equivalent,
+    /// A replayed input on which they differ.
+    Differ(Witness),
+    /// Undecided within the budget, with why.
+    Unknown(String),
+}
+
+/// Why a proof could not be set up (a usage or tool error, not an undecided proof).
+#[derive(Debug, thiserror::Error)]
+pub enum ProveError {
+    #[error("{0}")]
+    Interface(String),
+    #[error("{tool} is not installed (Debian, Ubuntu: apt-get install yosys; or set {var})")]
+    Missing { tool: String, var: &'static str },
+    #[error("yosys could not read the design:\n{0}")]
+    Yosys(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A finished proof: the verdict and the seconds it took.
+pub struct Proof {
+    pub verdict: Verdict,
+    pub seconds: f64,
+}
+
+fn tool(var: &'static str, default: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| default.to_string())
+}
+
+/// Run a command with a deadline: its stdout and stderr, or `None` when the deadline
+/// passed (the command is killed).
+fn run_until(cmd: &mut Command, deadline: Instant) -> Result<Option<(bool, String)>, ProveError> {
+    let name = cmd.get_program().to_string_lossy().into_owned();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => ProveError::Missing {
+                var: if name.contains("abc") {
+                    "MMAC_YOSYS_ABC"
+                } else {
+                    "MMAC_YOSYS"
+                },
+                tool: name.clone(),
+            },
+            _ => ProveError::Io(e),
+        })?;
+    // drain the pipes on threads so that a chatty tool never blocks on a full pipe
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let read_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut out, &mut s);
+        s
+    });
+    let read_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = format!(
+        "{}{}",
+        read_out.join().unwrap_or_default(),
+        read_err.join().unwrap_or_default()
+    );
+    Ok(status.map(|s| (s.success(), text)))
+}
+
+/// The ports every side has: the left spec's, or for RTL against a spec, the spec's.
+fn interface<'a>(left: &Side<'a>, right: &Side<'a>) -> Result<Checked<'a>, ProveError> {
+    match (left, right) {
+        (Side::Spec(x), Side::Spec(y)) => {
+            if let Some(why) = crate::diff::interface_difference(x.instruction(), y.instruction()) {
+                return Err(ProveError::Interface(format!(
+                    "the two instructions do not take the same operands: {why}"
+                )));
+            }
+            Ok(*x)
+        }
+        (Side::Spec(x), Side::Rtl { .. }) | (Side::Rtl { .. }, Side::Spec(x)) => Ok(*x),
+        (Side::Rtl { .. }, Side::Rtl { .. }) => Err(ProveError::Interface(
+            "one side must be a spec instruction (its formats define the ports)".into(),
+        )),
+    }
+}
+
+/// The Yosys commands that read a side as module `name`.
+fn read_side(side: &Side, name: &str, dir: &Path) -> Result<String, ProveError> {
+    Ok(match side {
+        Side::Spec(inst) => {
+            std::fs::write(dir.join(format!("{name}.v")), rtl::verilog(*inst, name))?;
+            format!("read_verilog {name}.v\n")
+        }
+        Side::Rtl {
+            files,
+            top,
+            parameters,
+        } => {
+            let mut s = String::new();
+            for f in files {
+                // Yosys runs in the work folder: the user's paths made absolute
+                let f = std::path::absolute(f)?;
+                s.push_str(&format!("read_verilog -sv {}\n", quoted(&f)));
+            }
+            for (k, v) in parameters {
+                s.push_str(&format!("chparam -set {k} {v} {top}\n"));
+            }
+            s.push_str(&format!(
+                "hierarchy -check -top {top}\nproc\nflatten\nrename {top} {name}\n"
+            ));
+            s
+        }
+    })
+}
+
+fn quoted(p: &Path) -> String {
+    format!("\"{}\"", p.display())
+}
+
+/// A module that fires when the two d differ (any NaN matching any NaN when `nan_free`).
+fn comparator(d: &Format, nan_free: bool) -> String {
+    let bits = d.storage_bits();
+    let mut c = Circuit::new(16);
+    let x = c.input("left_d", bits);
+    let y = c.input("right_d", bits);
+    let same = c.eq(x, y);
+    let same = if nan_free {
+        let xn = rtl::number::is_nan(&mut c, d, x);
+        let yn = rtl::number::is_nan(&mut c, d, y);
+        let both = c.and(xn, yn);
+        c.or(same, both)
+    } else {
+        same
+    };
+    let differ = c.not(same);
+    c.output("differ", differ);
+    c.verilog("mmac_compare", "fires when the two results differ")
+}
+
+/// The miter: both sides on the same inputs, and the comparator.
+fn miter(ports: &[(&str, u32)]) -> String {
+    let inputs: Vec<&(&str, u32)> = ports.iter().filter(|(p, _)| *p != "d").collect();
+    let d = ports.iter().find(|(p, _)| *p == "d").map_or(1, |x| x.1);
+    let mut s = String::from("module mmac_miter (\n");
+    for (p, w) in &inputs {
+        s.push_str(&format!("    input wire [{}:0] {p},\n", w - 1));
+    }
+    s.push_str("    output wire trigger\n);\n");
+    let connect: Vec<String> = inputs.iter().map(|(p, _)| format!(".{p}({p})")).collect();
+    s.push_str(&format!(
+        "  wire [{0}:0] left_d, right_d;\n  mmac_left left ({1}, .d(left_d));\n  mmac_right right ({1}, .d(right_d));\n  mmac_compare compare (.left_d(left_d), .right_d(right_d), .differ(trigger));\nendmodule\n",
+        d - 1,
+        connect.join(", ")
+    ));
+    s
+}
+
+/// Prove `left` and `right` equal on every input, or find where they differ, within
+/// `timeout`. `dir` holds the work files (the Verilog of each side, the miter, the AIG,
+/// ABC's counterexample).
+pub fn prove(
+    left: &Side,
+    right: &Side,
+    timeout: Duration,
+    dir: &Path,
+) -> Result<Proof, ProveError> {
+    let start = Instant::now();
+    let deadline = start + timeout;
+    let spec = interface(left, right)?;
+    let ports = rtl::ports(spec);
+    let nan_free = [left, right].iter().all(|s| match s {
+        Side::Spec(x) => crate::witness::nan_any(x.instruction()),
+        Side::Rtl { .. } => false,
+    });
+    std::fs::write(
+        dir.join("compare.v"),
+        comparator(&spec.arithmetic().d, nan_free),
+    )?;
+    std::fs::write(dir.join("miter.v"), miter(&ports))?;
+    let map = dir.join("miter.map");
+    // a design's `hierarchy -top` drops every module read before it: designs first
+    let mut sides = [(left, "mmac_left"), (right, "mmac_right")];
+    sides.sort_by_key(|(s, _)| matches!(s, Side::Spec(_)));
+    let mut script = String::new();
+    for (side, name) in sides {
+        script.push_str(&read_side(side, name, dir)?);
+    }
+    // Yosys runs in `dir`: the files it writes are named relative to it
+    script.push_str(
+        "read_verilog compare.v\nread_verilog miter.v\nhierarchy -check -top mmac_miter\nproc\n\
+         flatten\nopt -mux_undef\nsetundef -zero\nopt -fast\nwreduce\nopt_clean\ntechmap\n\
+         opt_expr\nopt_clean\naigmap\nopt_clean\nwrite_aiger -map miter.map miter.aig\n",
+    );
+    std::fs::write(dir.join("miter.ys"), &script)?;
+    let yosys = tool("MMAC_YOSYS", "yosys");
+    let built = run_until(
+        Command::new(&yosys)
+            .current_dir(dir)
+            .args(["-q", "-s", "miter.ys"]),
+        deadline,
+    )?;
+    let seconds = || start.elapsed().as_secs_f64();
+    match built {
+        None => {
+            return Ok(Proof {
+                verdict: Verdict::Unknown("the budget ran out while Yosys built the miter".into()),
+                seconds: seconds(),
+            });
+        }
+        Some((false, log)) => return Err(ProveError::Yosys(errors_of(&log))),
+        Some((true, _)) => {}
+    }
+    let cex = dir.join("cex.txt");
+    let abc = tool("MMAC_YOSYS_ABC", "yosys-abc");
+    let decided = run_until(
+        Command::new(&abc)
+            .current_dir(dir)
+            .arg("-c")
+            .arg("read_aiger miter.aig; iprove; write_cex -n cex.txt"),
+        deadline,
+    )?;
+    let verdict = match decided {
+        None => Verdict::Unknown(format!(
+            "the budget ({} s) ran out before ABC decided the miter",
+            timeout.as_secs()
+        )),
+        Some((_, log)) if log.contains("UNSATISFIABLE") => Verdict::Equivalent,
+        Some((_, log)) if log.contains("SATISFIABLE") => {
+            let values = counterexample(
+                &std::fs::read_to_string(&cex)?,
+                &std::fs::read_to_string(&map)?,
+            );
+            replay(left, right, spec, &values, dir, deadline)?
+        }
+        Some((_, log)) => Verdict::Unknown(format!(
+            "ABC did not decide the miter: {}",
+            log.lines().last().unwrap_or("")
+        )),
+    };
+    Ok(Proof {
+        verdict,
+        seconds: seconds(),
+    })
+}
+
+/// The `ERROR:` lines of a Yosys log (or its last lines).
+fn errors_of(log: &str) -> String {
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
+    if errors.is_empty() {
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(10)..].join("\n")
+    } else {
+        errors.join("\n")
+    }
+}
+
+/// The input ports' values from ABC's counterexample (`piN=0|1` lines) and the AIGER
+/// map (`input N BIT NAME` lines).
+fn counterexample(cex: &str, map: &str) -> Vec<(String, BigUint)> {
+    let mut index: Vec<(usize, u32, String)> = vec![];
+    for line in map.lines() {
+        let t: Vec<&str> = line.split_whitespace().collect();
+        if let ["input", i, bit, name] = t[..]
+            && let (Ok(i), Ok(bit)) = (i.parse(), bit.parse())
+        {
+            index.push((i, bit, name.to_string()));
+        }
+    }
+    let mut values: Vec<(String, BigUint)> = vec![];
+    for line in cex.lines() {
+        let Some(rest) = line.trim().strip_prefix("pi") else {
+            continue;
+        };
+        let Some((i, v)) = rest.split_once('=') else {
+            continue;
+        };
+        let i: usize = match i.split('@').next().and_then(|x| x.parse().ok()) {
+            Some(i) => i,
+            None => continue,
+        };
+        let Some((_, bit, name)) = index.iter().find(|x| x.0 == i) else {
+            continue;
+        };
+        let slot = match values.iter().position(|(n, _)| n == name) {
+            Some(p) => p,
+            None => {
+                values.push((name.clone(), BigUint::zero()));
+                values.len() - 1
+            }
+        };
+        if v.trim() == "1" {
+            values[slot].1.set_bit(*bit as u64, true);
+        }
+    }
+    values
+}
+
+/// The elements of a packed port value.
+fn elements(value: &BigUint, count: usize, bits: u32) -> Vec<u64> {
+    let mask = (BigUint::from(1u32) << bits) - 1u32;
+    (0..count)
+        .map(|i| ((value >> (i as u32 * bits)) & &mask).to_u64().unwrap_or(0))
+        .collect()
+}
+
+/// Replay a counterexample on both sides; a witness only when they differ there.
+fn replay(
+    left: &Side,
+    right: &Side,
+    spec: Checked,
+    values: &[(String, BigUint)],
+    dir: &Path,
+    deadline: Instant,
+) -> Result<Verdict, ProveError> {
+    let port = |name: &str| {
+        values
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or_else(BigUint::zero, |(_, v)| v.clone())
+    };
+    let ar = spec.arithmetic();
+    let k = spec.k();
+    let s = spec.scale_count();
+    let scale_bits = ar.scale.as_ref().map_or(1, |x| x.format.storage_bits());
+    let mut w = Witness {
+        c: elements(&port("c"), 1, ar.c.storage_bits())[0],
+        a: elements(&port("a"), k, ar.a.storage_bits()),
+        b: elements(&port("b"), k, ar.b.storage_bits()),
+        sa: elements(&port("sa"), s, scale_bits),
+        sb: elements(&port("sb"), s, scale_bits),
+        left_d: 0,
+        right_d: 0,
+    };
+    let packed: Vec<(&str, BigUint)> = rtl::ports(spec)
+        .iter()
+        .filter(|(p, _)| *p != "d")
+        .map(|(p, _)| (*p, port(p)))
+        .collect();
+    let run = |side: &Side, name: &str| -> Result<Result<u64, String>, ProveError> {
+        match side {
+            Side::Spec(inst) => Ok(interp::run(
+                *inst,
+                &Operands {
+                    c: w.c,
+                    a: &w.a,
+                    b: &w.b,
+                    sa: &w.sa,
+                    sb: &w.sb,
+                },
+            )
+            .map_err(|e| e.to_string())),
+            Side::Rtl { .. } => {
+                evaluate_rtl(side, name, &packed, &ports_widths(spec), dir, deadline)
+            }
+        }
+    };
+    let l = run(left, "mmac_left")?;
+    let r = run(right, "mmac_right")?;
+    let (l, r) = match (l, r) {
+        (Ok(l), Ok(r)) => (l, r),
+        (Err(e), _) | (_, Err(e)) => {
+            return Ok(Verdict::Unknown(format!(
+                "the solver's counterexample could not be replayed: {e}"
+            )));
+        }
+    };
+    let d = &ar.d;
+    let nan_free = [left, right].iter().all(|s| match s {
+        Side::Spec(x) => crate::witness::nan_any(x.instruction()),
+        Side::Rtl { .. } => false,
+    });
+    let same = l == r || (nan_free && d.decode(l).is_nan() && d.decode(r).is_nan());
+    if same {
+        return Ok(Verdict::Unknown(format!(
+            "the solver's counterexample does not replay (both sides give {l:x}): a bug in mmac's \
+             lowering or in the tools; nothing is claimed"
+        )));
+    }
+    w.left_d = l;
+    w.right_d = r;
+    Ok(Verdict::Differ(w))
+}
+
+fn ports_widths(spec: Checked) -> Vec<(&'static str, u32)> {
+    rtl::ports(spec)
+}
+
+/// d of an RTL side on packed inputs, by Yosys's SAT evaluation of the design.
+fn evaluate_rtl(
+    side: &Side,
+    name: &str,
+    inputs: &[(&str, BigUint)],
+    ports: &[(&str, u32)],
+    dir: &Path,
+    deadline: Instant,
+) -> Result<Result<u64, String>, ProveError> {
+    let sets: Vec<String> = inputs
+        .iter()
+        .map(|(p, v)| {
+            let w = ports.iter().find(|x| x.0 == *p).map_or(1, |x| x.1);
+            format!("-set {p} {w}'h{}", v.to_str_radix(16))
+        })
+        .collect();
+    let out = dir.join(format!("{name}.replay.txt"));
+    let script = format!(
+        "{}opt -mux_undef\nsetundef -zero\ntee -q -o {name}.replay.txt sat {} -show d {name}\n",
+        read_side(side, name, dir)?,
+        sets.join(" ")
+    );
+    std::fs::write(dir.join(format!("{name}.replay.ys")), script)?;
+    let yosys = tool("MMAC_YOSYS", "yosys");
+    let mut cmd = Command::new(&yosys);
+    cmd.current_dir(dir)
+        .args(["-q", "-s", &format!("{name}.replay.ys")]);
+    match run_until(&mut cmd, deadline)? {
+        None => Ok(Err(
+            "the budget ran out while Yosys replayed the witness".into()
+        )),
+        Some((false, log)) => Err(ProveError::Yosys(errors_of(&log))),
+        Some((true, _)) => {
+            let text = std::fs::read_to_string(&out)?;
+            // `  \d   DEC   HEX   BIN`: the binary column, most significant bit first
+            let row = text
+                .lines()
+                .find(|l| l.trim_start().starts_with("\\d "))
+                .ok_or_else(|| ProveError::Yosys(format!("no value of d in:\n{text}")))?;
+            let bin = row.split_whitespace().last().unwrap_or("");
+            Ok(u64::from_str_radix(bin, 2).map_err(|_| format!("d is not a number: {row}")))
+        }
+    }
+}
