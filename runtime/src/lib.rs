@@ -11,7 +11,8 @@
 //!   (equivalence proofs with Yosys and ABC, `mmac prove`);
 //! - warps: [`fragments`] (fragment layouts as data, `mmac layout`, warp-level mma on
 //!   register images);
-//! - measurement and explanation: [`accuracy`] (`mmac report`), [`datapath`] (`mmac show`);
+//! - measurement and explanation: [`accuracy`] (`mmac report`), [`datapath`] (`mmac show`),
+//!   [`cost`] (Yosys's gate count of an instruction's Verilog, `--cost`);
 //! - black boxes: [`blackbox`] (the protocol, in-process and piped boxes), [`infer`]
 //!   (`mmac infer`).
 
@@ -19,6 +20,7 @@ pub mod accuracy;
 pub mod blackbox;
 pub mod conformance;
 pub mod corners;
+pub mod cost;
 pub mod datapath;
 pub mod diff;
 pub mod fragments;

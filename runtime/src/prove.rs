@@ -66,10 +66,44 @@ pub enum ProveError {
     Io(#[from] std::io::Error),
 }
 
-/// A finished proof: the verdict and the seconds it took.
+/// A finished proof: the verdict, what decided it and the seconds it took.
 pub struct Proof {
     pub verdict: Verdict,
+    /// `search` (a witness from `diff`'s structured and random search, for two specs),
+    /// `solver` (ABC on the miter) or `budget` (undecided).
+    pub method: &'static str,
     pub seconds: f64,
+}
+
+/// Do the sides' results compare with any NaN matching any NaN? Where a spec side leaves
+/// the payload free (`nan ieee`), as `mmac diff` compares.
+fn nan_free(left: &Side, right: &Side) -> bool {
+    [left, right].iter().any(|s| match s {
+        Side::Spec(x) => crate::witness::nan_any(x.instruction()),
+        Side::Rtl { .. } => false,
+    })
+}
+
+/// For two specs, `diff`'s search first: its structured corner cases find most
+/// differences at once, where a solver may take long to build a rare input.
+fn search_first(left: &Side, right: &Side) -> Option<Witness> {
+    let (Side::Spec(x), Side::Spec(y)) = (left, right) else {
+        return None;
+    };
+    let options = crate::witness::SearchOptions {
+        random_draws: 100_000,
+        ..Default::default()
+    };
+    let found = crate::witness::find(*x, *y, &options).ok()?;
+    found.into_iter().next().map(|w| Witness {
+        c: w.input.c,
+        a: w.input.a,
+        b: w.input.b,
+        sa: w.input.sa,
+        sb: w.input.sb,
+        left_d: w.left,
+        right_d: w.right,
+    })
 }
 
 fn tool(var: &'static str, default: &str) -> String {
@@ -228,15 +262,39 @@ pub fn prove(
 ) -> Result<Proof, ProveError> {
     let start = Instant::now();
     let deadline = start + timeout;
+    interface(left, right)?;
+    if let Some(w) = search_first(left, right) {
+        return Ok(Proof {
+            verdict: Verdict::Differ(w),
+            method: "search",
+            seconds: start.elapsed().as_secs_f64(),
+        });
+    }
+    let mut proof = solve(
+        left,
+        right,
+        deadline.saturating_duration_since(Instant::now()),
+        dir,
+    )?;
+    proof.seconds = start.elapsed().as_secs_f64();
+    Ok(proof)
+}
+
+/// [`prove`] without the search: the solver alone (for `mmac diff --prove`, whose
+/// search has run).
+pub fn solve(
+    left: &Side,
+    right: &Side,
+    timeout: Duration,
+    dir: &Path,
+) -> Result<Proof, ProveError> {
+    let start = Instant::now();
+    let deadline = start + timeout;
     let spec = interface(left, right)?;
     let ports = rtl::ports(spec);
-    let nan_free = [left, right].iter().all(|s| match s {
-        Side::Spec(x) => crate::witness::nan_any(x.instruction()),
-        Side::Rtl { .. } => false,
-    });
     std::fs::write(
         dir.join("compare.v"),
-        comparator(&spec.arithmetic().d, nan_free),
+        comparator(&spec.arithmetic().d, nan_free(left, right)),
     )?;
     std::fs::write(dir.join("miter.v"), miter(&ports))?;
     let map = dir.join("miter.map");
@@ -266,6 +324,7 @@ pub fn prove(
         None => {
             return Ok(Proof {
                 verdict: Verdict::Unknown("the budget ran out while Yosys built the miter".into()),
+                method: "budget",
                 seconds: seconds(),
             });
         }
@@ -299,8 +358,13 @@ pub fn prove(
             log.lines().last().unwrap_or("")
         )),
     };
+    let method = match verdict {
+        Verdict::Unknown(_) => "budget",
+        _ => "solver",
+    };
     Ok(Proof {
         verdict,
+        method,
         seconds: seconds(),
     })
 }
@@ -427,11 +491,8 @@ fn replay(
         }
     };
     let d = &ar.d;
-    let nan_free = [left, right].iter().all(|s| match s {
-        Side::Spec(x) => crate::witness::nan_any(x.instruction()),
-        Side::Rtl { .. } => false,
-    });
-    let same = l == r || (nan_free && d.decode(l).is_nan() && d.decode(r).is_nan());
+    let nan = nan_free(left, right);
+    let same = l == r || (nan && d.decode(l).is_nan() && d.decode(r).is_nan());
     if same {
         return Ok(Verdict::Unknown(format!(
             "the solver's counterexample does not replay (both sides give {l:x}): a bug in mmac's \

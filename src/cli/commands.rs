@@ -121,9 +121,18 @@ fn list_folder(folder: &Path, markdown: bool, json: bool, color: bool) -> Outcom
     })
 }
 
-pub fn show(file: &Path, name: &str, color: bool) -> Outcome {
+pub fn show(file: &Path, name: &str, cost: bool, color: bool) -> Outcome {
     let s = load(file, color)?;
     let checked = instruction(&s, name)?;
+    // synthesis first: a failure prints nothing on stdout
+    let cost = match cost.then(|| mmac_runtime::cost::synthesize(checked)) {
+        Some(Err(e)) => {
+            eprintln!("error: --cost: {e}");
+            return Ok(EXIT_USAGE);
+        }
+        Some(Ok(c)) => Some(c),
+        None => None,
+    };
     let mut out = super::common::stdout();
     write!(
         out,
@@ -132,6 +141,20 @@ pub fn show(file: &Path, name: &str, color: bool) -> Outcome {
     )?;
     // the datapath as comments: the output stays a spec that checks
     write!(out, "\n{}", mmac_runtime::datapath::of(checked).comment())?;
+    if let Some(c) = cost {
+        writeln!(
+            out,
+            "// cost (Yosys `synth -flatten` of `mmac compile --emit verilog`; generic gates, an\n\
+             // estimate for comparing designs, not silicon area): {}",
+            c.summary()
+        )?;
+        let kinds: Vec<String> = c
+            .cells_by_kind
+            .iter()
+            .map(|(k, n)| format!("{} {n}", k.trim_start_matches('$').trim_matches('_')))
+            .collect();
+        writeln!(out, "//   cells: {}", kinds.join(", "))?;
+    }
     out.flush()?;
     Ok(EXIT_OK)
 }

@@ -18,6 +18,8 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 /// Bad usage or unreadable input.
 pub const EXIT_USAGE: i32 = 2;
+/// A proof undecided within its budget (`prove`, `diff --prove`).
+pub const EXIT_UNDECIDED: i32 = 3;
 
 /// Why a subcommand stopped before finishing.
 #[derive(Debug)]

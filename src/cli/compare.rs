@@ -4,9 +4,11 @@
 //! operands are refused, naming the difference).
 
 use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, instruction, load};
+use mmac_compiler::Checked;
 use mmac_compiler::ir::Instruction;
 use mmac_runtime::diff::{self, DiffOptions};
 use mmac_runtime::inputs::hex;
+use mmac_runtime::prove::{self, Side, Verdict};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::Path;
@@ -18,6 +20,45 @@ pub struct DiffArgs<'a> {
     pub trials: usize,
     pub seed: u64,
     pub json: bool,
+    /// `--prove`: the solver's budget in seconds.
+    pub prove: Option<u64>,
+}
+
+/// `--prove` after a search that found nothing and no proof: the solver's verdict.
+fn solver(x: Checked, y: Checked, seconds: u64) -> Result<prove::Proof, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    prove::solve(
+        &Side::Spec(x),
+        &Side::Spec(y),
+        std::time::Duration::from_secs(seconds),
+        dir.path(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The solver's verdict as JSON, and the exit code it gives.
+fn solver_json(p: &prove::Proof, inst: &Instruction) -> (Value, i32) {
+    let ar = &inst.arithmetic;
+    let mut v = json!({"seconds": (p.seconds * 1000.0).round() / 1000.0});
+    let code = match &p.verdict {
+        Verdict::Equivalent => {
+            v["result"] = json!("equivalent");
+            EXIT_OK
+        }
+        Verdict::Differ(w) => {
+            v["result"] = json!("differ");
+            v["witness"] = json!({"c": hex(&ar.c, w.c), "a": hex_list(&ar.a, &w.a), "b": hex_list(&ar.b, &w.b)});
+            v["left_d"] = json!(hex(&ar.d, w.left_d));
+            v["right_d"] = json!(hex(&ar.d, w.right_d));
+            EXIT_FAILED
+        }
+        Verdict::Unknown(why) => {
+            v["result"] = json!("unknown");
+            v["why"] = json!(why);
+            super::common::EXIT_UNDECIDED
+        }
+    };
+    (v, code)
 }
 
 fn hex_list(f: &mmac_compiler::format::Format, v: &[u64]) -> Vec<Value> {
@@ -95,13 +136,27 @@ pub fn diff(args: &DiffArgs, color: bool) -> Outcome {
                 }
             }
         }
-        writeln!(out, "{v}")?;
-        out.flush()?;
-        return Ok(if cmp.difference.is_some() {
+        let mut code = if cmp.difference.is_some() {
             EXIT_FAILED
         } else {
             EXIT_OK
-        });
+        };
+        if let (None, None, Some(seconds)) = (&cmp.difference, &cmp.proof, args.prove) {
+            match solver(x, y, seconds) {
+                Ok(p) => {
+                    let (s, c) = solver_json(&p, inst);
+                    v["solver"] = s;
+                    code = c;
+                }
+                Err(e) => {
+                    eprintln!("error: --prove: {e}");
+                    return Ok(EXIT_USAGE);
+                }
+            }
+        }
+        writeln!(out, "{v}")?;
+        out.flush()?;
+        return Ok(code);
     }
     let tried = format!(
         "{} structured and {} random inputs tried",
@@ -111,6 +166,48 @@ pub fn diff(args: &DiffArgs, color: bool) -> Outcome {
         writeln!(out, "no difference found ({tried})")?;
         if let Some(p) = &cmp.proof {
             writeln!(out, "proven: they agree on every input ({p})")?;
+        } else if let Some(seconds) = args.prove {
+            let p = match solver(x, y, seconds) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: --prove: {e}");
+                    return Ok(EXIT_USAGE);
+                }
+            };
+            let code = solver_json(&p, inst).1;
+            match &p.verdict {
+                Verdict::Equivalent => writeln!(
+                    out,
+                    "proven by the solver: they agree on every input ({:.1} s)",
+                    p.seconds
+                )?,
+                Verdict::Differ(w) => {
+                    writeln!(
+                        out,
+                        "the solver found a difference the search missed ({:.1} s): d = {} (left), {} (right)",
+                        p.seconds,
+                        d_shown(w.left_d),
+                        d_shown(w.right_d)
+                    )?;
+                    let input = mmac_runtime::inputs::Input {
+                        c: w.c,
+                        a: w.a.clone(),
+                        b: w.b.clone(),
+                        sa: w.sa.clone(),
+                        sb: w.sb.clone(),
+                    };
+                    writeln!(
+                        out,
+                        "  mmac run {} --instr {} {}",
+                        args.left.0.display(),
+                        inst.name,
+                        input.run_arguments(inst)
+                    )?;
+                }
+                Verdict::Unknown(why) => writeln!(out, "the solver did not decide: {why}")?,
+            }
+            out.flush()?;
+            return Ok(code);
         }
         out.flush()?;
         return Ok(EXIT_OK);

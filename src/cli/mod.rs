@@ -174,6 +174,11 @@ pub enum Command {
         /// Instruction name, as in `mmac list`.
         #[arg(long)]
         instr: String,
+        /// Also synthesize the instruction's Verilog with Yosys and print its cells by
+        /// kind, transistors and gate equivalents (generic gates: an estimate for
+        /// comparing designs, not silicon area).
+        #[arg(long)]
+        cost: bool,
     },
     /// Print the warp fragments of an mma.sync instruction: for every operand (a, b, c, d),
     /// which lane, register and element (the PTX fragment index a0, a1, ...) holds which
@@ -209,6 +214,13 @@ pub enum Command {
         /// exact, stage, cause.
         #[arg(long)]
         json: bool,
+        /// When the search finds no difference and nothing proves them equal, ask the
+        /// solver (as `mmac prove` does): exit 0 proved, 1 a witness, 3 undecided.
+        #[arg(long)]
+        prove: bool,
+        /// The solver's budget in seconds (with --prove).
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
     },
     /// Prove two instructions equal on every input, or a spec instruction and an RTL
     /// design (`--rtl`), or find a witness where they differ: a miter of the two
@@ -271,9 +283,14 @@ pub enum Command {
         /// Write a plot of error and bias against K (.svg or .png).
         #[arg(long)]
         plot: Option<PathBuf>,
-        /// Print {"rows": [...]}, one row per instruction and K.
+        /// Print {"rows": [...]}, one row per instruction and K (and with --cost,
+        /// "costs": one per instruction).
         #[arg(long)]
         json: bool,
+        /// Also synthesize each instruction's Verilog with Yosys: cells, transistors and
+        /// gate equivalents beside the accuracy (generic gates, not silicon area).
+        #[arg(long)]
+        cost: bool,
     },
     /// Run one whole instruction on .npy matrices: A (M x K), B (K x N), C (M x N).
     Mma {
@@ -477,7 +494,7 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
             json,
         } => jit::bench(&file, &instr, engine, &dist, json, color),
         Command::Probe { file, instr } => commands::probe(&file, instr.as_deref(), color),
-        Command::Show { file, instr } => commands::show(&file, &instr, color),
+        Command::Show { file, instr, cost } => commands::show(&file, &instr, cost, color),
         Command::Layout { file, instr, json } => layout::layout(&file, &instr, json, color),
         Command::Prove {
             operands,
@@ -509,6 +526,8 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
             trials,
             seed,
             json,
+            prove,
+            timeout,
         } => compare::diff(
             &compare::DiffArgs {
                 left: (&left_file, &left_instr),
@@ -516,6 +535,7 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
                 trials,
                 seed,
                 json,
+                prove: prove.then_some(timeout),
             },
             color,
         ),
@@ -530,6 +550,7 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
             seed,
             plot,
             json,
+            cost,
         } => report::report(
             &report::ReportArgs {
                 file: &file,
@@ -545,6 +566,7 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
                 seed,
                 plot: plot.as_deref(),
                 json,
+                cost,
             },
             color,
         ),

@@ -3,7 +3,7 @@
 //! replayed witness when they differ. Exit 0 proved equivalent, 1 a witness, 3 undecided
 //! within `--timeout`, 2 bad usage or a design Yosys cannot read.
 
-use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, instruction, load};
+use super::common::{EXIT_FAILED, EXIT_OK, EXIT_UNDECIDED, EXIT_USAGE, Outcome, instruction, load};
 use mmac_compiler::Checked;
 use mmac_runtime::inputs::hex;
 use mmac_runtime::prove::{self, Side, Verdict, Witness};
@@ -11,9 +11,6 @@ use serde_json::json;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// Undecided within the budget.
-pub const EXIT_UNKNOWN: i32 = 3;
 
 pub struct ProveArgs<'a> {
     /// LEFT_FILE LEFT_INSTR RIGHT_FILE RIGHT_INSTR, or FILE with `instr` and `rtl`.
@@ -136,7 +133,7 @@ fn decide(
     let code = match &proof.verdict {
         Verdict::Equivalent => EXIT_OK,
         Verdict::Differ(_) => EXIT_FAILED,
-        Verdict::Unknown(_) => EXIT_UNKNOWN,
+        Verdict::Unknown(_) => EXIT_UNDECIDED,
     };
     if args.json {
         let mut v = json!({
@@ -146,6 +143,7 @@ fn decide(
                 Verdict::Unknown(_) => "unknown",
             },
             "seconds": (proof.seconds * 1000.0).round() / 1000.0,
+            "method": proof.method,
         });
         match &proof.verdict {
             Verdict::Differ(w) => {
@@ -177,9 +175,13 @@ fn decide(
                 names.0, names.1, proof.seconds
             )?,
             Verdict::Differ(w) => {
+                let how = match proof.method {
+                    "search" => "found by the structured search and confirmed by the interpreter",
+                    _ => "found by the solver and replayed on both sides",
+                };
                 writeln!(
                     out,
-                    "differ: {} and {} (witness found and replayed in {:.1} s)",
+                    "differ: {} and {} (witness {how} in {:.1} s)",
                     names.0, names.1, proof.seconds
                 )?;
                 write_witness(&mut out, spec, run_as, w, right)?;

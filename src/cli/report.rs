@@ -28,6 +28,8 @@ pub struct ReportArgs<'a> {
     pub seed: u64,
     pub plot: Option<&'a Path>,
     pub json: bool,
+    /// Synthesize each instruction with Yosys ([`mmac_runtime::cost`]).
+    pub cost: bool,
 }
 
 fn usage(message: String) -> Halt {
@@ -112,6 +114,19 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
         }
     }
     let labels = labels(&specs, &chosen);
+    // each instruction's gate count, before the sampling: a missing Yosys stops early
+    let mut costs = vec![];
+    if args.cost {
+        for (checked, label) in chosen.iter().zip(&labels) {
+            match mmac_runtime::cost::synthesize(*checked) {
+                Ok(c) => costs.push((label.clone(), c)),
+                Err(e) => {
+                    eprintln!("error: --cost: {e}");
+                    return Ok(EXIT_USAGE);
+                }
+            }
+        }
+    }
     let total = (chosen.len() as u64)
         .saturating_mul(args.ks.len() as u64)
         .saturating_mul(args.samples as u64);
@@ -150,9 +165,32 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
     }
     let mut out = super::common::stdout();
     if args.json {
-        let v = serde_json::json!({ "rows": rows });
+        let mut v = serde_json::json!({ "rows": rows });
+        if args.cost {
+            v["costs"] = costs
+                .iter()
+                .map(|(label, c)| {
+                    let mut x = serde_json::to_value(c).unwrap_or_default();
+                    x["label"] = serde_json::json!(label);
+                    x["cells_by_kind"] = c
+                        .cells_by_kind
+                        .iter()
+                        .map(|(k, n)| (k.clone(), serde_json::json!(n)))
+                        .collect::<serde_json::Map<_, _>>()
+                        .into();
+                    x
+                })
+                .collect();
+        }
         writeln!(out, "{v}")?;
     } else {
+        for (label, c) in &costs {
+            writeln!(
+                out,
+                "cost of {label} (Yosys, generic gates; not silicon area): {}",
+                c.summary()
+            )?;
+        }
         writeln!(
             out,
             "{} inputs rounded to nearest into the input formats; {} samples per K, seed {}",

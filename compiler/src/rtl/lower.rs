@@ -192,10 +192,11 @@ fn fused_step(
             prod.inf = c.or(prod.inf, over);
         }
         specials.add(c, &prod);
-        let special = c.or(prod.nan, prod.inf);
-        let fin = c.not(special);
-        let z = c.is_zero(prod.value.mag);
-        let zero = c.and(fin, z);
+        // a zero magnitude, whatever the flags say: a NaN or infinite product decides d
+        // through the specials alone, so its term may be anything, and the finite
+        // datapath then depends on the encodings only, as a hardware datapath does (which
+        // keeps a proof against one from reasoning about the specials everywhere)
+        let zero = c.is_zero(prod.value.mag);
         products.push((prod, exp, zero));
     }
     let product_terms: Vec<Term> = products
