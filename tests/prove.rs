@@ -1,8 +1,6 @@
-//! `mmac prove` (runtime/src/prove.rs): the spec of the RTL example against its
-//! SystemVerilog (proved equivalent for every input), the same datapath with an aligner
-//! one bit narrower and with a bug that fires on one input pattern in 2^96 (witnesses,
-//! replayed on both sides, the rare one found exactly), two specs that differ (a witness
-//! that `mmac run` confirms) and two that agree, the JSON form, and the budget (exit 3).
+//! `mmac prove` (runtime/src/prove.rs) on two specs: two that differ (a witness that
+//! `mmac run` confirms) and two that agree, `diff --prove`, errors and the budget (exit
+//! 3). The RTL example's proofs are in tests/rtl.rs.
 //!
 //! Every neighbour that runtime/src/observability.rs proves unobservable for a library
 //! instruction with inputs of at most 8 bits is proved again by the solver: one in every
@@ -17,7 +15,7 @@ use mmac_runtime::prove::{self, Side, Verdict};
 use mmac_runtime::{mutants, observability};
 use std::path::Path;
 use std::process::Command;
-use support::{mmac, mmac_ok, root, stdout};
+use support::{check_witness, mmac, root, stdout};
 
 const SPEC: &str = "specs/examples/dp4.mma";
 const INSTR: &str = "dp4.f32.e4m3.e4m3.f32";
@@ -37,115 +35,6 @@ fn have_yosys() -> bool {
         "tests/prove.rs: SKIPPED: yosys is not installed (apt-get install yosys)"
     );
     false
-}
-
-fn prove_rtl(extra: &[&str], rtl: &str) -> std::process::Output {
-    let mut args = vec![
-        "prove", SPEC, "--instr", INSTR, "--rtl", rtl, "--top", "dp4",
-    ];
-    args.extend_from_slice(extra);
-    mmac(&args)
-}
-
-#[test]
-fn the_rtl_example_is_proved_equal_to_its_spec() {
-    if !have_yosys() {
-        return;
-    }
-    let out = prove_rtl(&["--timeout", "300"], RTL);
-    let text = stdout(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{text}{}",
-        support::stderr(&out)
-    );
-    assert!(
-        text.starts_with("equivalent: dp4.f32.e4m3.e4m3.f32 (specs/examples/dp4.mma) and dp4 (examples/rtl/dp4.sv)"),
-        "{text}"
-    );
-}
-
-/// The witness's `mmac run` line, run: the spec's d, which must be the reported left d
-/// and differ from the design's.
-fn check_witness(text: &str) -> (String, String) {
-    let line = text
-        .lines()
-        .find(|l| l.trim_start().starts_with("mmac run "))
-        .unwrap_or_else(|| panic!("no mmac run line:\n{text}"));
-    let args: Vec<&str> = line.split_whitespace().skip(1).collect();
-    let run = mmac_ok(&args);
-    let left = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("left d  = "))
-        .unwrap()
-        .to_string();
-    let right = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("right d = "))
-        .unwrap()
-        .to_string();
-    assert!(run.contains(&format!("d={left} ")), "{run}\nvs\n{text}");
-    assert!(!right.ends_with(&left), "{text}");
-    (left, right)
-}
-
-#[test]
-fn a_narrower_aligner_and_a_one_pattern_bug_get_replayed_witnesses() {
-    if !have_yosys() {
-        return;
-    }
-    // F = 19: a witness, with the design's port values and its d
-    let out = prove_rtl(&["--set", "F=19", "--timeout", "300"], RTL);
-    let text = stdout(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{text}{}",
-        support::stderr(&out)
-    );
-    assert!(text.contains("  dp4: c = 32'h"), "{text}");
-    check_witness(&text);
-
-    // a bug on one input pattern of 2^96: no vector set hits it; the solver must build it
-    let dir = tempfile::tempdir().unwrap();
-    let source = std::fs::read_to_string(root().join(RTL)).unwrap();
-    let bugged = source.replace(
-        "  assign d = any_nan ? 32'h7fff_ffff : c_inf ? c : rounded;",
-        "  wire rare = c == 32'h3f9d_70a4 && a == 32'h4c3a_2b19 && b == 32'h3355_2e0f;\n  \
-         assign d = (any_nan ? 32'h7fff_ffff : c_inf ? c : rounded) ^ {31'b0, rare};",
-    );
-    assert_ne!(bugged, source, "the injection point moved");
-    let path = dir.path().join("dp4_rare.sv");
-    std::fs::write(&path, bugged).unwrap();
-    let out = prove_rtl(&["--timeout", "300", "--json"], path.to_str().unwrap());
-    let text = stdout(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{text}{}",
-        support::stderr(&out)
-    );
-    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
-    assert_eq!(v["result"], "differ", "{v}");
-    assert_eq!(v["method"], "solver", "{v}");
-    assert_eq!(v["witness"]["c"], "3f9d70a4", "{v}");
-    assert_eq!(
-        v["witness"]["a"],
-        serde_json::json!(["19", "2b", "3a", "4c"]),
-        "{v}"
-    );
-    assert_eq!(
-        v["witness"]["b"],
-        serde_json::json!(["0f", "2e", "55", "33"]),
-        "{v}"
-    );
-    let (l, r) = (
-        u64::from_str_radix(v["left_d"].as_str().unwrap(), 16).unwrap(),
-        u64::from_str_radix(v["right_d"].as_str().unwrap(), 16).unwrap(),
-    );
-    assert_eq!(l ^ r, 1, "{v}");
-    assert!(v["seconds"].as_f64().unwrap() > 0.0, "{v}");
 }
 
 /// A spec file like dp4.mma with F (the aligner) and e_zero given.
@@ -192,6 +81,14 @@ fn two_specs_are_separated_by_a_witness_or_proved_equal() {
     assert_eq!(v["method"], "solver", "{v}");
 }
 
+fn prove_rtl(extra: &[&str], rtl: &str) -> std::process::Output {
+    let mut args = vec![
+        "prove", SPEC, "--instr", INSTR, "--rtl", rtl, "--top", "dp4",
+    ];
+    args.extend_from_slice(extra);
+    mmac(&args)
+}
+
 #[test]
 fn usage_errors_exit_2_and_a_spent_budget_exits_3() {
     if !have_yosys() {
@@ -216,6 +113,20 @@ fn usage_errors_exit_2_and_a_spent_budget_exits_3() {
     std::fs::write(
         &bad,
         "module dp4(input [31:0] c, input [15:0] a, input [31:0] b, output [31:0] d);\n  assign d = c;\nendmodule\n",
+    )
+    .unwrap();
+    let out = prove_rtl(&[], bad.to_str().unwrap());
+    assert_eq!(out.status.code(), Some(2), "{}", support::stderr(&out));
+    assert!(
+        support::stderr(&out).contains("port `a` is input [15:0]; the spec's is input [31:0]"),
+        "{}",
+        support::stderr(&out)
+    );
+    // a design Yosys cannot read
+    std::fs::write(
+        &bad,
+        "module dp4(input [31:0] c;
+",
     )
     .unwrap();
     let out = prove_rtl(&[], bad.to_str().unwrap());

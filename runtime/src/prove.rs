@@ -292,6 +292,11 @@ pub fn solve(
     let deadline = start + timeout;
     let spec = interface(left, right)?;
     let ports = rtl::ports(spec);
+    for (side, name) in [(left, "mmac_left"), (right, "mmac_right")] {
+        if let Side::Rtl { top, .. } = side {
+            check_ports(side, name, top, &ports, dir, deadline)?;
+        }
+    }
     std::fs::write(
         dir.join("compare.v"),
         comparator(&spec.arithmetic().d, nan_free(left, right)),
@@ -367,6 +372,75 @@ pub fn solve(
         method,
         seconds: seconds(),
     })
+}
+
+/// The design's top module must have the spec's ports, with their directions and widths
+/// (Yosys would otherwise cut or extend a port silently).
+fn check_ports(
+    side: &Side,
+    name: &str,
+    top: &str,
+    ports: &[(&str, u32)],
+    dir: &Path,
+    deadline: Instant,
+) -> Result<(), ProveError> {
+    let script = format!(
+        "{}write_json {name}.ports.json\n",
+        read_side(side, name, dir)?
+    );
+    std::fs::write(dir.join(format!("{name}.ports.ys")), script)?;
+    let yosys = tool("MMAC_YOSYS", "yosys");
+    let mut cmd = Command::new(&yosys);
+    cmd.current_dir(dir)
+        .args(["-q", "-s", &format!("{name}.ports.ys")]);
+    match run_until(&mut cmd, deadline)? {
+        // out of time: the miter's construction reports it
+        None => return Ok(()),
+        Some((false, log)) => return Err(ProveError::Yosys(errors_of(&log))),
+        Some((true, _)) => {}
+    }
+    let text = std::fs::read_to_string(dir.join(format!("{name}.ports.json")))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| ProveError::Yosys(format!("its JSON netlist: {e}")))?;
+    let have = &v["modules"][name]["ports"];
+    let mut problems = vec![];
+    for (port, width) in ports {
+        let want_dir = if *port == "d" { "output" } else { "input" };
+        match have.get(port) {
+            None => problems.push(format!("no port `{port}` ({want_dir}, {width} bits)")),
+            Some(p) => {
+                let bits = p["bits"].as_array().map_or(0, |b| b.len());
+                let direction = p["direction"].as_str().unwrap_or("");
+                if direction != want_dir || bits != *width as usize {
+                    problems.push(format!(
+                        "port `{port}` is {direction} [{}:0]; the spec's is {want_dir} [{}:0]",
+                        bits.saturating_sub(1),
+                        width - 1
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(extra) = have.as_object().and_then(|o| {
+        o.keys()
+            .find(|k| !ports.iter().any(|(p, _)| p == k))
+            .cloned()
+    }) {
+        problems.push(format!("port `{extra}` is not one of the spec's"));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ProveError::Interface(format!(
+            "module `{top}` does not have the spec's ports ({}): {}",
+            ports
+                .iter()
+                .map(|(p, w)| format!("{p} [{}:0]", w - 1))
+                .collect::<Vec<_>>()
+                .join(", "),
+            problems.join("; ")
+        )))
+    }
 }
 
 /// The `ERROR:` lines of a Yosys log (or its last lines).
@@ -475,9 +549,7 @@ fn replay(
                 },
             )
             .map_err(|e| e.to_string())),
-            Side::Rtl { .. } => {
-                evaluate_rtl(side, name, &packed, &ports_widths(spec), dir, deadline)
-            }
+            Side::Rtl { .. } => evaluate_rtl(side, name, &packed, &rtl::ports(spec), dir, deadline),
         }
     };
     let l = run(left, "mmac_left")?;
@@ -502,10 +574,6 @@ fn replay(
     w.left_d = l;
     w.right_d = r;
     Ok(Verdict::Differ(w))
-}
-
-fn ports_widths(spec: Checked) -> Vec<(&'static str, u32)> {
-    rtl::ports(spec)
 }
 
 /// d of an RTL side on packed inputs, by Yosys's SAT evaluation of the design.

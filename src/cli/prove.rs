@@ -171,7 +171,7 @@ fn decide(
         match &proof.verdict {
             Verdict::Equivalent => writeln!(
                 out,
-                "equivalent: {} and {} give the same d on every input (proved in {:.1} s)",
+                "equivalent: {} and {} give the same d on every input\n  proved by the solver in {:.1} s",
                 names.0, names.1, proof.seconds
             )?,
             Verdict::Differ(w) => {
@@ -181,14 +181,14 @@ fn decide(
                 };
                 writeln!(
                     out,
-                    "differ: {} and {} (witness {how} in {:.1} s)",
+                    "differ: {} and {}\n  witness {how} in {:.1} s",
                     names.0, names.1, proof.seconds
                 )?;
                 write_witness(&mut out, spec, run_as, w, right)?;
             }
             Verdict::Unknown(why) => writeln!(
                 out,
-                "unknown: {} and {}: {why} (after {:.1} s)",
+                "unknown: {} and {}\n  {why} (after {:.1} s)",
                 names.0, names.1, proof.seconds
             )?,
         }

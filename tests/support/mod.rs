@@ -68,3 +68,27 @@ pub fn stderr(o: &Output) -> String {
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
+
+/// The witness's `mmac run` line, run: the spec's d, which must be the reported left d
+/// and differ from the design's.
+pub fn check_witness(text: &str) -> (String, String) {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("mmac run "))
+        .unwrap_or_else(|| panic!("no mmac run line:\n{text}"));
+    let args: Vec<&str> = line.split_whitespace().skip(1).collect();
+    let run = mmac_ok(&args);
+    let left = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("left d  = "))
+        .unwrap()
+        .to_string();
+    let right = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("right d = "))
+        .unwrap()
+        .to_string();
+    assert!(run.contains(&format!("d={left} ")), "{run}\nvs\n{text}");
+    assert!(!right.ends_with(&left), "{text}");
+    (left, right)
+}

@@ -143,7 +143,7 @@ fn fused(c: &mut Circuit, ar: &Arithmetic, f: &CheckedFused, ops: &Operands) -> 
 fn num(c: &mut Circuit, f: &Format, raw: Wire, flush: bool) -> (Num, Unpacked) {
     let ff = float(f);
     let u = number::decode(c, ff, raw, flush);
-    (Num::of(c, ff, &u), u)
+    (Num::of(c, &u), u)
 }
 
 /// The scale factors' product for position `k` of the dot product, and its exponent.

@@ -362,26 +362,21 @@ pub fn inf_code(c: &mut Circuit, f: &Format, neg: Wire) -> Wire {
     }
 }
 
-/// A value with IEEE's special cases and a signed zero, and static bounds: its `lsb` is
-/// at least `low` and its magnitude below `2^high`.
+/// A value with IEEE's special cases and a signed zero.
 #[derive(Clone, Copy, Debug)]
 pub struct Num {
     pub nan: Wire,
     pub inf: Wire,
     pub value: Value,
-    pub low: i64,
-    pub high: i64,
 }
 
 impl Num {
     /// A decoded element.
-    pub fn of(c: &mut Circuit, f: &FloatFormat, u: &Unpacked) -> Num {
+    pub fn of(c: &mut Circuit, u: &Unpacked) -> Num {
         Num {
             nan: u.nan,
             inf: u.inf,
             value: u.value(c),
-            low: f.min_exponent() as i64 - f.mantissa_bits as i64,
-            high: f.max_exponent() as i64 + 1,
         }
     }
 
@@ -396,8 +391,6 @@ impl Num {
                 mag: c.konst(0u32, 1),
                 lsb: c.int(0, c.exp_bits()),
             },
-            low: 0,
-            high: 0,
         }
     }
 
@@ -441,8 +434,6 @@ pub fn multiply(c: &mut Circuit, x: &Num, y: &Num) -> Num {
             mag: c.mul(xm, ym),
             lsb: c.add(x.value.lsb, y.value.lsb),
         },
-        low: x.low + y.low,
-        high: x.high + y.high,
     }
 }
 
@@ -475,8 +466,6 @@ pub fn round(c: &mut Circuit, v: &Value, op: &RoundedOp) -> Num {
         nan: no,
         inf: c.and(overflow, to_inf),
         value,
-        low: f.min_exponent() as i64 - f.mantissa_bits as i64,
-        high: f.max_exponent() as i64 + 1,
     }
 }
 
@@ -490,30 +479,65 @@ pub fn add(c: &mut Circuit, x: &Num, y: &Num, op: &RoundedOp) -> Num {
     let not_nan = c.not(nan);
     let inf = c.and(any_inf, not_nan);
     let inf_neg = c.mux(x.inf, x.value.neg, y.value.neg);
-    // the exact sum on the finer grid
-    let low = x.low.min(y.low);
-    let high = x.high.max(y.high) + 1;
-    let width = u32::try_from(high - low + 1).expect("validated widths");
-    let lo = c.int(low, c.exp_bits());
-    let signed = |c: &mut Circuit, v: &Value| {
-        let shift = c.sub(lo, v.lsb);
-        let m = shift_round(c, v.mag, shift, Rounding::TowardZero, v.neg, width);
-        let n = c.neg(m);
-        c.mux(v.neg, n, m)
+    // The sum in a window below the larger operand's leading bit, the smaller one's bits
+    // beneath the window folded into a sticky bit: the window holds the larger operand
+    // whole and `precision + 4` bits more, so when the smaller one reaches below it (the
+    // exponents two or more apart) the sum's leading bit is at most one below the
+    // larger's, the rounding point at least two bits above the sticky bit, and every
+    // rounding mode sees what it would see in the exact sum.
+    let p = float(&op.format).mantissa_bits;
+    let w = x.value.mag.width.max(y.value.mag.width);
+    let window = w + p + 4;
+    let floor = c.int(-(1i64 << (c.exp_bits() - 2)), c.exp_bits());
+    let top = |c: &mut Circuit, v: &Value| {
+        let t = leading_exponent(c, v);
+        // a zero never leads
+        let z = c.is_zero(v.mag);
+        c.mux(z, floor, t)
     };
-    let xs = signed(c, &x.value);
-    let ys = signed(c, &y.value);
-    let sum = c.add(xs, ys);
+    let (tx, ty) = (top(c, &x.value), top(c, &y.value));
+    let y_larger = c.slt(tx, ty);
+    let x_leads = c.not(y_larger);
+    let big = select(c, x_leads, &x.value, &y.value);
+    let small = select(c, x_leads, &y.value, &x.value);
+    let t = c.mux(x_leads, tx, ty);
+    let headroom = c.int(window as i64 - 1, c.exp_bits());
+    let grid = c.sub(t, headroom);
+    let width = window + 3;
+    // the larger operand: whole on the grid (its lead at the window's top)
+    let shift = c.sub(grid, big.lsb);
+    let b = shift_round(c, big.mag, shift, Rounding::TowardZero, big.neg, width);
+    // the smaller: its bits on the grid, and whether any lie below it
+    let shift = c.sub(grid, small.lsb);
+    let s = shift_round(c, small.mag, shift, Rounding::TowardZero, small.neg, width);
+    let zero_shift = c.int(0, c.exp_bits());
+    let back = c.sub(zero_shift, shift);
+    let restored = shift_round(c, s, back, Rounding::TowardZero, small.neg, w.max(width));
+    let whole = c.zext(small.mag, w.max(width));
+    let sticky = c.ne(restored, whole);
+    // both doubled, the sticky bit as the smaller's lowest: units of 2^(grid - 1)
+    let one = c.konst(1u32, width);
+    let b = c.shl(b, one);
+    let s = c.shl(s, one);
+    let st = c.zext(sticky, width);
+    let s = c.or(s, st);
+    let nb = c.neg(b);
+    let b = c.mux(big.neg, nb, b);
+    let ns = c.neg(s);
+    let s = c.mux(small.neg, ns, s);
+    let sum = c.add(b, s);
     let sneg = c.bit(sum, width - 1);
     let flipped = c.neg(sum);
     let mag = c.mux(sneg, flipped, sum);
     let exact_zero = c.is_zero(mag);
+    let one_exp = c.int(1, c.exp_bits());
+    let lsb = c.sub(grid, one_exp);
     let rounded = round(
         c,
         &Value {
             neg: sneg,
             mag,
-            lsb: lo,
+            lsb,
         },
         op,
     );
@@ -527,7 +551,7 @@ pub fn add(c: &mut Circuit, x: &Num, y: &Num, op: &RoundedOp) -> Num {
     let zero = Value {
         neg: zero_neg,
         mag: c.konst(0u32, 1),
-        lsb: lo,
+        lsb,
     };
     let value = select(c, exact_zero, &zero, &rounded.value);
     let fin_inf = c.and(rounded.inf, not_nan);
@@ -539,8 +563,6 @@ pub fn add(c: &mut Circuit, x: &Num, y: &Num, op: &RoundedOp) -> Num {
         nan,
         inf: inf_any,
         value: Value { neg, ..value },
-        low: rounded.low.min(low),
-        high: rounded.high,
     }
 }
 
