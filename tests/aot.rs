@@ -389,7 +389,7 @@ fn compile_refuses_what_it_cannot_do() {
     // -o without a file to write
     let o = mmac_in(dir.path(), &["compile", spec, "--emit", "clif", "-o", "x"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("-o is for `--emit obj` and `--emit lib`"));
+    assert!(text(&o.stderr).contains("-o is for `--emit obj`, `lib` and `verilog`"));
     // an unknown instruction
     let o = mmac_in(
         dir.path(),

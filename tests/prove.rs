@@ -14,28 +14,11 @@ mod support;
 use mmac_runtime::prove::{self, Side, Verdict};
 use mmac_runtime::{mutants, observability};
 use std::path::Path;
-use std::process::Command;
-use support::{check_witness, mmac, root, stdout};
+use support::{check_witness, have, mmac, root, stdout};
 
 const SPEC: &str = "specs/examples/dp4.mma";
 const INSTR: &str = "dp4.f32.e4m3.e4m3.f32";
 const RTL: &str = "examples/rtl/dp4.sv";
-
-fn have_yosys() -> bool {
-    if Command::new("yosys").arg("-V").output().is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("MMAC_REQUIRE_RTL").is_none(),
-        "MMAC_REQUIRE_RTL is set but yosys is not installed"
-    );
-    use std::io::Write as _;
-    let _ = writeln!(
-        std::io::stderr(),
-        "tests/prove.rs: SKIPPED: yosys is not installed (apt-get install yosys)"
-    );
-    false
-}
 
 /// A spec file like dp4.mma with F (the aligner) and e_zero given.
 fn variant(dir: &Path, f: u32, e_zero: i32) -> String {
@@ -50,7 +33,7 @@ fn variant(dir: &Path, f: u32, e_zero: i32) -> String {
 
 #[test]
 fn two_specs_are_separated_by_a_witness_or_proved_equal() {
-    if !have_yosys() {
+    if !have("yosys", "tests/prove.rs") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -91,7 +74,7 @@ fn prove_rtl(extra: &[&str], rtl: &str) -> std::process::Output {
 
 #[test]
 fn usage_errors_exit_2_and_a_spent_budget_exits_3() {
-    if !have_yosys() {
+    if !have("yosys", "tests/prove.rs") {
         return;
     }
     // different operands
@@ -143,7 +126,7 @@ fn usage_errors_exit_2_and_a_spent_budget_exits_3() {
 /// of at most 8 bits, proved again by the solver: a sample, or all with MMAC_PROVE_ALL.
 #[test]
 fn the_solver_proves_what_observability_proves() {
-    if !have_yosys() {
+    if !have("yosys", "tests/prove.rs") {
         return;
     }
     let all = std::env::var_os("MMAC_PROVE_ALL").is_some();
@@ -213,7 +196,7 @@ fn the_solver_proves_what_observability_proves() {
 /// solver proves it.
 #[test]
 fn diff_asks_the_solver_when_its_search_finds_nothing() {
-    if !have_yosys() {
+    if !have("yosys", "tests/prove.rs") {
         return;
     }
     let spec = "tests/data/twostep.mma";

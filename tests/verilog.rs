@@ -15,7 +15,7 @@ use mmac_compiler::rtl;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
-use support::{mmac_ok, root};
+use support::{have, mmac_ok, root};
 
 /// One instruction per pipeline family: (spec, instruction).
 const FAMILIES: &[(&str, &str)] = &[
@@ -37,22 +37,6 @@ const FAMILIES: &[(&str, &str)] = &[
     ("specs/hopper.mma", "mma.m8n8k128.s32.b1.b1.s32.xor.popc"),
     ("specs/hopper.mma", "mma.m16n8k32.f16.e4m3.e4m3.f16"),
 ];
-
-fn have_verilator() -> bool {
-    if Command::new("verilator").arg("--version").output().is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("MMAC_REQUIRE_RTL").is_none(),
-        "MMAC_REQUIRE_RTL is set but verilator is not installed"
-    );
-    use std::io::Write as _;
-    let _ = writeln!(
-        std::io::stderr(),
-        "tests/verilog.rs: SKIPPED: verilator is not installed (apt-get install verilator)"
-    );
-    false
-}
 
 /// A field of a `mmac gen --format hex` word: its name, low bit and width (the storage
 /// width rounded up to whole hex digits), most significant first in the file.
@@ -275,7 +259,7 @@ fn simulate(dir: &Path, spec_path: &str, name: &str) {
 
 #[test]
 fn emitted_verilog_of_every_pipeline_family_simulates_to_the_jits_results() {
-    if !have_verilator() {
+    if !have("verilator", "tests/verilog.rs") {
         return;
     }
     let only = std::env::var("MMAC_VERILOG_ONLY").ok();

@@ -316,14 +316,7 @@ pub fn solve(
          flatten\nopt -mux_undef\nsetundef -zero\nopt -fast\nwreduce\nopt_clean\ntechmap\n\
          opt_expr\nopt_clean\naigmap\nopt_clean\nwrite_aiger -map miter.map miter.aig\n",
     );
-    std::fs::write(dir.join("miter.ys"), &script)?;
-    let yosys = tool("MMAC_YOSYS", "yosys");
-    let built = run_until(
-        Command::new(&yosys)
-            .current_dir(dir)
-            .args(["-q", "-s", "miter.ys"]),
-        deadline,
-    )?;
+    let built = yosys(dir, "miter.ys", &script, deadline)?;
     let seconds = || start.elapsed().as_secs_f64();
     match built {
         None => {
@@ -388,12 +381,7 @@ fn check_ports(
         "{}write_json {name}.ports.json\n",
         read_side(side, name, dir)?
     );
-    std::fs::write(dir.join(format!("{name}.ports.ys")), script)?;
-    let yosys = tool("MMAC_YOSYS", "yosys");
-    let mut cmd = Command::new(&yosys);
-    cmd.current_dir(dir)
-        .args(["-q", "-s", &format!("{name}.ports.ys")]);
-    match run_until(&mut cmd, deadline)? {
+    match yosys(dir, &format!("{name}.ports.ys"), &script, deadline)? {
         // out of time: the miter's construction reports it
         None => return Ok(()),
         Some((false, log)) => return Err(ProveError::Yosys(errors_of(&log))),
@@ -441,6 +429,24 @@ fn check_ports(
             problems.join("; ")
         )))
     }
+}
+
+/// Run a Yosys script in `dir` (written there as `file`, the files it names relative to
+/// `dir`) until `deadline`: whether it succeeded and its log, or `None` out of time.
+fn yosys(
+    dir: &Path,
+    file: &str,
+    script: &str,
+    deadline: Instant,
+) -> Result<Option<(bool, String)>, ProveError> {
+    std::fs::write(dir.join(file), script)?;
+    let yosys = tool("MMAC_YOSYS", "yosys");
+    run_until(
+        Command::new(&yosys)
+            .current_dir(dir)
+            .args(["-q", "-s", file]),
+        deadline,
+    )
 }
 
 /// The `ERROR:` lines of a Yosys log (or its last lines).
@@ -598,12 +604,7 @@ fn evaluate_rtl(
         read_side(side, name, dir)?,
         sets.join(" ")
     );
-    std::fs::write(dir.join(format!("{name}.replay.ys")), script)?;
-    let yosys = tool("MMAC_YOSYS", "yosys");
-    let mut cmd = Command::new(&yosys);
-    cmd.current_dir(dir)
-        .args(["-q", "-s", &format!("{name}.replay.ys")]);
-    match run_until(&mut cmd, deadline)? {
+    match yosys(dir, &format!("{name}.replay.ys"), &script, deadline)? {
         None => Ok(Err(
             "the budget ran out while Yosys replayed the witness".into()
         )),

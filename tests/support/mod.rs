@@ -92,3 +92,26 @@ pub fn check_witness(text: &str) -> (String, String) {
     assert!(!right.ends_with(&left), "{text}");
     (left, right)
 }
+
+/// Whether `tool` runs; if not, the calling test (`who`) is skipped, said on stderr,
+/// unless MMAC_REQUIRE_RTL is set (as `.ci/run` sets it), when it fails.
+pub fn have(tool: &str, who: &str) -> bool {
+    if std::process::Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        return true;
+    }
+    assert!(
+        std::env::var_os("MMAC_REQUIRE_RTL").is_none(),
+        "MMAC_REQUIRE_RTL is set but {tool} is not installed"
+    );
+    // straight to stderr, past the test harness's capture: a skip must be seen
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "{who}: SKIPPED: {tool} is not installed (apt-get install {tool})"
+    );
+    false
+}
