@@ -278,3 +278,32 @@ fn emitted_verilog_of_every_pipeline_family_simulates_to_the_jits_results() {
         }
     }
 }
+
+/// Module names: after the instruction, punctuation made `_`, numbered where two names
+/// meet; an instruction that shares another's arithmetic instantiates its module.
+#[test]
+fn modules_are_named_once_and_shared_arithmetic_is_instantiated() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("names.mma");
+    let body = "    shape 1 x 1 x 4\n    types a = e4m3, b = e4m3, c = f32, d = f32\n";
+    std::fs::write(
+        &spec,
+        format!(
+            "arch names\nimport std\n\
+             instruction a.b {{\n{body}    uses t_fdpa(F = 20, L = 4, e_zero = -133)\n}}\n\
+             instruction a_b {{\n{body}    uses t_fdpa(F = 21, L = 4, e_zero = -133)\n}}\n\
+             instruction same.as.first {{\n{body}    uses t_fdpa(F = 20, L = 4, e_zero = -133)\n}}\n"
+        ),
+    )
+    .unwrap();
+    let text = mmac_ok(&["compile", spec.to_str().unwrap(), "--emit", "verilog"]);
+    let modules: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("module "))
+        .collect();
+    assert_eq!(modules, ["a_b (", "a_b_2 (", "same_as_first ("], "{text}");
+    assert!(
+        text.contains("  a_b body (.c(c), .a(a), .b(b), .d(d));"),
+        "{text}"
+    );
+}
