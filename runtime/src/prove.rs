@@ -1,6 +1,6 @@
 //! Equivalence proofs (`mmac prove`): two circuits, each a spec instruction lowered by the
 //! Verilog back end (`mmac_compiler::rtl`) or a user's RTL, joined in a miter that fires
-//! when their d differ (any NaN matching any NaN where both sides leave the payload free),
+//! when their d differ (any NaN matching any NaN where a spec side leaves the payload free),
 //! and decided by Yosys (reading, flattening, bit-blasting to an AIG) and ABC (`iprove`:
 //! SAT sweeping, rewriting and SAT on the miter). Proved, a witness, or unknown when the
 //! budget runs out — never a guess: every witness is replayed through the interpreter for
