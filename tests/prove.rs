@@ -4,7 +4,8 @@
 //!
 //! Every neighbour that runtime/src/observability.rs proves unobservable for a library
 //! instruction with inputs of at most 8 bits is proved again by the solver: one in every
-//! run, all of them (268 proofs, from a minute to over ten each) with MMAC_PROVE_ALL=1.
+//! run, all 268 with MMAC_PROVE_ALL=1 (half a minute to over a minute each with f32
+//! accumulators; some with f16 accumulators stay undecided, docs/performance.md).
 //!
 //! Needs `yosys` and `yosys-abc` (Debian's yosys; `.ci/run` installs it). Without them
 //! the tests say so and pass, unless MMAC_REQUIRE_RTL is set, as `.ci/run` sets it.
