@@ -47,7 +47,12 @@ fn solver_json(p: &prove::Proof, inst: &Instruction) -> (Value, i32) {
         }
         Verdict::Differ(w) => {
             v["result"] = json!("differ");
-            v["witness"] = json!({"c": hex(&ar.c, w.c), "a": hex_list(&ar.a, &w.a), "b": hex_list(&ar.b, &w.b)});
+            let mut witness = json!({"c": hex(&ar.c, w.c), "a": hex_list(&ar.a, &w.a), "b": hex_list(&ar.b, &w.b)});
+            if let Some(s) = &ar.scale {
+                witness["sa"] = Value::Array(hex_list(&s.format, &w.sa));
+                witness["sb"] = Value::Array(hex_list(&s.format, &w.sb));
+            }
+            v["witness"] = witness;
             v["left_d"] = json!(hex(&ar.d, w.left_d));
             v["right_d"] = json!(hex(&ar.d, w.right_d));
             EXIT_FAILED
