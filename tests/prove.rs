@@ -15,18 +15,18 @@ mod support;
 use mmac_runtime::prove::{self, Side, Verdict};
 use mmac_runtime::{mutants, observability};
 use std::path::Path;
-use support::{check_witness, have, mmac, root, stdout};
-
-const SPEC: &str = "specs/examples/dp4.mma";
-const INSTR: &str = "dp4.f32.e4m3.e4m3.f32";
-const RTL: &str = "examples/rtl/dp4.sv";
+use support::{
+    DP4_INSTR, DP4_RTL, DP4_SPEC, check_witness, exits, have, mmac, prove_dp4, root, stdout,
+};
 
 /// A spec file like dp4.mma with F (the aligner) and e_zero given.
 fn variant(dir: &Path, f: u32, e_zero: i32) -> String {
-    let text = std::fs::read_to_string(root().join(SPEC)).unwrap().replace(
-        "t_fdpa(F = 20, L = 4, e_zero = -133,",
-        &format!("t_fdpa(F = {f}, L = 4, e_zero = {e_zero},"),
-    );
+    let text = std::fs::read_to_string(root().join(DP4_SPEC))
+        .unwrap()
+        .replace(
+            "t_fdpa(F = 20, L = 4, e_zero = -133,",
+            &format!("t_fdpa(F = {f}, L = 4, e_zero = {e_zero},"),
+        );
     let path = dir.join(format!("dp4_f{f}_z{}.mma", -e_zero));
     std::fs::write(&path, text).unwrap();
     path.display().to_string()
@@ -39,38 +39,18 @@ fn two_specs_are_separated_by_a_witness_or_proved_equal() {
     }
     let dir = tempfile::tempdir().unwrap();
     let f19 = variant(dir.path(), 19, -133);
-    let out = mmac(&["prove", SPEC, INSTR, &f19, INSTR]);
-    let text = stdout(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{text}{}",
-        support::stderr(&out)
-    );
+    let out = mmac(&["prove", DP4_SPEC, DP4_INSTR, &f19, DP4_INSTR]);
+    let text = exits(&out, 1);
     check_witness(&text);
     // e_zero -133 -> -150: no product or c lies below 2^-133 by more than F, so the
     // zero terms never take part in a kept bit; proved by the solver (the search finds
     // nothing)
     let z = variant(dir.path(), 20, -150);
-    let out = mmac(&["prove", SPEC, INSTR, &z, INSTR, "--json"]);
-    let text = stdout(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{text}{}",
-        support::stderr(&out)
-    );
+    let out = mmac(&["prove", DP4_SPEC, DP4_INSTR, &z, DP4_INSTR, "--json"]);
+    let text = exits(&out, 0);
     let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
     assert_eq!(v["result"], "equivalent", "{v}");
     assert_eq!(v["method"], "solver", "{v}");
-}
-
-fn prove_rtl(extra: &[&str], rtl: &str) -> std::process::Output {
-    let mut args = vec![
-        "prove", SPEC, "--instr", INSTR, "--rtl", rtl, "--top", "dp4",
-    ];
-    args.extend_from_slice(extra);
-    mmac(&args)
 }
 
 #[test]
@@ -89,7 +69,7 @@ fn usage_errors_exit_2_and_a_spent_budget_exits_3() {
     assert_eq!(out.status.code(), Some(2));
     assert!(support::stderr(&out).contains("a is f16 (left) vs bf16 (right)"));
     // --rtl without --top
-    let out = mmac(&["prove", SPEC, "--instr", INSTR, "--rtl", RTL]);
+    let out = mmac(&["prove", DP4_SPEC, "--instr", DP4_INSTR, "--rtl", DP4_RTL]);
     assert_eq!(out.status.code(), Some(2));
     // a design whose ports are not the spec's
     let dir = tempfile::tempdir().unwrap();
@@ -99,8 +79,8 @@ fn usage_errors_exit_2_and_a_spent_budget_exits_3() {
         "module dp4(input [31:0] c, input [15:0] a, input [31:0] b, output [31:0] d);\n  assign d = c;\nendmodule\n",
     )
     .unwrap();
-    let out = prove_rtl(&[], bad.to_str().unwrap());
-    assert_eq!(out.status.code(), Some(2), "{}", support::stderr(&out));
+    let out = prove_dp4(&[], bad.to_str().unwrap());
+    exits(&out, 2);
     assert!(
         support::stderr(&out).contains("port `a` is input [15:0]; the spec's is input [31:0]"),
         "{}",
@@ -113,12 +93,12 @@ fn usage_errors_exit_2_and_a_spent_budget_exits_3() {
 ",
     )
     .unwrap();
-    let out = prove_rtl(&[], bad.to_str().unwrap());
-    assert_eq!(out.status.code(), Some(2), "{}", support::stderr(&out));
+    let out = prove_dp4(&[], bad.to_str().unwrap());
+    exits(&out, 2);
     assert!(support::stderr(&out).contains("yosys could not read the design"));
     // one second is not enough to build the miter: undecided, never a guess
-    let out = prove_rtl(&["--timeout", "1", "--json"], RTL);
-    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+    let out = prove_dp4(&["--timeout", "1", "--json"], DP4_RTL);
+    exits(&out, 3);
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(v["result"], "unknown", "{v}");
 }
@@ -207,13 +187,7 @@ fn diff_asks_the_solver_when_its_search_finds_nothing() {
     assert!(text.starts_with("no difference found"), "{text}");
     assert!(!text.contains("proven"), "{text}");
     let out = mmac(&["diff", spec, once, spec, twice, "--prove"]);
-    let text = stdout(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{text}{}",
-        support::stderr(&out)
-    );
+    let text = exits(&out, 0);
     assert!(
         text.contains("proven by the solver: they agree on every input"),
         "{text}"

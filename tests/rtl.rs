@@ -18,11 +18,7 @@ mod support;
 
 use std::path::Path;
 use std::process::Command;
-use support::{check_witness, have, mmac, root, stdout};
-
-const SPEC: &str = "specs/examples/dp4.mma";
-const INSTR: &str = "dp4.f32.e4m3.e4m3.f32";
-const RTL: &str = "examples/rtl/dp4.sv";
+use support::{DP4_RTL, check_witness, exits, have, prove_dp4, root};
 
 fn run(f: u32, build: &Path, netlist: bool) -> std::process::Output {
     Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/rtl/run.sh"))
@@ -80,27 +76,13 @@ fn the_netlist_yosys_synthesizes_passes_and_its_narrower_aligner_is_caught() {
     }
 }
 
-fn prove_rtl(extra: &[&str], rtl: &str) -> std::process::Output {
-    let mut args = vec![
-        "prove", SPEC, "--instr", INSTR, "--rtl", rtl, "--top", "dp4",
-    ];
-    args.extend_from_slice(extra);
-    mmac(&args)
-}
-
 #[test]
 fn the_rtl_example_is_proved_equal_to_its_spec() {
     if !have("yosys", "tests/rtl.rs") {
         return;
     }
-    let out = prove_rtl(&["--timeout", "300"], RTL);
-    let text = stdout(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{text}{}",
-        support::stderr(&out)
-    );
+    let out = prove_dp4(&["--timeout", "300"], DP4_RTL);
+    let text = exits(&out, 0);
     assert!(
         text.starts_with("equivalent: dp4.f32.e4m3.e4m3.f32 (specs/examples/dp4.mma) and dp4 (examples/rtl/dp4.sv)"),
         "{text}"
@@ -113,20 +95,14 @@ fn a_narrower_aligner_and_a_one_pattern_bug_get_replayed_witnesses() {
         return;
     }
     // F = 19: a witness, with the design's port values and its d
-    let out = prove_rtl(&["--set", "F=19", "--timeout", "300"], RTL);
-    let text = stdout(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{text}{}",
-        support::stderr(&out)
-    );
+    let out = prove_dp4(&["--set", "F=19", "--timeout", "300"], DP4_RTL);
+    let text = exits(&out, 1);
     assert!(text.contains("  dp4: c = 32'h"), "{text}");
     check_witness(&text);
 
     // a bug on one input pattern of 2^96: no vector set hits it; the solver must build it
     let dir = tempfile::tempdir().unwrap();
-    let source = std::fs::read_to_string(root().join(RTL)).unwrap();
+    let source = std::fs::read_to_string(root().join(DP4_RTL)).unwrap();
     let bugged = source.replace(
         "  assign d = any_nan ? 32'h7fff_ffff : c_inf ? c : rounded;",
         "  wire rare = c == 32'h3f9d_70a4 && a == 32'h4c3a_2b19 && b == 32'h3355_2e0f;\n  \
@@ -135,14 +111,8 @@ fn a_narrower_aligner_and_a_one_pattern_bug_get_replayed_witnesses() {
     assert_ne!(bugged, source, "the injection point moved");
     let path = dir.path().join("dp4_rare.sv");
     std::fs::write(&path, bugged).unwrap();
-    let out = prove_rtl(&["--timeout", "300", "--json"], path.to_str().unwrap());
-    let text = stdout(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{text}{}",
-        support::stderr(&out)
-    );
+    let out = prove_dp4(&["--timeout", "300", "--json"], path.to_str().unwrap());
+    let text = exits(&out, 1);
     let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
     assert_eq!(v["result"], "differ", "{v}");
     assert_eq!(v["method"], "solver", "{v}");

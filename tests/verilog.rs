@@ -12,6 +12,7 @@ mod support;
 
 use mmac_compiler::engine::{Choice, Engine, Operands};
 use mmac_compiler::rtl;
+use mmac_runtime::witness::nan_any;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
@@ -115,18 +116,6 @@ fn testbench(module: &str, fields: &[Field], word: u32, ports: &[(&str, u32)]) -
         "      #1;\n      $fdisplay(f, \"%h\", d);\n    end\n    $fclose(f);\n    $finish;\n  end\nendmodule\n",
     );
     tb
-}
-
-/// Whether the pipeline leaves a NaN's payload free (`nan ieee`, or a composed pipeline
-/// whose runs choose).
-fn nan_free(inst: mmac_compiler::Checked) -> bool {
-    use mmac_compiler::ir::{NanPolicy, Pipeline};
-    match &inst.arithmetic().pipeline {
-        Pipeline::Fused(f) => f.nan == NanPolicy::Ieee,
-        Pipeline::Sequential(s) => s.nan == NanPolicy::Ieee,
-        Pipeline::Integer(_) => false,
-        Pipeline::Composed(_) => true,
-    }
 }
 
 fn simulate(dir: &Path, spec_path: &str, name: &str) {
@@ -248,7 +237,7 @@ fn simulate(dir: &Path, spec_path: &str, name: &str) {
         // under `nan ieee` the payload is not pinned: the JIT's NaN is any NaN
         let format = &inst.arithmetic().d;
         let nan = |x: u64| format.decode(x).is_nan();
-        let jit_agrees = jit == *d || (nan_free(inst) && nan(jit) && nan(*d));
+        let jit_agrees = jit == *d || (nan_any(inst.instruction()) && nan(jit) && nan(*d));
         assert!(
             *d == want && jit_agrees,
             "{name} case {i}: Verilog d={d:x}, JIT d={jit:x}, vector d={want:x} \

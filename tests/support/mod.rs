@@ -115,3 +115,25 @@ pub fn have(tool: &str, who: &str) -> bool {
     );
     false
 }
+
+/// The exit code must be `code` (else the test fails showing stdout and stderr); stdout.
+pub fn exits(out: &Output, code: i32) -> String {
+    let text = stdout(out);
+    assert_eq!(out.status.code(), Some(code), "{text}{}", stderr(out));
+    text
+}
+
+/// The RTL example's spec, instruction and design (examples/rtl/).
+pub const DP4_SPEC: &str = "specs/examples/dp4.mma";
+pub const DP4_INSTR: &str = "dp4.f32.e4m3.e4m3.f32";
+pub const DP4_RTL: &str = "examples/rtl/dp4.sv";
+
+/// `mmac prove` of the dp4 spec against the design `rtl` (top module `dp4`), with
+/// `extra` options.
+pub fn prove_dp4(extra: &[&str], rtl: &str) -> Output {
+    let mut args = vec![
+        "prove", DP4_SPEC, "--instr", DP4_INSTR, "--rtl", rtl, "--top", "dp4",
+    ];
+    args.extend_from_slice(extra);
+    mmac(&args)
+}

@@ -403,11 +403,7 @@ fn normalize(c: &mut Circuit, ar: &Arithmetic, f: &CheckedFused, root: &Value) -
         v = rounded.value;
         last = Some(rounded);
         if let Some(emax) = step.max_exponent {
-            let nonzero = c.any(v.mag);
-            let le = rounded.top_exponent(c);
-            let x = c.int(emax as i64, c.exp_bits());
-            let above = c.slt(x, le);
-            let over = c.and(nonzero, above);
+            let over = rounded.above(c, emax as i64);
             let code = match step.overflow {
                 Overflow::Inf | Overflow::Wrap => number::inf_code(c, d, v.neg),
                 Overflow::Saturate => {
@@ -540,17 +536,16 @@ fn convert(c: &mut Circuit, raw: Wire, from: &Format, conv: &Conversion) -> Wire
         conv.rounding,
     );
     let r = rounded.value;
-    // beyond the largest finite value
-    let nonzero = c.any(r.mag);
-    let le = rounded.top_exponent(c);
+    // beyond the largest finite value: above its binade, or in it with a larger
+    // significand (an FN format's top code is NaN)
+    let above = rounded.above(c, to.max_exponent() as i64);
+    let top = rounded.top_exponent(c);
     let emax = c.int(to.max_exponent() as i64, c.exp_bits());
-    let above = c.slt(emax, le);
-    let at = c.eq(le, emax);
+    let at = c.eq(top, emax);
     let max_sig = c.konst(to.max_significand(), r.mag.width);
     let sig_above = c.ult(max_sig, r.mag);
     let at_above = c.and(at, sig_above);
-    let beyond = c.or(above, at_above);
-    let finite_over = c.and(nonzero, beyond);
+    let finite_over = c.or(above, at_above);
     let inf_in = n.inf;
     let over = if to.has_inf() {
         finite_over

@@ -214,6 +214,16 @@ impl Rounded {
         c.mux(carry, up, self.exponent)
     }
 
+    /// Whether the result is nonzero with its leading bit above `2^emax` (an overflow
+    /// into a format whose largest binade is `emax`).
+    pub fn above(&self, c: &mut Circuit, emax: i64) -> Wire {
+        let nonzero = c.any(self.value.mag);
+        let top = self.top_exponent(c);
+        let emax = c.int(emax, c.exp_bits());
+        let above = c.slt(emax, top);
+        c.and(nonzero, above)
+    }
+
     /// Whether the result is below `2^min_exponent` (zero included).
     pub fn tiny(&self, c: &mut Circuit) -> Wire {
         let p = self.fraction_bits;
@@ -443,11 +453,7 @@ pub fn round(c: &mut Circuit, v: &Value, op: &RoundedOp) -> Num {
     let f = float(&op.format);
     let rounded = round_precision(c, v, f.mantissa_bits, f.min_exponent() as i64, op.rounding);
     let r = rounded.value;
-    let nonzero = c.any(r.mag);
-    let le = rounded.top_exponent(c);
-    let emax = c.int(f.max_exponent() as i64, c.exp_bits());
-    let above = c.slt(emax, le);
-    let overflow = c.and(above, nonzero);
+    let overflow = rounded.above(c, f.max_exponent() as i64);
     let to_inf = match op.rounding {
         Rounding::NearestEven | Rounding::NearestAway => c.bit_const(true),
         Rounding::TowardZero => c.bit_const(false),
