@@ -45,7 +45,7 @@ fn list_one_line_per_instruction() {
     let o = mmac(&["list", "specs/cdna3.mma"]);
     assert_eq!(o.status.code(), Some(0));
     let out = stdout(&o);
-    assert_eq!(out.lines().count(), 27);
+    assert_eq!(out.lines().count(), 41);
     assert!(
         out.contains(
             "v_mfma_f32_16x16x32_fp8_fp8\tm16n16k32\ta=fp8 b=fp8 c=f32 d=f32\tgtr_fdpa\tF=24\tevidence=model\n"
@@ -304,12 +304,13 @@ fn with_closed_stdout(args: &[&str], keep: usize) -> (Option<i32>, String) {
         .spawn()
         .expect("mmac runs");
     let pipe = child.stdout.take().unwrap();
-    if keep > 0 {
-        let mut lines = std::io::BufReader::new(pipe).lines();
-        for _ in 0..keep {
-            lines.next().expect("a line").expect("readable");
-        }
-    } // the pipe's read end is dropped here
+    let mut lines = std::io::BufReader::new(pipe).lines();
+    for _ in 0..keep {
+        lines.next().expect("a line").expect("readable");
+    }
+    // the pipe's read end closed before the wait (kept open, a listing longer than the
+    // pipe's buffer would block the writer for ever)
+    drop(lines);
     let o = child.wait_with_output().unwrap();
     (o.status.code(), stderr(&o))
 }

@@ -102,6 +102,7 @@ fn warp_mma_equals_mma_on_the_matrices_the_fragments_hold() {
                     c: Some(decode(&layout.c, &c)),
                     sa: None,
                     sb: None,
+                    meta: None,
                 };
                 gemm::check_shapes(inst, &problem, true).unwrap();
                 let want = gemm::gemm(&interp, &problem, &|_| {}).unwrap();

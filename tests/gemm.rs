@@ -74,6 +74,7 @@ fn write_problem(
         c: Some(c),
         sa,
         sb,
+        meta: None,
     }
 }
 
@@ -317,6 +318,7 @@ fn gemm_into_a_matrix_of_the_wrong_shape_is_an_error() {
         c: None,
         sa: None,
         sb: None,
+        meta: None,
     };
     let mut d = Matrix::filled(16, 16, 0);
     let e = gemm::gemm_into(&Engine::interpreter(checked), &p, &mut d, &|_| {}).unwrap_err();
@@ -435,6 +437,7 @@ fn error_report_is_exact() {
         c: Some(random(&inst.arithmetic.c, 32, 16, 3)),
         sa: None,
         sb: None,
+        meta: None,
     };
     let d = gemm::gemm(&Engine::interpreter(checked), &p, &|_| {}).unwrap();
     let r = gemm::error_report(inst, &p, &d);
@@ -456,6 +459,7 @@ fn error_report_is_exact() {
         c: Some(c),
         sa: None,
         sb: None,
+        meta: None,
     };
     let d = gemm::gemm(&Engine::interpreter(checked), &p, &|_| {}).unwrap();
     let r = gemm::error_report(inst, &p, &d);
@@ -478,6 +482,7 @@ fn error_report_is_exact() {
         c: Some(pos(&inst.arithmetic.c, 16, 8, 8)),
         sa: None,
         sb: None,
+        meta: None,
     };
     let d = gemm::gemm(&Engine::interpreter(checked), &p, &|_| {}).unwrap();
     let r = gemm::error_report(inst, &p, &d);

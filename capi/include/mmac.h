@@ -45,13 +45,25 @@ size_t mmac_count(const mmac_spec *spec);
 const mmac_instruction *mmac_at(const mmac_spec *spec, size_t i);  /* NULL when i >= count */
 
 const char *mmac_name(const mmac_instruction *ins);
-uint32_t mmac_k(const mmac_instruction *ins);
+uint32_t mmac_k(const mmac_instruction *ins);       /* K: elements of b per dot product */
+uint32_t mmac_stored(const mmac_instruction *ins);  /* elements of a: K, or K/2 if sparse */
 uint32_t mmac_scale_count(const mmac_instruction *ins);  /* per operand; 0 when unscaled */
 
 /* One dot-product-add: *d = c + sum over k of a[i] * b[i] (scaled by sa, sb; NULL when
- * unscaled). Returns MMAC_OK or an error code. */
+ * unscaled). Returns MMAC_OK or an error code; MMAC_ERR_ENGINE for a sparse instruction
+ * (which takes mmac_sparse_dot). */
 int mmac_dot(const mmac_instruction *ins, uint64_t c, const uint64_t *a, const uint64_t *b,
              const uint64_t *sa, const uint64_t *sb, uint64_t *d);
+
+/* One dot-product-add of a sparse instruction (`sparse a 2 of 4`, e.g. mma.sp): a holds
+ * the mmac_stored(ins) stored elements of A's row, positions[i] the column (0..K-1) at
+ * which a[i] sits (strictly increasing, at most 2 in every group of 4 columns, 1 in every
+ * pair for 1 of 2), b all mmac_k(ins) elements of B's column. *d is what the instruction
+ * gives for the dense row those elements stand for. Positions that break the pattern, or
+ * a dense instruction, give MMAC_ERR_ENGINE (mmac_last_error() says which position). */
+int mmac_sparse_dot(const mmac_instruction *ins, uint64_t c, const uint64_t *a,
+                    const uint64_t *b, const uint64_t *sa, const uint64_t *sb,
+                    const uint32_t *positions, uint64_t *d);
 
 /* Warp-level execution on register images, as a warp runs mma.sync (docs/layouts.md).
  *

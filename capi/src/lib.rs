@@ -33,7 +33,11 @@ pub struct Instruction {
     name: CString,
     /// Its index in the spec.
     index: usize,
+    /// K (elements of b per dot product), and the elements of a (K, or a sparse A's
+    /// stored elements).
     k: usize,
+    stored: usize,
+    sparse: bool,
     scales: usize,
     /// What the engine facade prepared for it: the JIT's kernel, or the interpreter.
     prepared: Prepared,
@@ -104,7 +108,9 @@ fn load(path: &Path) -> Result<Box<Spec>, String> {
         handles.push(Instruction {
             name: CString::new(inst.name.clone()).map_err(|e| e.to_string())?,
             index,
-            k: inst.k(),
+            k: inst.columns(),
+            stored: inst.stored(),
+            sparse: inst.sparsity.is_some(),
             scales: inst.scale_count(),
             prepared,
             spec: owner,
@@ -234,6 +240,14 @@ pub unsafe extern "C" fn mmac_scale_count(ins: *const Instruction) -> u32 {
 }
 
 /// # Safety
+/// `ins` is NULL or a handle of a live spec.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_stored(ins: *const Instruction) -> u32 {
+    // SAFETY: a handle of a live spec or NULL.
+    unsafe { ins.as_ref() }.map_or(0, |i| i.stored as u32)
+}
+
+/// # Safety
 /// `ins` is NULL or a handle of a live spec; `a` and `b` point to `k` values, `sa` and `sb`
 /// to `scale_count` values (or are NULL when unscaled); `d` is writable.
 #[unsafe(no_mangle)]
@@ -244,6 +258,46 @@ pub unsafe extern "C" fn mmac_dot(
     b: *const u64,
     sa: *const u64,
     sb: *const u64,
+    d: *mut u64,
+) -> c_int {
+    // SAFETY: the caller's promises, passed on; no positions.
+    unsafe { dot(ins, c, (a, b), (sa, sb), std::ptr::null(), d) }
+}
+
+/// # Safety
+/// `ins` is NULL or a handle of a live spec; `a` and `positions` point to `stored`
+/// values, `b` to `k`, `sa` and `sb` to `scale_count` values (or are NULL when unscaled);
+/// `d` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_sparse_dot(
+    ins: *const Instruction,
+    c: u64,
+    a: *const u64,
+    b: *const u64,
+    sa: *const u64,
+    sb: *const u64,
+    positions: *const u32,
+    d: *mut u64,
+) -> c_int {
+    if positions.is_null() {
+        return MMAC_ERR_NULL;
+    }
+    // SAFETY: the caller's promises, passed on.
+    unsafe { dot(ins, c, (a, b), (sa, sb), positions, d) }
+}
+
+/// `mmac_dot` (`positions` NULL) and `mmac_sparse_dot`: the operands checked against the
+/// instruction (a sparse one needs positions, a dense one takes none), then one dot
+/// product through its engine.
+///
+/// # Safety
+/// As `mmac_sparse_dot`, `positions` NULL for a dense instruction.
+unsafe fn dot(
+    ins: *const Instruction,
+    c: u64,
+    (a, b): (*const u64, *const u64),
+    (sa, sb): (*const u64, *const u64),
+    positions: *const u32,
     d: *mut u64,
 ) -> c_int {
     guarded(MMAC_ERR_ENGINE, || {
@@ -257,12 +311,33 @@ pub unsafe extern "C" fn mmac_dot(
         if ins.scales > 0 && (sa.is_null() || sb.is_null()) {
             return MMAC_ERR_SCALES;
         }
-        // SAFETY: the caller passes k values in a and b, scale_count in sa and sb.
+        if ins.sparse == positions.is_null() {
+            set_error(if ins.sparse {
+                format!(
+                    "`{}` is sparse: call mmac_sparse_dot with the positions of a's stored elements",
+                    ins.name.to_string_lossy()
+                )
+            } else {
+                format!("`{}` is dense: call mmac_dot", ins.name.to_string_lossy())
+            });
+            return MMAC_ERR_ENGINE;
+        }
+        // SAFETY: the caller passes `stored` values in a (and positions), k in b,
+        // scale_count in sa and sb.
         let (a, b) = unsafe {
             (
-                std::slice::from_raw_parts(a, ins.k),
+                std::slice::from_raw_parts(a, ins.stored),
                 std::slice::from_raw_parts(b, ins.k),
             )
+        };
+        let positions: Vec<u64> = if positions.is_null() {
+            vec![]
+        } else {
+            // SAFETY: as above.
+            unsafe { std::slice::from_raw_parts(positions, ins.stored) }
+                .iter()
+                .map(|&p| u64::from(p))
+                .collect()
         };
         let (sa, sb): (&[u64], &[u64]) = if ins.scales == 0 {
             (&[], &[])
@@ -279,7 +354,7 @@ pub unsafe extern "C" fn mmac_dot(
         // SAFETY: a handle lives inside its spec, which is live.
         let spec = unsafe { &*ins.spec };
         let checked = spec.loaded.checked.get(ins.index);
-        let result = Engine::prepared(checked, &ins.prepared).dot(&ops);
+        let result = Engine::prepared(checked, &ins.prepared).sparse_dot(&ops, &positions);
         match result {
             Ok(v) => {
                 // SAFETY: d is writable.

@@ -59,6 +59,74 @@ fn run(exe: &Path, args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
+/// A sparse instruction through `mmac_sparse_dot`: vectors `mmac gen` wrote (with `pos=`)
+/// pass, the dense entry refuses it, and a position out of the pattern is an error.
+#[test]
+fn c_program_runs_a_sparse_instruction_with_its_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path());
+    let vectors = dir.path().join("sp.mmv");
+    let mmac = library_dir().join("../mmac");
+    let mmac = if mmac.is_file() {
+        mmac
+    } else {
+        library_dir().join("mmac")
+    };
+    let o = Command::new(&mmac)
+        .args([
+            "gen",
+            "specs/ampere.mma",
+            "--instr",
+            "mma.sp.m16n8k32.f32.f16.f16.f32",
+            "-n",
+            "64",
+            "-o",
+        ])
+        .arg(&vectors)
+        .current_dir(repo())
+        .output()
+        .expect("the mmac command beside the library");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&vectors).unwrap();
+    let cases = text.lines().filter(|l| l.starts_with("c=")).count();
+    let v = vectors.display().to_string();
+    let (code, out) = run(&exe, &["specs/ampere.mma", &v]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(out.trim(), format!("{cases} passed, 0 failed"));
+    // the dense entry refuses it, saying which entry takes it
+    let (code, out) = run(
+        &exe,
+        &[
+            "specs/ampere.mma",
+            "--find",
+            "mma.sp.m16n8k32.f32.f16.f16.f32",
+        ],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("k=32")
+            && out.contains("stored=16 mmac_dot rc=4")
+            && out.contains("call mmac_sparse_dot"),
+        "{out}"
+    );
+    // the first case's second position made equal to its first: the engine refuses it
+    let at = text.find("\nc=").unwrap();
+    let at = at + text[at..].find(" pos=").unwrap() + 5;
+    let first = at + text[at..].find(',').unwrap();
+    let second = first + 1 + text[first + 1..].find(',').unwrap();
+    let broken_text = format!(
+        "{}{}{}",
+        &text[..first + 1],
+        &text[at..first],
+        &text[second..]
+    );
+    let broken = dir.path().join("broken.mmv");
+    std::fs::write(&broken, broken_text).unwrap();
+    let (code, out) = run(&exe, &["specs/ampere.mma", &broken.display().to_string()]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("rc=4"), "{out}");
+}
+
 #[test]
 fn c_program_loads_a_spec_at_run_time() {
     let dir = tempfile::tempdir().unwrap();

@@ -2,8 +2,10 @@
  * run by tests/c_api.rs.
  *
  * Usage: run_spec SPEC FILE.mmv...   runs every case of each (unscaled) vector file
- *                                    through mmac_dot; prints `N passed, M failed`
- *        run_spec SPEC --find NAME   prints the instruction's k, or the error text
+ *                                    through mmac_dot, or mmac_sparse_dot for a case with
+ *                                    positions (`pos=`); prints `N passed, M failed`
+ *        run_spec SPEC --find NAME   prints the instruction's k, or the error text (for a
+ *                                    sparse one, what mmac_dot says when called for it)
  * Exit 0 when everything passed (or the name was found), 1 otherwise, 2 when the spec
  * does not load (its diagnostics on stdout). */
 #include <stdio.h>
@@ -35,6 +37,13 @@ int main(int argc, char **argv) {
         const mmac_instruction *ins = mmac_find(spec, argv[3]);
         if (ins) printf("%s k=%u\n", mmac_name(ins), mmac_k(ins));
         else printf("%s\n", mmac_last_error());
+        if (ins && mmac_stored(ins) != mmac_k(ins)) {
+            /* a sparse instruction: the dense entry refuses it */
+            static uint64_t zeros[256];
+            uint64_t d = 0;
+            int rc = mmac_dot(ins, 0, zeros, zeros, NULL, NULL, &d);
+            printf("stored=%u mmac_dot rc=%d: %s\n", mmac_stored(ins), rc, mmac_last_error());
+        }
         mmac_free(spec);
         return ins ? 0 : 1;
     }
@@ -48,15 +57,23 @@ int main(int argc, char **argv) {
         while (fgets(line, sizeof line, in)) {
             if (sscanf(line, "# instruction: %255s", name) == 1) ins = mmac_find(spec, name);
             if (strncmp(line, "c=", 2) || !ins) continue;
-            uint64_t a[256], b[256], c = 0, want = 0, got = 0;
-            size_t k = mmac_k(ins), na = 0, nb = 0;
+            uint64_t a[256], b[256], pos[256], c = 0, want = 0, got = 0;
+            size_t k = mmac_k(ins), stored = mmac_stored(ins), na = 0, nb = 0, np = 0;
             for (char *p = line; p; p = strchr(p, ' '), p = p ? p + 1 : p) {
                 if (!strncmp(p, "c=", 2)) c = strtoull(p + 2, NULL, 16);
                 else if (!strncmp(p, "d=", 2)) want = strtoull(p + 2, NULL, 16);
                 else if (!strncmp(p, "a=", 2)) na = hex_list(p + 2, a, 256);
                 else if (!strncmp(p, "b=", 2)) nb = hex_list(p + 2, b, 256);
+                else if (!strncmp(p, "pos=", 4)) np = hex_list(p + 4, pos, 256);
             }
-            int rc = (na == k && nb == k) ? mmac_dot(ins, c, a, b, NULL, NULL, &got) : -1;
+            int rc = -1;
+            if (np > 0 && np == stored && na == stored && nb == k) {
+                uint32_t positions[256];
+                for (size_t i = 0; i < np; i++) positions[i] = (uint32_t)pos[i];
+                rc = mmac_sparse_dot(ins, c, a, b, NULL, NULL, positions, &got);
+            } else if (np == 0 && na == k && nb == k) {
+                rc = mmac_dot(ins, c, a, b, NULL, NULL, &got);
+            }
             if (rc == MMAC_OK && got == want) passed++;
             else {
                 if (!failed) printf("first failure: %s rc=%d got %llx want %llx\n", name, rc,

@@ -347,6 +347,20 @@ pub struct Uses {
     pub span: Span,
 }
 
+/// `sparse OPERAND KEPT of GROUP [over selected|columns]`, as written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SparseDecl {
+    pub operand: char,
+    pub operand_span: Span,
+    pub kept: Expr,
+    pub group: Expr,
+    /// `2 of 4 pairs`: adjacent pairs of elements kept together.
+    pub pairs: bool,
+    /// `over selected` or `over columns` (the selected products when left out).
+    pub over: Option<Ident>,
+    pub span: Span,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct InstructionDecl {
     pub name: Vec<NamePart>,
@@ -355,6 +369,8 @@ pub struct InstructionDecl {
     pub shape: Option<([Expr; 3], Span)>,
     pub types: Vec<(char, Expr, Span)>,
     pub scale: Option<(Expr, Expr, Span)>,
+    /// `sparse a 2 of 4 over selected`: structured sparsity of an operand.
+    pub sparse: Option<SparseDecl>,
     pub uses: Option<Uses>,
     /// `evidence model, silicon`: what pins the arithmetic.
     pub evidence: Vec<Ident>,

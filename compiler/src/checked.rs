@@ -33,7 +33,7 @@
 use crate::ast;
 use crate::check::Override;
 use crate::diagnostic::Diagnostics;
-use crate::ir::{Arithmetic, Instruction, Provenance, Shape, Spec};
+use crate::ir::{Arithmetic, Instruction, Provenance, Shape, Sparsity, Spec, Walk};
 use crate::valid::{ArithmeticInfo, Kind, SpecInfo};
 use std::sync::Arc;
 
@@ -220,9 +220,22 @@ impl<'a> Checked<'a> {
     pub fn shape(self) -> Shape {
         self.inst.shape()
     }
-    /// Products per dot product.
+    /// Products per dot product of the arithmetic (for a sparse instruction, of the dense
+    /// arithmetic it runs).
     pub fn k(self) -> usize {
         self.inst.k()
+    }
+    /// Structured sparsity of A, if any.
+    pub fn sparsity(self) -> Option<Sparsity> {
+        self.inst.sparsity
+    }
+    /// K: elements of b per dot product (columns of A).
+    pub fn columns(self) -> usize {
+        self.inst.columns()
+    }
+    /// Elements of a per dot product (K, or the stored elements of a sparse A).
+    pub fn stored(self) -> usize {
+        self.inst.stored()
     }
     /// Scale factors per dot product and operand (0 without block scales).
     pub fn scale_count(self) -> usize {
@@ -251,11 +264,24 @@ impl<'a> Checked<'a> {
         parameter: &str,
         value: i64,
     ) -> Option<Result<CheckedInstruction, Diagnostics>> {
+        self.overridden(parameter, crate::ir::Value::Int(value))
+    }
+    /// This sparse instruction with its pipeline run over `walk` instead (the other
+    /// hypothesis of what the unit does with the selected elements), checked again as
+    /// [`Checked::moved`] is.
+    pub fn walked(self, walk: Walk) -> Option<Result<CheckedInstruction, Diagnostics>> {
+        self.overridden("over", crate::ir::Value::Str(walk.keyword().into()))
+    }
+    fn overridden(
+        self,
+        parameter: &str,
+        value: crate::ir::Value,
+    ) -> Option<Result<CheckedInstruction, Diagnostics>> {
         let source = self.source?;
         let moved = Override {
             instruction: self.inst.name.clone(),
             parameter: parameter.to_string(),
-            value: crate::ir::Value::Int(value),
+            value,
         };
         Some(
             crate::check_instruction(source, &self.inst.name, std::slice::from_ref(&moved))

@@ -95,6 +95,8 @@ pub enum Code {
     RoundingNotAllowed,
     ScaleMissing,
     ScaleUnused,
+    /// A sparsity clause the instruction cannot have (pattern, operand, format, K).
+    Sparsity,
     /// A product, c, group or intermediate sum not consumed exactly once.
     UnbalancedTerms,
     /// An accumulator wider than the engines compute exactly.
@@ -109,7 +111,7 @@ pub enum Code {
 }
 
 impl Code {
-    pub const ALL: [Code; 38] = [
+    pub const ALL: [Code; 39] = [
         Code::Syntax,
         Code::UnknownName,
         Code::UnknownImport,
@@ -143,6 +145,7 @@ impl Code {
         Code::RoundingNotAllowed,
         Code::ScaleMissing,
         Code::ScaleUnused,
+        Code::Sparsity,
         Code::UnbalancedTerms,
         Code::TooWide,
         Code::TooDeep,
@@ -186,6 +189,7 @@ impl Code {
             Code::RoundingNotAllowed => "rounding-not-allowed",
             Code::ScaleMissing => "scale-missing",
             Code::ScaleUnused => "scale-unused",
+            Code::Sparsity => "sparsity",
             Code::UnbalancedTerms => "unbalanced-terms",
             Code::TooWide => "too-wide",
             Code::TooDeep => "too-deep",

@@ -6,7 +6,8 @@
 //! and why an evaluation could not run ([`EvalError`]).
 
 use crate::checked::{Checked, CheckedSpec};
-use crate::{interp, jit};
+use crate::ir::Walk;
+use crate::{interp, jit, sparse};
 use std::sync::Arc;
 
 /// The inputs of one dot product, as raw encodings.
@@ -39,6 +40,13 @@ pub enum EvalError {
         operand: &'static str,
         records: usize,
         stride: usize,
+    },
+    /// The positions of a sparse A's stored elements break the instruction's pattern, or
+    /// were given to a dense instruction (or left out for a sparse one).
+    #[error("positions of A's stored elements, for `{instruction}`: {message}")]
+    Pattern {
+        instruction: String,
+        message: String,
     },
     /// An engine could not compute the result exactly (a broken invariant: a bug).
     #[error("internal error computing `{instruction}`: {message}")]
@@ -206,11 +214,109 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// One dot-product-add.
+    /// One dot-product-add of the arithmetic (for a sparse instruction, of the dense
+    /// arithmetic it runs, on operands as that takes them: see [`Engine::sparse_dot`]).
     pub fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {
         match &self.route {
             Route::Jit(k) => k.dot(ops),
             Route::Interp(_) => interp::run(self.checked, ops),
+        }
+    }
+
+    /// One dot-product-add of the instruction as its users see it: for a sparse one, `a`
+    /// its stored elements, `positions` their columns and `b` all K elements, checked
+    /// against the pattern and run through the dense arithmetic ([`crate::sparse`]); for
+    /// a dense one, `positions` is empty and this is [`Engine::dot`].
+    pub fn sparse_dot(&self, ops: &Operands, positions: &[u64]) -> Result<u64, EvalError> {
+        let mut d = [0];
+        self.sparse_batch_strided(
+            &[ops.c],
+            (ops.a, 0),
+            (ops.b, 0),
+            (ops.sa, 0),
+            (ops.sb, 0),
+            (positions, 0),
+            &mut d,
+        )?;
+        Ok(d[0])
+    }
+
+    /// [`Engine::batch_strided`] for the instruction as its users see it (see
+    /// [`Engine::sparse_dot`]): record r's positions at `positions.0[r * positions.1..]`.
+    /// Every record's positions are checked; the dense arithmetic's operands are built for
+    /// the whole batch, then run through its batch entry.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sparse_batch_strided(
+        &self,
+        c: &[u64],
+        a: (&[u64], usize),
+        b: (&[u64], usize),
+        sa: (&[u64], usize),
+        sb: (&[u64], usize),
+        positions: (&[u64], usize),
+        d: &mut [u64],
+    ) -> Result<(), EvalError> {
+        let name = self.checked.name();
+        let pattern = |message: String| EvalError::Pattern {
+            instruction: name.to_string(),
+            message,
+        };
+        let Some(sp) = self.checked.sparsity() else {
+            if !positions.0.is_empty() {
+                return Err(pattern("it is dense and takes none".into()));
+            }
+            return self.batch_strided(c, a, b, sa, sb, d);
+        };
+        let (stored, columns) = (self.checked.stored(), self.checked.columns());
+        let s = self.checked.scale_count();
+        check_strides(
+            name,
+            c.len(),
+            &[
+                ("a", a, stored),
+                ("b", b, columns),
+                ("sa", sa, s),
+                ("sb", sb, s),
+                ("positions", positions, stored),
+            ],
+        )?;
+        // records that share their positions are checked once
+        let checks = if positions.1 == 0 {
+            c.len().min(1)
+        } else {
+            c.len()
+        };
+        for r in 0..checks {
+            sparse::check(&sp, columns, slice(positions, r, stored)).map_err(|m| {
+                pattern(if c.len() > 1 {
+                    format!("record {r}: {m}")
+                } else {
+                    m
+                })
+            })?;
+        }
+        let (n, k) = (c.len(), self.checked.k());
+        match sp.walk {
+            Walk::Selected => {
+                // a as it is; b's selected elements, record by record
+                let mut kb = Vec::with_capacity(n * k);
+                for r in 0..n {
+                    sparse::select(slice(b, r, columns), slice(positions, r, stored), &mut kb);
+                }
+                self.batch_strided(c, a, (&kb, k), sa, sb, d)
+            }
+            Walk::Columns => {
+                // a expanded (once, when every record shares it); b as it is
+                let shared = a.1 == 0 && positions.1 == 0;
+                let zero = self.checked.arithmetic().a.positive_zero();
+                let records = if shared { n.min(1) } else { n };
+                let mut ka = Vec::with_capacity(records * k);
+                for r in 0..records {
+                    let (x, p) = (slice(a, r, stored), slice(positions, r, stored));
+                    sparse::expand(x, p, columns, zero, &mut ka);
+                }
+                self.batch_strided(c, (&ka, if shared { 0 } else { k }), b, sa, sb, d)
+            }
         }
     }
 
@@ -248,7 +354,7 @@ impl<'a> Engine<'a> {
         check_strides(
             name,
             c.len(),
-            [("a", a, k), ("b", b, k), ("sa", sa, s), ("sb", sb, s)],
+            &[("a", a, k), ("b", b, k), ("sa", sa, s), ("sb", sb, s)],
         )?;
         if d.len() != c.len() {
             return Err(EvalError::OperandCount {
@@ -288,9 +394,9 @@ type StridedOperand<'a> = (&'static str, (&'a [u64], usize), usize);
 fn check_strides(
     instruction: &str,
     n: usize,
-    operands: [StridedOperand; 4],
+    operands: &[StridedOperand],
 ) -> Result<(), EvalError> {
-    for (operand, (x, stride), len) in operands {
+    for &(operand, (x, stride), len) in operands {
         let need = if n == 0 {
             Some(0)
         } else {

@@ -269,6 +269,11 @@ impl Format {
         Some(code << f.ignored_low_bits)
     }
 
+    /// The encoding of +0 (0 for a format without a zero: its smallest value).
+    pub fn positive_zero(&self) -> u64 {
+        self.encode_finite(false, &Dyadic::zero()).unwrap_or(0)
+    }
+
     /// Encode a finite value that is exactly representable in the format (the caller has
     /// rounded it). `negative` gives the sign of a zero. Returns None if the value is not
     /// representable.

@@ -61,31 +61,130 @@ pub struct ScaleSpec {
     pub block: u32,
 }
 
+/// Structured sparsity of A (`sparse a 2 of 4 over selected`): of every `group` adjacent
+/// columns of A, at most `kept` hold an element; A is stored as those elements and their
+/// column positions. The arithmetic is a dense one over what [`Walk`] says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Sparsity {
+    pub kept: u32,
+    pub group: u32,
+    /// `2 of 4 pairs`: the pattern keeps adjacent pairs of elements (2 pairs of every 4,
+    /// PTX's 4:8 pair-wise sparsity of 4-bit elements); a stored element's pair partner is
+    /// stored too.
+    pub pairs: bool,
+    pub walk: Walk,
+}
+
+/// What a sparse instruction's dense arithmetic runs over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Walk {
+    /// The selected products only, in increasing column order: k = K * kept / group, each
+    /// stored element of A times the row of B its position names.
+    Selected,
+    /// All K columns: A expanded with +0 at the unselected positions, so zero products,
+    /// chain and group boundaries follow the original columns.
+    Columns,
+}
+
+impl std::fmt::Display for Sparsity {
+    /// The pattern as a spec writes it: `2 of 4`, `2 of 4 pairs`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} of {}", self.kept, self.group)?;
+        if self.pairs {
+            f.write_str(" pairs")?;
+        }
+        Ok(())
+    }
+}
+
+impl Walk {
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Walk::Selected => "selected",
+            Walk::Columns => "columns",
+        }
+    }
+}
+
+impl Sparsity {
+    /// Columns one group spans: `group`, or twice that for pairs.
+    pub fn span(&self) -> u32 {
+        self.group * if self.pairs { 2 } else { 1 }
+    }
+    /// Columns of a group that hold an element: `kept`, or twice that for pairs.
+    pub fn kept_columns(&self) -> u32 {
+        self.kept * if self.pairs { 2 } else { 1 }
+    }
+    /// Stored elements of A per row of a dot product of `columns` columns.
+    pub fn stored(&self, columns: u32) -> u32 {
+        columns / self.span() * self.kept_columns()
+    }
+    /// The length of the dense arithmetic's dot product for `columns` columns of A.
+    pub fn dense_k(&self, columns: u32) -> u32 {
+        match self.walk {
+            Walk::Selected => self.stored(columns),
+            Walk::Columns => columns,
+        }
+    }
+    /// Columns of A from the dense arithmetic's k.
+    pub fn columns(&self, dense_k: u32) -> u32 {
+        match self.walk {
+            Walk::Selected => dense_k / self.kept_columns() * self.span(),
+            Walk::Columns => dense_k,
+        }
+    }
+}
+
 /// One concrete instruction.
 #[derive(Clone, Debug)]
 pub struct Instruction {
     pub name: String,
-    /// M and N of the instruction's tile; K is the arithmetic's.
+    /// M and N of the instruction's tile; K is [`Instruction::columns`].
     pub m: u32,
     pub n: u32,
     pub arithmetic: Arithmetic,
+    /// Structured sparsity of A: the arithmetic is then the dense one it runs.
+    pub sparsity: Option<Sparsity>,
     pub provenance: Provenance,
 }
 
 impl Instruction {
+    /// M x N x K as the instruction names it (K: columns of A, rows of B).
     pub fn shape(&self) -> Shape {
         Shape {
             m: self.m,
             n: self.n,
-            k: self.arithmetic.k,
+            k: self.columns() as u32,
         }
     }
+    /// The length of the arithmetic's dot product: K, or for a sparse instruction the
+    /// dense k its pipeline runs.
     pub fn k(&self) -> usize {
         self.arithmetic.k as usize
+    }
+    /// K: columns of A and rows of B (elements of b per dot product).
+    pub fn columns(&self) -> usize {
+        match &self.sparsity {
+            Some(s) => s.columns(self.arithmetic.k) as usize,
+            None => self.arithmetic.k as usize,
+        }
+    }
+    /// Elements of a per dot product (K, or the stored elements of a sparse A).
+    pub fn stored(&self) -> usize {
+        match &self.sparsity {
+            Some(s) => s.stored(self.columns() as u32) as usize,
+            None => self.arithmetic.k as usize,
+        }
     }
     /// Scale factors per row of A (and per column of B) for one dot product.
     pub fn scale_count(&self) -> usize {
         self.arithmetic.scale_count()
+    }
+    /// Columns of A (rows of B) that share a scale factor: the arithmetic's block, or for
+    /// a sparse instruction the columns its block of products comes from.
+    pub fn scale_block(&self) -> Option<u32> {
+        let block = self.arithmetic.scale.as_ref()?.block;
+        Some(self.sparsity.map_or(block, |s| s.columns(block)))
     }
 }
 

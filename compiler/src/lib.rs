@@ -29,6 +29,7 @@ pub mod parse;
 pub mod printer;
 pub mod random;
 pub mod rtl;
+pub mod sparse;
 pub mod valid;
 
 use diagnostic::{Code, Diag, Diagnostics, FileId};

@@ -161,8 +161,9 @@ fn rule_name(r: &Rule) -> &'static str {
         | Rule::shape_stmt
         | Rule::types_stmt
         | Rule::scale_stmt
+        | Rule::sparse_stmt
         | Rule::uses_stmt
-        | Rule::evidence_stmt => "`for`, `shape`, `types`, `scale`, `uses` or `evidence`",
+        | Rule::evidence_stmt => "`for`, `shape`, `types`, `scale`, `sparse`, `uses` or `evidence`",
         Rule::operand => "an operand (`a`, `b` or `c`)",
         Rule::operand_name => "an operand (`a`, `b`, `c` or `d`)",
         Rule::source => "a term source (`products`, `c` or a name)",
@@ -284,7 +285,7 @@ const KEYWORDS: &[&str] = &[
     "as", "align", "to", "max", "keep", "bits", "round", "drop", "below", "sum", "normalize",
     "range", "precision", "accumulate", "add", "pairwise", "groups", "of", "nan", "result",
     "match", "step", "sign", "integer", "xor", "and", "let", "convert", "run", "over", "with",
-    "into", "evidence",
+    "into", "evidence", "sparse",
 ];
 
 /// The keywords each rule pest may name as expected starts with, one list per way the rule
@@ -362,6 +363,8 @@ const RULE_KEYWORDS: &[(Rule, &[&[&str]])] = &[
     (Rule::shape_stmt, &[&["shape"]]),
     (Rule::types_stmt, &[&["types"]]),
     (Rule::scale_stmt, &[&["scale"]]),
+    (Rule::sparse_stmt, &[&["sparse"]]),
+    (Rule::pairs_word, &[&["pairs"]]),
     (Rule::uses_stmt, &[&["uses"]]),
     (Rule::evidence_stmt, &[&["evidence"]]),
     (Rule::shape_x, &[&["x"]]),
@@ -1192,6 +1195,7 @@ fn instruction(p: Pair<Rule>) -> InstructionDecl {
         shape: None,
         types: vec![],
         scale: None,
+        sparse: None,
         uses: None,
         evidence: vec![],
         span: sp,
@@ -1241,6 +1245,22 @@ fn instruction(p: Pair<Rule>) -> InstructionDecl {
             Rule::scale_stmt => {
                 let mut si = q.into_inner();
                 decl.scale = Some((expr(si.next().unwrap()), expr(si.next().unwrap()), qs));
+            }
+            Rule::sparse_stmt => {
+                let mut si = q.into_inner().peekable();
+                let operand = si.next().unwrap();
+                let kept = expr(si.next().unwrap());
+                let group = expr(si.next().unwrap());
+                let pairs = si.next_if(|p| p.as_rule() == Rule::pairs_word).is_some();
+                decl.sparse = Some(SparseDecl {
+                    operand: operand.as_str().chars().next().unwrap(),
+                    operand_span: span(&operand),
+                    kept,
+                    group,
+                    pairs,
+                    over: si.next().map(ident),
+                    span: qs,
+                });
             }
             Rule::uses_stmt => {
                 let mut ui = q.into_inner();
@@ -1632,7 +1652,7 @@ mod tests {
     #[test]
     fn rule_keyword_table_follows_the_grammar() {
         let other_literals = [
-            "c", "even", "odd", "x", "k", "mod", "all", "fma", "coverage", "any",
+            "c", "even", "odd", "x", "k", "mod", "all", "fma", "coverage", "any", "pairs",
         ];
         for (rule, lists) in RULE_KEYWORDS {
             for list in *lists {

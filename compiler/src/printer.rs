@@ -18,7 +18,7 @@ pub fn print_instruction(arch: &str, checked: Checked) -> String {
     let mut p = Printer::default();
     p.instruction(
         &inst.name,
-        (inst.m, inst.n),
+        (inst.m, inst.n, inst.sparsity),
         &inst.arithmetic,
         &inst.provenance,
         checked.info(),
@@ -58,7 +58,7 @@ impl Printer {
     fn instruction(
         &mut self,
         name: &str,
-        (m, n): (u32, u32),
+        (m, n, sparsity): (u32, u32, Option<Sparsity>),
         a: &Arithmetic,
         provenance: &Provenance,
         info: &ArithmeticInfo,
@@ -96,14 +96,24 @@ impl Printer {
         );
         let _ = writeln!(out, "pipeline {pipeline}() {{\n{body}}}\n");
         let _ = writeln!(out, "instruction {name} {{");
-        let _ = writeln!(out, "    shape {m} x {n} x {}", a.k);
+        // a sparse instruction's K and scale block count columns, its pipeline products
+        let columns = |k: u32| sparsity.map_or(k, |s| s.columns(k));
+        let _ = writeln!(out, "    shape {m} x {n} x {}", columns(a.k));
         let _ = writeln!(
             out,
             "    types a = {}, b = {}, c = {}, d = {}",
             a.a.name, a.b.name, a.c.name, a.d.name
         );
         if let Some(s) = &a.scale {
-            let _ = writeln!(out, "    scale {} block {}", s.format.name, s.block);
+            let _ = writeln!(
+                out,
+                "    scale {} block {}",
+                s.format.name,
+                columns(s.block)
+            );
+        }
+        if let Some(s) = sparsity {
+            let _ = writeln!(out, "    sparse a {s} over {}", s.walk.keyword());
         }
         let _ = writeln!(out, "    uses {pipeline}()\n}}\n");
     }
@@ -163,7 +173,7 @@ impl Printer {
                     if let Kind::Composed(cc) = info.kind()
                         && let Some(Some(sub_info)) = cc.runs.get(i)
                     {
-                        self.instruction(&target, (1, 1), arithmetic, &sub, sub_info);
+                        self.instruction(&target, (1, 1, None), arithmetic, &sub, sub_info);
                     }
                     let _ = writeln!(
                         s,

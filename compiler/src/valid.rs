@@ -290,6 +290,9 @@ fn spec_info(spec: &Spec) -> Result<SpecInfo, Vec<Diag>> {
     let mut of_instruction = Vec::with_capacity(spec.instructions.len());
     let mut first = vec![];
     for (index, inst) in spec.instructions.iter().enumerate() {
+        if let Err(why) = sparsity(inst) {
+            diags.push(invalid_ir(inst, why));
+        }
         if let Some(&a) = by_arithmetic.get(&inst.arithmetic) {
             of_instruction.push(a);
             continue;
@@ -322,22 +325,58 @@ fn spec_info(spec: &Spec) -> Result<SpecInfo, Vec<Diag>> {
 
 /// Validate one instruction on its own (a neighbouring spec, a candidate).
 pub fn validate_instruction(inst: Instruction) -> Result<CheckedInstruction, Diag> {
+    sparsity(&inst).map_err(|why| invalid_ir(&inst, why))?;
     let info = instruction_info(&inst)?;
     Ok(CheckedInstruction::new(inst, info))
 }
 
+/// The diagnostic for an instruction whose IR breaks an invariant (`why`).
+fn invalid_ir(inst: &Instruction, why: String) -> Diag {
+    let p = &inst.provenance;
+    Diag::new(
+        Code::InvalidIr,
+        p.span,
+        format!("`{}` breaks an invariant of the IR: {why}", inst.name),
+    )
+    .label("in this instruction")
+    .also(p.uses, "with this pipeline")
+    .help("this is a bug in mmac's checker (it should have reported the mistake); please report it with the spec")
+}
+
+/// A sparse instruction's pattern is 2 of 4 or 1 of 2, and its dense arithmetic covers
+/// whole groups of columns (and of scale blocks): the engines' operand transforms rely on
+/// it.
+fn sparsity(inst: &Instruction) -> Result<(), String> {
+    let Some(s) = inst.sparsity else {
+        return Ok(());
+    };
+    if !matches!((s.kept, s.group, s.pairs), (2, 4, _) | (1, 2, false)) {
+        return Err(format!("sparsity {s} is not 2 of 4 (pairs) or 1 of 2"));
+    }
+    let whole = |n: u32| match s.walk {
+        Walk::Selected => n.is_multiple_of(s.kept_columns()),
+        Walk::Columns => n.is_multiple_of(s.span()),
+    };
+    if !whole(inst.arithmetic.k) {
+        return Err(format!(
+            "k = {} is not a whole number of sparsity groups",
+            inst.arithmetic.k
+        ));
+    }
+    if let Some(sc) = &inst.arithmetic.scale
+        && !whole(sc.block)
+    {
+        return Err(format!(
+            "the scale block {} is not a whole number of sparsity groups",
+            sc.block
+        ));
+    }
+    Ok(())
+}
+
 fn instruction_info(inst: &Instruction) -> Result<ArithmeticInfo, Diag> {
     let p = &inst.provenance;
-    let invalid = |why: String| {
-        Diag::new(
-            Code::InvalidIr,
-            p.span,
-            format!("`{}` breaks an invariant of the IR: {why}", inst.name),
-        )
-        .label("in this instruction")
-        .also(p.uses, "with this pipeline")
-        .help("this is a bug in mmac's checker (it should have reported the mistake); please report it with the spec")
-    };
+    let invalid = |why: String| invalid_ir(inst, why);
     if inst.m == 0 || inst.n == 0 || inst.m > MAX_DIMENSION || inst.n > MAX_DIMENSION {
         return Err(invalid(format!(
             "the tile {} x {} is outside 1..={MAX_DIMENSION}",

@@ -307,7 +307,7 @@ class Instruction:
             return _dtypes.numpy_to_tensor(out, like=tensors[0])
         return out
 
-    def _run(self, A, B, C, sa, sb, whole_instruction, threads, engine, progress=None):
+    def _run(self, A, B, C, sa, sb, whole_instruction, threads, engine, progress=None, meta=None):
         self._check_scales(sa, sb)
         raw = self._native.gemm(
             self._matrix(A, "A", "a"),
@@ -319,16 +319,27 @@ class Instruction:
             threads,
             self._engine(engine),
             progress,
+            None if meta is None else _positions(meta),
         )
         return self._result(raw, "d", (A, B, C, sa, sb))
 
+    @property
+    def sparsity(self):
+        """Structured sparsity of A as a dict, ``{"kept": 2, "group": 4, "pairs": False,
+        "over": "selected"}`` for ``sparse a 2 of 4`` (``pairs``: adjacent pairs of
+        elements kept, ``2 of 4 pairs``), or None for a dense instruction."""
+        return self._native.sparsity
+
     # ---------------------------------------------------------------- entries
 
-    def dot(self, c, a, b, sa=None, sb=None, *, engine: str = "auto"):
+    def dot(self, c, a, b, sa=None, sb=None, *, meta=None, engine: str = "auto"):
         """One dot-product-add ``d = f(c, a[0..k], b[0..k])`` (``sa``, ``sb``: the block
         scale factors of a and b, k/block each). Values may be arrays of the operands'
         dtypes, raw encodings, or Python floats that are exact in the format. Returns a
-        NumPy scalar of d's dtype (a 0-d tensor when an input is a tensor)."""
+        NumPy scalar of d's dtype (a 0-d tensor when an input is a tensor).
+
+        A sparse instruction (:attr:`sparsity`) takes ``a`` as the row's stored elements
+        and ``meta`` as their columns (increasing, in the pattern), ``b`` with all k."""
         c_code = self._codes(c, "c", "c", 0)
         a_codes = self._codes(a, "a", "a", 1)
         b_codes = self._codes(b, "b", "b", 1)
@@ -338,6 +349,12 @@ class Instruction:
         else:
             sa_codes = [int(v) for v in self._codes(sa, "sa", "sa", 1)]
             sb_codes = [int(v) for v in self._codes(sb, "sb", "sb", 1)]
+        positions = None
+        if meta is not None:
+            arr = np.asarray(meta)
+            if arr.dtype.kind not in "ui" or (arr < 0).any():
+                raise ValueError(f"meta: column positions are non-negative integers, not {arr}")
+            positions = [int(v) for v in arr.reshape(-1)]
         d = self._native.dot(
             int(c_code),
             [int(v) for v in a_codes],
@@ -345,6 +362,7 @@ class Instruction:
             sa_codes,
             sb_codes,
             self._engine(engine),
+            positions,
         )
         out = _dtypes.from_encodings(np.array([d], dtype=np.uint64), self._format("d"))
         tensors = [x for x in (c, a, b, sa, sb) if _dtypes.is_tensor(x)]
@@ -364,10 +382,16 @@ class Instruction:
         lanes with +0 and missing scale factors with 1.0, as ``mmac run --pad``."""
         return _why.run(self, c, a, b, sa, sb, trace, pad, engine)
 
-    def mma(self, A, B, C, sa=None, sb=None, *, engine: str = "auto"):
+    def mma(self, A, B, C, sa=None, sb=None, *, meta=None, engine: str = "auto"):
         """One whole instruction: A is m x k, B is k x n, C is m x n (``sa`` m x k/block,
-        ``sb`` k/block x n for block-scaled instructions). Returns D, m x n, in d's dtype."""
-        return self._run(A, B, C, sa, sb, True, None, engine)
+        ``sb`` k/block x n for block-scaled instructions). Returns D, m x n, in d's dtype.
+
+        A sparse instruction (:attr:`sparsity`, e.g. ``mma.sp``) takes A as its stored
+        elements (m x k/2 for 2 of 4) with ``meta``, an unsigned integer array of the same
+        shape giving the column of each; or A dense (m x k, at most 2 of every 4 elements
+        nonzero), which is compressed. A row that breaks the pattern raises
+        ``ValueError`` naming the row and the group."""
+        return self._run(A, B, C, sa, sb, True, None, engine, meta=meta)
 
     # ---------------------------------------------------------------- warp fragments
 
@@ -441,6 +465,7 @@ class Instruction:
         threads=None,
         engine: str = "auto",
         progress=None,
+        meta=None,
     ):
         """A GEMM of M x K x N, multiples of the instruction's m, k and n, computed as
         ``mmac gemm`` does: D is tiled by m x n, and each tile walks K in k-sized steps in
@@ -458,6 +483,9 @@ class Instruction:
           tiles of a tiled kernel) and D is cropped back.
         - Leading batch dimensions broadcast as in ``numpy.matmul``, one GEMM per matrix;
           C may also be a scalar or a row of N values, broadcast over M and the batch.
+
+        A sparse instruction takes A as :meth:`mma` does: its stored elements with
+        ``meta`` (M x K/2 for 2 of 4, the column of each), or A dense, compressed.
 
         ``progress`` reports the tiles of D as they are finished (the GEMM runs with the
         GIL released; the calling thread takes it back about every 0.1 s to report):
@@ -483,7 +511,9 @@ class Instruction:
             with _progress.reporter(
                 progress, total=tiles, work=M * N * K, desc=self.name, unit="tile"
             ) as report:
-                return self._run(A, B, C, sa, sb, False, threads, engine, report)
+                return self._run(A, B, C, sa, sb, False, threads, engine, report, meta)
+        if meta is not None:
+            raise ValueError("meta= takes plain 2-D GEMMs (no round=, pad= or batch dimensions)")
         if sa is not None or sb is not None:
             raise ValueError(
                 "round=, pad= and batch dimensions take instructions without scale factors"
@@ -579,6 +609,22 @@ class Instruction:
         )
         d = self._result(r.pop("d"), "d", (A, B, C, sa, sb))
         return ErrorReport(d=d, **r)
+
+
+def _positions(meta):
+    """A sparse A's positions as the native GEMM takes them: ``(bytes, rows, cols)`` of
+    little-endian u64, from an unsigned integer array (or a tensor)."""
+    if _dtypes.is_tensor(meta):
+        meta = meta.detach().cpu().numpy()
+    arr = np.asarray(meta)
+    if arr.dtype.kind != "u":
+        raise ValueError(
+            f"meta: the positions of A's stored elements are an unsigned integer array, not {arr.dtype}"
+        )
+    if arr.ndim != 2:
+        raise ValueError(f"meta must be a 2-D matrix, found shape {arr.shape}")
+    rows, cols = arr.shape
+    return (np.ascontiguousarray(arr, dtype="<u8").tobytes(), rows, cols)
 
 
 def _gemm_size(A, B) -> tuple:

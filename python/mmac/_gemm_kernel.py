@@ -102,6 +102,11 @@ class GemmKernel:
         ins = self.ins
         M, K = A.shape
         N = B.shape[1]
+        if ins.sparsity is not None and not fits_pattern(A, ins) and fits_pattern(B.T, ins):
+            # the pruned operand is B (a linear layer's weight): D^T = B^T A^T + C^T, each
+            # element the same dot product with the weight's row as the sparse A
+            Ct = None if C is None else np.broadcast_to(C, (M, N)).T
+            return np.ascontiguousarray(self.run(np.ascontiguousarray(B.T), np.ascontiguousarray(A.T), Ct).T)
         A = _padded(A, ins.m, ins.k)
         B = _padded(B, ins.k, ins.n)
         slices = self.k_slices(A.shape[1])
@@ -300,6 +305,17 @@ def _padded(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
     out = np.zeros((r + pr, c + pc), dtype=x.dtype)
     out[:r, :c] = x
     return out
+
+
+def fits_pattern(x: np.ndarray, ins) -> bool:
+    """Does every row of ``x`` (rows x K, K padded to the instruction's k) hold at most
+    ``kept`` nonzero elements (or pairs) in every group of a sparse instruction?"""
+    s = ins.sparsity
+    unit = 2 if s["pairs"] else 1
+    x = _padded(np.asarray(x), 1, ins.k)
+    rows, k = x.shape
+    units = (x.reshape(rows, k // (s["group"] * unit), s["group"], unit) != 0).any(axis=-1)
+    return bool((units.sum(axis=-1) <= s["kept"]).all())
 
 
 def int_range(fmt: dict) -> tuple:

@@ -184,14 +184,13 @@ pub fn dot(
     index: usize,
     engine: Engine,
     c: u64,
-    a: &[u64],
-    b: &[u64],
+    (a, b, positions): (&[u64], &[u64], &[u64]),
     sa: &[u64],
     sb: &[u64],
 ) -> PyResult<u64> {
     let ops = Operands { c, a, b, sa, sb };
     self::engine(spec, index, engine)?
-        .dot(&ops)
+        .sparse_dot(&ops, positions)
         .map_err(eval_error)
 }
 

@@ -183,8 +183,8 @@ impl NativeInstruction {
         sb: &[u64],
     ) -> PyResult<()> {
         let inst = self.inst();
-        let (k, s) = (inst.k(), inst.scale_count());
-        for (operand, values, want) in [("a", a, k), ("b", b, k), ("sa", sa, s), ("sb", sb, s)] {
+        let (ka, kb, s) = (inst.stored(), inst.columns(), inst.scale_count());
+        for (operand, values, want) in [("a", a, ka), ("b", b, kb), ("sa", sa, s), ("sb", sb, s)] {
             if values.len() != want {
                 let what = if operand.starts_with('s') {
                     "scale factors"
@@ -244,6 +244,7 @@ impl NativeInstruction {
         c: Option<RawMatrix>,
         sa: Option<RawMatrix>,
         sb: Option<RawMatrix>,
+        meta: Option<RawMatrix>,
     ) -> PyResult<Problem> {
         let inst = self.inst();
         let ar = &inst.arithmetic;
@@ -269,7 +270,18 @@ impl NativeInstruction {
                 )));
             }
         };
-        Ok(Problem { a, b, c, sa, sb })
+        let positions = Format::int("u64", 64, false);
+        let meta = meta.map(|m| m.matrix(&positions, "meta")).transpose()?;
+        let mut p = Problem {
+            a,
+            b,
+            c,
+            sa,
+            sb,
+            meta,
+        };
+        gemm::compress_sparse(inst, &mut p).map_err(|e| PyValueError::new_err(e.0))?;
+        Ok(p)
     }
 }
 
@@ -291,9 +303,24 @@ impl NativeInstruction {
     fn n(&self) -> u32 {
         self.inst().n
     }
+    /// K: columns of A and rows of B.
     #[getter]
     fn k(&self) -> u32 {
-        self.inst().arithmetic.k
+        self.inst().columns() as u32
+    }
+    /// Structured sparsity of A: `{"kept": 2, "group": 4, "pairs": False, "over":
+    /// "selected"}` (`sparse a 2 of 4`), or None for a dense instruction.
+    #[getter]
+    fn sparsity<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(s) = self.inst().sparsity else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("kept", s.kept)?;
+        d.set_item("group", s.group)?;
+        d.set_item("pairs", s.pairs)?;
+        d.set_item("over", s.walk.keyword())?;
+        Ok(Some(d))
     }
     /// The pipeline the instruction uses, as its `uses` line names it.
     #[getter]
@@ -361,8 +388,10 @@ impl NativeInstruction {
         Ok(f.decode(code).describe())
     }
 
-    /// One dot-product-add on encodings.
-    #[pyo3(signature = (c, a, b, sa, sb, engine))]
+    /// One dot-product-add on encodings; `positions`: a sparse instruction's columns of
+    /// a's stored elements (required for one, refused for a dense one).
+    #[pyo3(signature = (c, a, b, sa, sb, engine, positions=None))]
+    #[allow(clippy::too_many_arguments)]
     fn dot(
         &self,
         c: u64,
@@ -371,10 +400,39 @@ impl NativeInstruction {
         sa: Vec<u64>,
         sb: Vec<u64>,
         engine: &str,
+        positions: Option<Vec<u64>>,
     ) -> PyResult<u64> {
         let engine = compute::Engine::parse(engine)?;
+        let inst = self.inst();
+        match (&inst.sparsity, &positions) {
+            (Some(s), None) => {
+                return Err(PyValueError::new_err(format!(
+                    "`{}` is sparse ({} of every {}): give meta=, the columns of a's {} stored elements",
+                    inst.name,
+                    s.kept,
+                    s.group,
+                    inst.stored()
+                )));
+            }
+            (None, Some(_)) => {
+                return Err(PyValueError::new_err(format!(
+                    "`{}` is dense: it takes no meta=",
+                    inst.name
+                )));
+            }
+            _ => {}
+        }
         self.check_dot_operands(c, &a, &b, &sa, &sb)?;
-        compute::dot(&self.spec, self.index, engine, c, &a, &b, &sa, &sb)
+        let positions = positions.unwrap_or_default();
+        compute::dot(
+            &self.spec,
+            self.index,
+            engine,
+            c,
+            (&a, &b, &positions),
+            &sa,
+            &sb,
+        )
     }
 
     /// One dot-product-add on encodings by the reference interpreter, with the trace of
@@ -389,6 +447,12 @@ impl NativeInstruction {
         sa: Vec<u64>,
         sb: Vec<u64>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        if self.inst().sparsity.is_some() {
+            return Err(PyValueError::new_err(format!(
+                "`{}` is sparse: its trace is `mmac run --trace --meta ...` (Python traces dense instructions)",
+                self.inst().name
+            )));
+        }
         self.check_dot_operands(c, &a, &b, &sa, &sb)?;
         let ops = Operands {
             c,
@@ -404,7 +468,8 @@ impl NativeInstruction {
     /// encodings `(bytes of little-endian u64, rows, columns)`; returns D the same way.
     /// `progress`: a callable given the number of tiles finished (see
     /// [`compute::with_progress`]), or None.
-    #[pyo3(signature = (a, b, c, sa, sb, whole_instruction, threads, engine, progress=None))]
+    /// `meta`: a sparse A's positions (the shape of A's stored elements), or None.
+    #[pyo3(signature = (a, b, c, sa, sb, whole_instruction, threads, engine, progress=None, meta=None))]
     #[allow(clippy::too_many_arguments)]
     fn gemm<'py>(
         &self,
@@ -418,9 +483,10 @@ impl NativeInstruction {
         threads: Option<usize>,
         engine: &str,
         progress: Option<Bound<'py, PyAny>>,
+        meta: Option<RawMatrix>,
     ) -> PyResult<(Bound<'py, PyBytes>, usize, usize)> {
         let engine = compute::Engine::parse(engine)?;
-        let problem = self.problem(a, b, c, sa, sb)?;
+        let problem = self.problem(a, b, c, sa, sb, meta)?;
         let d = compute::gemm(
             py,
             &self.spec,
@@ -436,7 +502,7 @@ impl NativeInstruction {
 
     /// The error of D against the exact result `C + A*B`; D is computed when not given.
     /// Returns the report's fields and its table.
-    #[pyo3(signature = (a, b, c, sa, sb, d, threads, engine))]
+    #[pyo3(signature = (a, b, c, sa, sb, d, threads, engine, meta=None))]
     #[allow(clippy::too_many_arguments)]
     fn report<'py>(
         &self,
@@ -449,9 +515,10 @@ impl NativeInstruction {
         d: Option<RawMatrix>,
         threads: Option<usize>,
         engine: &str,
+        meta: Option<RawMatrix>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let engine = compute::Engine::parse(engine)?;
-        let problem = self.problem(a, b, c, sa, sb)?;
+        let problem = self.problem(a, b, c, sa, sb, meta)?;
         let inst = self.inst();
         let d = match d {
             Some(d) => {

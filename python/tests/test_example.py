@@ -1,5 +1,5 @@
-"""The examples run and print what their docs say: examples/digits_fp8.py prints exactly
-the numbers docs/python.md quotes, examples/transformer_numerics.py (its reduced run) a
+"""The examples run and print what their docs say: examples/digits_fp8.py and
+examples/digits_sparse.py print exactly the numbers docs/python.md quotes, examples/transformer_numerics.py (its reduced run) a
 profile table per design, and neither changes its numbers when the processor MKL sees or
 the thread count around it changes (the settings of examples/reproducible.py)."""
 
@@ -62,6 +62,19 @@ def test_the_digits_example_prints_the_numbers_the_docs_quote():
     # the same numbers as the docs, and as on a machine MKL and OpenMP see differently
     assert out == _quoted_output("python examples/digits_fp8.py")
     assert _run("digits_fp8.py", env=ANOTHER_MACHINE) == out
+
+
+def test_the_sparse_digits_example_prints_the_numbers_the_docs_quote():
+    out = _run("digits_sparse.py")
+    lines = out.splitlines()
+    assert lines[0].startswith("540 test images; weights 2:4 pruned (2368 of 4736 zero)")
+    for arch in ("Ampere", "Hopper"):
+        differ = next(line for line in lines if line.startswith(arch + ":"))
+        assert re.search(r" [1-9]\d* of 5400 logits differ between dense and sparse", differ), differ
+        for kind in ("dense", "sparse"):
+            line = next(line for line in lines if line.startswith(f"{arch} {kind} "))
+            assert float(re.search(r"accuracy (\S+)", line).group(1)) > 0.9, line
+    assert out == _quoted_output("python examples/digits_sparse.py")
 
 
 SITES = [

@@ -86,6 +86,14 @@ fn hex(format: &Format, v: u64) -> String {
     format!("{:0w$x}", v, w = format.hex_digits())
 }
 
+/// Positions of a sparse A's stored elements, as `pos=` writes them.
+pub fn positions(v: &[u64]) -> String {
+    v.iter()
+        .map(|p| format!("{p:x}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn list(format: &Format, v: &[u64]) -> String {
     v.iter()
         .map(|x| hex(format, *x))
@@ -93,8 +101,17 @@ fn list(format: &Format, v: &[u64]) -> String {
         .join(",")
 }
 
-/// Check that every value fits its format's storage; the message names the operand.
+/// Check that every value fits its format's storage, and that a sparse instruction's case
+/// has positions that fit its pattern (a dense one's none); the message names the operand.
 fn check_widths(inst: &Instruction, case: &vectors::Case) -> Result<(), String> {
+    match &inst.sparsity {
+        Some(s) => mmac_compiler::sparse::check(s, inst.columns(), &case.positions)
+            .map_err(|e| format!("pos: {e}"))?,
+        None if !case.positions.is_empty() => {
+            return Err("pos= given, but the instruction is dense".into());
+        }
+        None => {}
+    }
     let scale = inst.arithmetic.scale.as_ref().map(|s| &s.format);
     let groups: [(&str, Option<&Format>, &[u64]); 5] = [
         ("c", Some(&inst.arithmetic.c), std::slice::from_ref(&case.c)),
@@ -265,7 +282,9 @@ pub fn run_with(specs: &[LoadedSpec], vectors_path: &Path, mode: Mode) -> std::i
                 // (a well-formed case has its d in the batch)
                 Some(Ok(d)) => d[i].ok_or_else(|| "left out of the batch".to_string()),
                 Some(Err(e)) => Err(e.clone()),
-                None => engine.dot(&ops).map_err(|e| e.to_string()),
+                None => engine
+                    .sparse_dot(&ops, &case.positions)
+                    .map_err(|e| e.to_string()),
             });
             match outcome {
                 Ok(got) if matches(&inst.arithmetic.d, case.d, got, file.nan_any) => {
@@ -290,6 +309,9 @@ pub fn run_with(specs: &[LoadedSpec], vectors_path: &Path, mode: Mode) -> std::i
                                 list(&s.format, &case.sa),
                                 list(&s.format, &case.sb)
                             );
+                        }
+                        if !case.positions.is_empty() {
+                            let _ = write!(line, " pos={}", positions(&case.positions));
                         }
                         let _ = write!(
                             line,
@@ -342,9 +364,20 @@ fn batch(engine: &Engine, cases: &[vectors::Case]) -> Result<Vec<Option<u64>>, S
     };
     let c: Vec<u64> = well_formed.iter().map(|case| case.c).collect();
     let (a, b, sa, sb) = (cat(|x| &x.a), cat(|x| &x.b), cat(|x| &x.sa), cat(|x| &x.sb));
+    let positions = cat(|x| &x.positions);
     let mut d = vec![0u64; c.len()];
+    let (stored, columns, s) = (inst.stored(), inst.columns(), inst.scale_count());
+    let p = if inst.sparsity.is_some() { stored } else { 0 };
     engine
-        .batch(&c, &a, &b, &sa, &sb, &mut d)
+        .sparse_batch_strided(
+            &c,
+            (&a, stored),
+            (&b, columns),
+            (&sa, s),
+            (&sb, s),
+            (&positions, p),
+            &mut d,
+        )
         .map_err(|e| e.to_string())?;
     let mut d = d.into_iter();
     Ok(cases

@@ -8,7 +8,7 @@
 //! sum it reads and the precision it rounds to.
 
 use mmac_compiler::Checked;
-use mmac_compiler::ir::{ProductRule, Reference, TermSource};
+use mmac_compiler::ir::{ProductRule, Reference, TermSource, Walk};
 use mmac_compiler::valid::{Grid, Kind};
 use serde::Serialize;
 
@@ -53,6 +53,8 @@ pub struct Datapath {
     pub normalisers: Vec<Normaliser>,
     /// Sequential pipelines: the format each step rounds to.
     pub steps_round_to: Option<String>,
+    /// A sparse instruction: what its dense pipeline runs over, in words.
+    pub sparse: Option<String>,
 }
 
 /// The datapath of a checked instruction, from its validation info.
@@ -68,6 +70,17 @@ pub fn of(checked: Checked) -> Datapath {
         alignments: vec![],
         normalisers: vec![],
         steps_round_to: None,
+        sparse: checked.sparsity().map(|s| {
+            let columns = checked.columns();
+            match s.walk {
+                Walk::Selected => format!(
+                    "{s} sparsity; the pipeline runs over the {k} selected products of {columns} columns, in column order"
+                ),
+                Walk::Columns => format!(
+                    "{s} sparsity; the pipeline runs over all {columns} columns, unselected ones as zero products"
+                ),
+            }
+        }),
     };
     match checked.kind() {
         Kind::Fused(cf) => {
@@ -161,6 +174,9 @@ impl Datapath {
     /// The datapath as `//` comment lines (so that `mmac show` stays a spec that checks).
     pub fn comment(&self) -> String {
         let mut s = String::from("// datapath (from the validator's analysis)\n");
+        if let Some(sp) = &self.sparse {
+            s.push_str(&format!("//   sparse: {sp}\n"));
+        }
         if self.kind != "fused" {
             s.push_str(&format!("//   {} pipeline, k = {}\n", self.kind, self.k));
             if let Some(g) = self.group {

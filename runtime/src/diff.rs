@@ -38,20 +38,35 @@ pub fn interface_difference(x: &Instruction, y: &Instruction) -> Option<String> 
             ));
         }
     }
-    if p.k != q.k {
+    if x.sparsity.is_none() && y.sparsity.is_none() && p.k != q.k {
         return Some(format!("k is {} (left) vs {} (right)", p.k, q.k));
     }
-    let scale = |s: &Option<mmac_compiler::ir::ScaleSpec>| match s {
-        Some(s) => format!("{} per block of {}", s.format.name, s.block),
-        None => "none".into(),
+    // a sparse instruction's operands: K columns, and the stored elements of its pattern
+    if (x.columns(), x.stored()) != (y.columns(), y.stored()) {
+        let shown = |i: &Instruction| match &i.sparsity {
+            Some(s) => format!("K = {}, {s} stored", i.columns()),
+            None => format!("k = {}", i.k()),
+        };
+        return Some(format!("{} (left) vs {} (right)", shown(x), shown(y)));
+    }
+    if x.sparsity.is_some() != y.sparsity.is_some() {
+        return Some("one is sparse, the other dense".into());
+    }
+    let scale = |i: &Instruction| match (&i.arithmetic.scale, i.scale_block()) {
+        (Some(s), Some(block)) => format!("{} per block of {block}", s.format.name),
+        _ => "none".into(),
     };
-    if p.scale.as_ref().map(|s| (&s.format, s.block))
-        != q.scale.as_ref().map(|s| (&s.format, s.block))
-    {
+    fn key(i: &Instruction) -> (Option<&Format>, Option<u32>) {
+        (
+            i.arithmetic.scale.as_ref().map(|s| &s.format),
+            i.scale_block(),
+        )
+    }
+    if key(x) != key(y) {
         return Some(format!(
             "scale factors are {} (left) vs {} (right)",
-            scale(&p.scale),
-            scale(&q.scale)
+            scale(x),
+            scale(y)
         ));
     }
     None

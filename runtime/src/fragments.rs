@@ -640,6 +640,7 @@ pub fn warp_mma(
         c: Some(layout.c.unpack(c, "c")?),
         sa: None,
         sb: None,
+        meta: None,
     };
     gemm::check_shapes(inst, &problem, true).map_err(|e| LayoutError::Registers(e.0))?;
     let d = gemm::gemm(engine, &problem, &|_| {}).map_err(|e| LayoutError::Eval(e.to_string()))?;

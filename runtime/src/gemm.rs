@@ -37,7 +37,8 @@ pub fn worker_threads(requested: Option<usize>) -> Result<usize, String> {
 
 /// The operands of an instruction or a GEMM: A is M x K, B is K x N, C is M x N (None:
 /// +0 of c's format in every element, without a matrix of them); block scale factors SA
-/// are M x K/block and SB is K/block x N.
+/// are M x K/block and SB is K/block x N. For a sparse instruction A holds each row's
+/// stored elements (M x K/2 for 2 of 4) and `meta` (the same shape) the column of each.
 #[derive(Clone, Debug)]
 pub struct Problem {
     pub a: Matrix,
@@ -45,6 +46,82 @@ pub struct Problem {
     pub c: Option<Matrix>,
     pub sa: Option<Matrix>,
     pub sb: Option<Matrix>,
+    pub meta: Option<Matrix>,
+}
+
+/// For a sparse instruction given a dense A (M x K, as B's rows) and no positions:
+/// compress each row to its stored elements and their columns (the nonzero elements, and
+/// the lowest free columns where a group has fewer), which is how a pruned weight matrix
+/// arrives. Anything else is left as it is. A row that breaks the pattern is an error
+/// naming the row and the group.
+pub fn compress_sparse(inst: &Instruction, p: &mut Problem) -> Result<(), ShapeError> {
+    let Some(s) = &inst.sparsity else {
+        return Ok(());
+    };
+    if p.meta.is_some() || p.a.cols != p.b.rows || !p.a.cols.is_multiple_of(s.span() as usize) {
+        return Ok(());
+    }
+    let stored = s.stored(p.a.cols as u32) as usize;
+    let (mut a, mut meta) = (
+        Vec::with_capacity(p.a.rows * stored),
+        Vec::with_capacity(p.a.rows * stored),
+    );
+    for (i, row) in p.a.data.chunks_exact(p.a.cols.max(1)).enumerate() {
+        let zero = |x| mmac_compiler::sparse::is_zero(&inst.arithmetic.a, x);
+        mmac_compiler::sparse::compress(s, row, zero, &mut a, &mut meta).map_err(|e| {
+            ShapeError(format!(
+                "row {i} of A breaks `{}`'s {s} sparsity: {e}",
+                inst.name
+            ))
+        })?;
+    }
+    let rows = p.a.rows;
+    p.a = Matrix {
+        rows,
+        cols: stored,
+        data: a,
+    };
+    p.meta = Some(Matrix {
+        rows,
+        cols: stored,
+        data: meta,
+    });
+    Ok(())
+}
+
+/// A sparse problem's A and positions: both M x (stored elements of K), every row's
+/// positions inside K and in the pattern; a dense one has no positions.
+fn check_sparse(inst: &Instruction, p: &Problem, k: usize) -> Result<(), ShapeError> {
+    let Some(s) = &inst.sparsity else {
+        if p.meta.is_some() {
+            return Err(ShapeError(format!(
+                "`{}` is dense: it takes no --meta",
+                inst.name
+            )));
+        }
+        return Ok(());
+    };
+    let Some(meta) = &p.meta else {
+        return Err(ShapeError(format!(
+            "`{}` is sparse ({s}): give A's stored elements ({} x {}) and --meta with their columns, or A dense ({} x {k})",
+            inst.name,
+            p.a.rows,
+            s.stored(k as u32),
+            p.a.rows
+        )));
+    };
+    let stored = s.stored(k as u32) as usize;
+    if (meta.rows, meta.cols) != (p.a.rows, p.a.cols) || p.a.cols != stored {
+        return Err(ShapeError(format!(
+            "A is {} x {} and the positions {} x {}, but B's {k} rows make A's stored elements {} x {stored} ({s})",
+            p.a.rows, p.a.cols, meta.rows, meta.cols, p.a.rows
+        )));
+    }
+    for (i, row) in meta.data.chunks_exact(stored.max(1)).enumerate() {
+        mmac_compiler::sparse::check(s, k, row)
+            .map_err(|e| ShapeError(format!("row {i} of the positions: {e}")))?;
+    }
+    Ok(())
 }
 
 /// A shape that does not fit the instruction.
@@ -59,13 +136,20 @@ pub fn check_shapes(
     p: &Problem,
     whole_instruction: bool,
 ) -> Result<(usize, usize, usize), ShapeError> {
-    let (m, n, k) = (p.a.rows, p.b.cols, p.a.cols);
-    let (im, in_, ik) = (inst.m as usize, inst.n as usize, inst.arithmetic.k as usize);
+    // K: B's rows (A's columns, unless A is sparse)
+    let (m, n) = (p.a.rows, p.b.cols);
+    let k = if inst.sparsity.is_some() {
+        p.b.rows
+    } else {
+        p.a.cols
+    };
+    let (im, in_, ik) = (inst.m as usize, inst.n as usize, inst.columns());
+    let stored_k = inst.stored();
     if whole_instruction {
         // each operand against the instruction's shape, so that the message names the
         // operand that is wrong
         for (what, (rows, cols), want) in [
-            ("A", (p.a.rows, p.a.cols), (im, ik)),
+            ("A", (p.a.rows, p.a.cols), (im, stored_k)),
             ("B", (p.b.rows, p.b.cols), (ik, in_)),
             (
                 "C",
@@ -81,6 +165,7 @@ pub fn check_shapes(
             }
         }
     }
+    check_sparse(inst, p, k)?;
     if p.b.rows != k {
         return Err(ShapeError(format!(
             "A is {} x {} but B is {} x {}: A's columns must equal B's rows (K)",
@@ -118,24 +203,27 @@ pub fn check_shapes(
             )));
         }
         (Some(s), Some(sa), Some(sb)) => {
-            let blocks = k / s.block as usize;
+            let block = inst.scale_block().unwrap_or(s.block) as usize;
+            let blocks = k / block;
             if (sa.rows, sa.cols) != (m, blocks) {
                 return Err(ShapeError(format!(
                     "SA must be {m} x {blocks} (M x K/{}), found {} x {}",
-                    s.block, sa.rows, sa.cols
+                    block, sa.rows, sa.cols
                 )));
             }
             if (sb.rows, sb.cols) != (blocks, n) {
                 return Err(ShapeError(format!(
                     "SB must be {blocks} x {n} (K/{} x N), found {} x {}",
-                    s.block, sb.rows, sb.cols
+                    block, sb.rows, sb.cols
                 )));
             }
         }
         (Some(s), _, _) => {
             return Err(ShapeError(format!(
                 "`{}` is block-scaled ({} per {} elements of k): give --sa and --sb",
-                inst.name, s.format.name, s.block
+                inst.name,
+                s.format.name,
+                inst.scale_block().unwrap_or(s.block)
             )));
         }
     }
@@ -225,20 +313,33 @@ pub struct Plan<'a> {
     /// Without a C, every row of C is this row of +0 (N long: a task's columns are a
     /// slice of it, however wide tasks are cut).
     zeros: Vec<u64>,
+    /// Elements of a row of A per k-step (the tile's k, or its stored elements when A is
+    /// sparse), and a sparse A's positions step-major as A, relative to their step.
+    stored: usize,
+    positions: Vec<u64>,
 }
 
 impl<'a> Plan<'a> {
     /// The plan of a checked problem ([`check_shapes`]).
     pub fn new(engine: &'a Engine<'a>, p: &'a Problem) -> Plan<'a> {
         let inst = engine.checked().instruction();
-        let (m, n, kk) = (p.a.rows, p.b.cols, p.a.cols);
-        let (tm, tn, tk) = (inst.m as usize, inst.n as usize, inst.arithmetic.k as usize);
+        let (m, n, kk) = (p.a.rows, p.b.cols, p.b.rows);
+        let (tm, tn, tk) = (inst.m as usize, inst.n as usize, inst.columns());
+        let stored = inst.stored();
         let steps = kk / tk;
         let blocks = inst.scale_count(); // scale factors per k-step
         let (a_steps, b_steps) = rayon::join(
-            || step_major(&p.a, tk, steps),
+            || step_major(&p.a, stored, steps),
             || step_major_columns(&p.b, tk, steps),
         );
+        let mut positions = p
+            .meta
+            .as_ref()
+            .map(|x| step_major(x, stored, steps))
+            .unwrap_or_default();
+        for (s, step) in positions.chunks_mut((m * stored).max(1)).enumerate() {
+            step.iter_mut().for_each(|x| *x -= (s * tk) as u64);
+        }
         let sa_steps =
             p.sa.as_ref()
                 .map(|x| step_major(x, blocks, steps))
@@ -264,6 +365,8 @@ impl<'a> Plan<'a> {
             sa_steps,
             sb_steps,
             zeros,
+            stored,
+            positions,
         }
     }
 
@@ -301,7 +404,8 @@ impl<'a> Plan<'a> {
     ) -> Result<(), EvalError> {
         let (m, n) = (self.m, self.n);
         let (tm, tn, tk) = self.tile;
-        let (steps, blocks) = (self.steps, self.blocks);
+        let (steps, blocks, ta) = (self.steps, self.blocks, self.stored);
+        let sparse = !self.positions.is_empty();
         let whole = rows.start <= rows.end
             && rows.end <= m
             && rows.start.is_multiple_of(tm)
@@ -329,7 +433,11 @@ impl<'a> Plan<'a> {
                 Vec::new()
             };
             for s in 0..steps {
-                let a_rows = &self.a_steps[(s * m + ti * tm) * tk..(s * m + ti * tm + tm) * tk];
+                let a_rows = &self.a_steps[(s * m + ti * tm) * ta..(s * m + ti * tm + tm) * ta];
+                let p_rows = match sparse {
+                    true => &self.positions[(s * m + ti * tm) * ta..(s * m + ti * tm + tm) * ta],
+                    false => &[],
+                };
                 let b_cols = &self.b_steps[(s * n + j0) * tk..(s * n + j0 + w) * tk];
                 let (sa_rows, sb_cols): (&[u64], &[u64]) = if blocks > 0 {
                     (
@@ -340,7 +448,7 @@ impl<'a> Plan<'a> {
                     (&[], &[])
                 };
                 let into_d = (steps - 1 - s) % 2 == 0;
-                for (di, a) in a_rows.chunks_exact(tk).enumerate() {
+                for (di, a) in a_rows.chunks_exact(ta).enumerate() {
                     let sa = &sa_rows[di * blocks..(di + 1) * blocks];
                     let at = (ti * tm + di) * n + j0;
                     let tmp = match scratch.len() {
@@ -356,14 +464,26 @@ impl<'a> Plan<'a> {
                         (_, true) => (tmp, row),
                         (_, false) => (row, tmp),
                     };
-                    self.engine.batch_strided(
-                        c,
-                        (a, 0),
-                        (b_cols, tk),
-                        (sa, 0),
-                        (sb_cols, blocks),
-                        d,
-                    )?;
+                    if sparse {
+                        self.engine.sparse_batch_strided(
+                            c,
+                            (a, 0),
+                            (b_cols, tk),
+                            (sa, 0),
+                            (sb_cols, blocks),
+                            (&p_rows[di * ta..(di + 1) * ta], 0),
+                            d,
+                        )?;
+                    } else {
+                        self.engine.batch_strided(
+                            c,
+                            (a, 0),
+                            (b_cols, tk),
+                            (sa, 0),
+                            (sb_cols, blocks),
+                            d,
+                        )?;
+                    }
                 }
             }
             progress(w / tn);
@@ -407,7 +527,7 @@ fn step_major_columns(x: &Matrix, width: usize, steps: usize) -> Vec<u64> {
 
 /// The encoding of +0 in a format (the default C of a GEMM).
 pub fn zero_of(format: &Format) -> u64 {
-    format.encode_finite(false, &Dyadic::zero()).unwrap_or(0)
+    format.positive_zero()
 }
 
 /// Error statistics of D against the exact result `C + A*B` (scales included), computed
@@ -477,12 +597,7 @@ fn exact_element(
     sa: &[u64],
     sb: &[u64],
 ) -> Option<Dyadic> {
-    let block = inst
-        .arithmetic
-        .scale
-        .as_ref()
-        .map(|s| s.block as usize)
-        .unwrap_or(usize::MAX);
+    let block = inst.scale_block().map_or(usize::MAX, |b| b as usize);
     let scale = |j: usize| -> Option<(i128, i64)> {
         let s = inst.arithmetic.scale.as_ref()?;
         let (x, ex) = split(&s.format.decode(sa[j]))?;
@@ -536,6 +651,23 @@ struct ElementError {
 }
 
 /// Compare D with the exact result of the problem.
+/// A sparse A (stored elements and their columns) as the dense M x `k` matrix it stands
+/// for: +0 of a's format at every unstored column.
+pub fn expand_sparse(inst: &Instruction, a: &Matrix, meta: &Matrix, k: usize) -> Matrix {
+    let mut out = Matrix::filled(a.rows, k, zero_of(&inst.arithmetic.a));
+    for (i, (row, cols)) in a
+        .data
+        .chunks_exact(a.cols.max(1))
+        .zip(meta.data.chunks_exact(a.cols.max(1)))
+        .enumerate()
+    {
+        for (&x, &j) in row.iter().zip(cols) {
+            out.data[i * k + j as usize] = x;
+        }
+    }
+    out
+}
+
 pub fn error_report(inst: &Instruction, p: &Problem, d: &Matrix) -> ErrorReport {
     error_report_with_progress(inst, p, d, &|_| {})
 }
@@ -666,13 +798,20 @@ pub fn error_report_with_progress(
     d: &Matrix,
     progress: &(dyn Fn(usize) + Sync),
 ) -> ErrorReport {
+    // a sparse A is measured as the dense matrix it stands for
+    if let Some(meta) = &p.meta {
+        let dense = Problem {
+            a: expand_sparse(inst, &p.a, meta, p.b.rows),
+            meta: None,
+            ..p.clone()
+        };
+        return error_report_with_progress(inst, &dense, d, progress);
+    }
     let (m, n, kk) = (p.a.rows, p.b.cols, p.a.cols);
     let bt = p.b.transposed();
     let per_k = inst
-        .arithmetic
-        .scale
-        .as_ref()
-        .map(|s| kk / s.block as usize)
+        .scale_block()
+        .map(|block| kk / block as usize)
         .unwrap_or(0);
     let sa = p.sa.as_ref().map(|x| x.data.clone()).unwrap_or_default();
     let sbt =

@@ -26,8 +26,10 @@ use crate::inputs::{Input, hex};
 use crate::mutants::{behaviour_variants, neighbours};
 use crate::observability::proven_equivalent;
 use crate::probes::battery;
+use crate::sparse::SparseInput;
 use crate::witness::{self, Evaluator, RandomInputs, SearchOptions, nan_any};
 use mmac_compiler::Checked;
+use mmac_compiler::engine::Engine;
 use mmac_compiler::format::Format;
 use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
@@ -59,6 +61,8 @@ impl Default for Options {
 pub struct Case {
     pub label: String,
     pub input: Input,
+    /// A sparse instruction's positions of a's stored elements (empty for a dense one).
+    pub positions: Vec<u64>,
     pub d: u64,
 }
 
@@ -139,6 +143,14 @@ pub fn random_cases(
     each: &mut dyn FnMut(Case) -> std::io::Result<()>,
 ) -> Result<(), GenError> {
     let inst = checked.instruction();
+    if inst.sparsity.is_some() {
+        let mut rng = mmac_compiler::random::Rng::new(options.seed);
+        for i in 0..options.random {
+            let input = SparseInput::random(inst, &mut rng);
+            each(sparse_case(checked, format!("random {i}"), input)?)?;
+        }
+        return Ok(());
+    }
     let own_focus = Focus::of(&[inst]);
     let mut random = RandomInputs::new(inst, &own_focus, options.seed);
     for i in 0..options.random {
@@ -147,10 +159,119 @@ pub fn random_cases(
         each(Case {
             label: format!("random {i}"),
             input,
+            positions: vec![],
             d,
         })?;
     }
     Ok(())
+}
+
+/// A sparse input as a case, its d from the interpreter.
+fn sparse_case(checked: Checked, label: String, input: SparseInput) -> Result<Case, GenError> {
+    let d = Engine::interpreter(checked)
+        .sparse_dot(&input.operands(), &input.positions)
+        .map_err(|e| GenError::Interpreter {
+            instruction: checked.name().to_string(),
+            input: input.input.case_fields(checked.instruction()),
+            message: e.to_string(),
+        })?;
+    Ok(Case {
+        label,
+        input: input.input,
+        positions: input.positions,
+        d,
+    })
+}
+
+/// A sparse instruction's corner cases: those of the dense arithmetic it runs, each lifted
+/// to sparse operands (see [`SparseInput::lift`]). Every neighbour is then judged on the
+/// sparse cases (lifting may change an input of `over columns`): killed by one, proven
+/// equivalent, or given witnesses by the sparse search. Last, inputs on which the other
+/// hypothesis of what the unit does with the selected elements gives another d (labelled
+/// so: a handful of captures of these settles it).
+fn sparse_corners(
+    checked: Checked,
+    dense: Corners,
+    options: &Options,
+) -> Result<Corners, GenError> {
+    let inst = checked.instruction();
+    let nan = nan_any(inst);
+    let mut rng = mmac_compiler::random::Rng::new(options.seed ^ 0x5a5a);
+    let mut cases = Vec::with_capacity(dense.cases.len() + KILLS_WANTED);
+    for c in dense.cases {
+        let input = SparseInput::lift(checked, &c.input, &mut rng);
+        cases.push(sparse_case(checked, c.label, input)?);
+    }
+    let search_error = |message: String| GenError::Interpreter {
+        instruction: checked.name().to_string(),
+        input: "random sparse inputs".into(),
+        message,
+    };
+    // up to KILLS_WANTED witnesses that `other` differs, labelled `label: ...`
+    let witnesses =
+        |other: Checked, label: &str, cases: &mut Vec<Case>| -> Result<usize, GenError> {
+            let mut found = 0;
+            for seed in 0..4u64 {
+                if found == KILLS_WANTED {
+                    break;
+                }
+                let (w, _) = crate::sparse::search(checked, other, 4096, options.seed + seed)
+                    .map_err(search_error)?;
+                if let Some(w) = w {
+                    found += 1;
+                    let text = format!("{label}: d = {:x} there", w.right);
+                    cases.push(sparse_case(checked, text, w.input)?);
+                }
+            }
+            Ok(found)
+        };
+    let mut fates: Vec<(String, Fate)> = vec![];
+    for n in neighbours(checked) {
+        if !n.same_interface(inst) {
+            fates.push((n.label(), Fate::Interface));
+            continue;
+        }
+        let theirs = Engine::interpreter(n.checked.checked());
+        let killed = cases
+            .iter()
+            .filter(|c| {
+                !matches!(theirs.sparse_dot(&c.input.operands(), &c.positions),
+                    Ok(d) if matches(&inst.arithmetic.d, c.d, d, nan))
+            })
+            .count();
+        let fate = if killed > 0 {
+            Fate::Killed(killed)
+        } else if let Some(why) = proven_equivalent(checked, n.instruction()) {
+            Fate::Unobservable(why)
+        } else {
+            match witnesses(n.checked.checked(), &n.label(), &mut cases)? {
+                0 => Fate::Survived,
+                found => Fate::Killed(found),
+            }
+        };
+        fates.push((n.label(), fate));
+    }
+    if let Some(other) = crate::sparse::other_walk(checked) {
+        let walk = |c: Checked| c.sparsity().map_or("", |s| s.walk.keyword());
+        let label = format!("over {} -> over {}", walk(checked), walk(other.checked()));
+        let found = witnesses(
+            other.checked(),
+            &format!("{label} (the other hypothesis)"),
+            &mut cases,
+        )?;
+        fates.push((
+            label,
+            if found > 0 {
+                Fate::Killed(found)
+            } else {
+                Fate::Survived
+            },
+        ));
+    }
+    Ok(Corners {
+        cases,
+        neighbours: fates,
+    })
 }
 
 /// The interpreter's d for one input.
@@ -171,6 +292,15 @@ fn fingerprint(input: &Input) -> u64 {
 /// The corner cases of `inst` (none repeating a random case of `options`), and the
 /// fate of every single-parameter neighbour.
 pub fn corner_cases(checked: Checked, options: &Options) -> Result<Corners, GenError> {
+    let dense = dense_corner_cases(checked, options)?;
+    if checked.sparsity().is_some() {
+        return sparse_corners(checked, dense, options);
+    }
+    Ok(dense)
+}
+
+/// [`corner_cases`] of the (dense) arithmetic.
+fn dense_corner_cases(checked: Checked, options: &Options) -> Result<Corners, GenError> {
     let inst = checked.instruction();
     let nan = nan_any(inst);
     let d_format = &inst.arithmetic.d;
@@ -244,7 +374,12 @@ pub fn corner_cases(checked: Checked, options: &Options) -> Result<Corners, GenE
     for ((label, input), k) in corners.into_iter().zip(keep) {
         if k {
             let d = reference(&input)?;
-            corner_cases.push(Case { label, input, d });
+            corner_cases.push(Case {
+                label,
+                input,
+                positions: vec![],
+                d,
+            });
         }
     }
 
@@ -269,6 +404,7 @@ pub fn corner_cases(checked: Checked, options: &Options) -> Result<Corners, GenE
                 corner_cases.push(Case {
                     label: format!("{}: {}", n.label(), w.origin),
                     input: w.input.clone(),
+                    positions: vec![],
                     d: w.left,
                 });
             }
@@ -293,7 +429,14 @@ pub fn mmv_header(arch: &str, inst: &Instruction) -> String {
     let _ = writeln!(s, "# mmv 1");
     let _ = writeln!(s, "# arch: {arch}");
     let _ = writeln!(s, "# instruction: {}", inst.name);
-    let _ = writeln!(s, "# k: {}", ar.k);
+    let _ = writeln!(s, "# k: {}", inst.columns());
+    if let Some(sp) = &inst.sparsity {
+        let _ = writeln!(
+            s,
+            "# sparse: a {sp} over {} (a= holds the stored elements, pos= their columns)",
+            sp.walk.keyword()
+        );
+    }
     let _ = writeln!(
         s,
         "# types: a={} b={} c={} d={}",
@@ -304,7 +447,8 @@ pub fn mmv_header(arch: &str, inst: &Instruction) -> String {
         "# scale: {}",
         ar.scale.as_ref().map_or("none".to_string(), |x| format!(
             "{} block={}",
-            x.format.name, x.block
+            x.format.name,
+            inst.scale_block().unwrap_or(x.block)
         ))
     );
     let _ = writeln!(s, "# nan: {}", if nan_any(inst) { "any" } else { "exact" });
@@ -348,8 +492,12 @@ pub fn one_line(note: &str) -> String {
 
 /// One case of a `.mmv` file: its label as a comment, then its line.
 pub fn mmv_case(inst: &Instruction, c: &Case) -> String {
+    let positions = match c.positions.is_empty() {
+        true => String::new(),
+        false => format!(" pos={}", crate::conformance::positions(&c.positions)),
+    };
     format!(
-        "# {}\n{} d={}\n",
+        "# {}\n{}{positions} d={}\n",
         c.label,
         c.input.case_fields(inst),
         hex(&inst.arithmetic.d, c.d)

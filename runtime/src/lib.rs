@@ -35,6 +35,7 @@ pub mod observability;
 pub mod output;
 pub mod probes;
 pub mod prove;
+pub mod sparse;
 pub mod specs;
 pub mod values;
 pub mod vectors;

@@ -17,7 +17,8 @@ pub fn alignment_f(inst: &Instruction) -> String {
 }
 
 pub fn shape(inst: &Instruction) -> String {
-    format!("m{}n{}k{}", inst.m, inst.n, inst.arithmetic.k)
+    let s = inst.shape();
+    format!("m{}n{}k{}", s.m, s.n, s.k)
 }
 
 pub fn types(inst: &Instruction) -> String {
@@ -29,7 +30,17 @@ pub fn types(inst: &Instruction) -> String {
         inst.arithmetic.d.name
     );
     if let Some(sc) = &inst.arithmetic.scale {
-        s.push_str(&format!(" scale={}/{}", sc.format.name, sc.block));
+        let block = inst.sparsity.map_or(sc.block, |sp| sp.columns(sc.block));
+        s.push_str(&format!(" scale={}/{block}", sc.format.name));
+    }
+    if let Some(sp) = &inst.sparsity {
+        s.push_str(&format!(
+            " sparse={}:{}{}/{}",
+            sp.kept,
+            sp.group,
+            if sp.pairs { "pairs" } else { "" },
+            sp.walk.keyword()
+        ));
     }
     s
 }

@@ -267,6 +267,29 @@ pub fn read(path: &Path, format: &Format, operand: &str) -> Result<Matrix, Matri
     Ok(m)
 }
 
+/// Read a 2-D `.npy` matrix of column positions (a sparse A's `--meta`): any unsigned
+/// integer dtype (uint8, uint16, uint32, uint64).
+pub fn read_positions(path: &Path, operand: &str) -> Result<Matrix, MatrixError> {
+    let mut found = String::new();
+    for bits in [8, 16, 32, 64] {
+        match read(
+            path,
+            &Format::int(&format!("u{bits}"), bits, false),
+            operand,
+        ) {
+            Err(MatrixError::Dtype { found: f, .. }) => found = f,
+            other => return other,
+        }
+    }
+    Err(MatrixError::Dtype {
+        path: path.to_path_buf(),
+        operand: operand.to_string(),
+        format: "column positions".into(),
+        want: "uint8, uint16, uint32 or uint64".into(),
+        found,
+    })
+}
+
 /// Write a matrix of `format` encodings as a 2-D `.npy` file of its dtype, atomically
 /// (see [`Output`]).
 pub fn write(path: &Path, format: &Format, m: &Matrix) -> Result<(), MatrixError> {

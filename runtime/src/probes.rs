@@ -61,9 +61,14 @@ pub fn battery(inst: &Instruction) -> Vec<Probe> {
         .collect()
 }
 
-/// Run the battery and format one line per probe: `name: d=HEX value`.
+/// Run the battery and format one line per probe: `name: d=HEX value`. A sparse
+/// instruction's probes are its dense arithmetic's, with the stored elements at the
+/// first columns of every group (0, 1, 4, 5, ... for 2 of 4) and B's other rows +0.
 pub fn report(checked: Checked) -> String {
     let inst = checked.instruction();
+    if let Some(sp) = inst.sparsity {
+        return sparse_report(checked, &sp);
+    }
     let mut s = String::new();
     for p in battery(inst) {
         let ops = Operands {
@@ -84,6 +89,49 @@ pub fn report(checked: Checked) -> String {
         };
         s.push_str(&format!("  {:<48} {line}\n", p.name));
         s.push_str(&format!("      {}\n", p.input().run_arguments(inst)));
+    }
+    s
+}
+
+/// [`report`] of a sparse instruction: each probe lifted to sparse operands at the first
+/// columns of every group, run through the interpreter's sparse entry.
+fn sparse_report(checked: Checked, sp: &mmac_compiler::ir::Sparsity) -> String {
+    let inst = checked.instruction();
+    let positions = crate::sparse::first_positions(sp, inst.columns());
+    let mut s = format!(
+        "  (sparse, {sp} over {}: a's elements at columns {})\n",
+        sp.walk.keyword(),
+        positions
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let engine = mmac_compiler::engine::Engine::interpreter(checked);
+    // b's unread rows are +0 (the lift draws them; zeros read better)
+    let mut rng = mmac_compiler::random::Rng::new(0);
+    for p in battery(inst) {
+        let mut lifted =
+            crate::sparse::SparseInput::lift_at(checked, &p.input(), positions.clone(), &mut rng);
+        if sp.walk == mmac_compiler::ir::Walk::Selected {
+            let zero = inst.arithmetic.b.positive_zero();
+            for (j, x) in lifted.input.b.iter_mut().enumerate() {
+                if !positions.contains(&(j as u64)) {
+                    *x = zero;
+                }
+            }
+        }
+        let line = match engine.sparse_dot(&lifted.operands(), &lifted.positions) {
+            Ok(dv) => format!(
+                "d={:0w$x} {}",
+                dv,
+                inst.arithmetic.d.decode(dv).describe(),
+                w = inst.arithmetic.d.hex_digits()
+            ),
+            Err(e) => format!("error: {e}"),
+        };
+        s.push_str(&format!("  {:<48} {line}\n", p.name));
+        s.push_str(&format!("      {}\n", lifted.run_arguments(inst)));
     }
     s
 }

@@ -5,8 +5,11 @@
 //! # arch: hopper
 //! # instruction: mma.m16n8k16.f32.f16.f16.f32
 //! # nan: exact
-//! c=<hex> a=<hex>,<hex>,... b=<hex>,... [sa=<hex>,... sb=<hex>,...] d=<hex>
+//! c=<hex> a=<hex>,<hex>,... b=<hex>,... [sa=<hex>,... sb=<hex>,...] [pos=<hex>,...] d=<hex>
 //! ```
+//!
+//! `pos=` is for a sparse instruction: the columns (of K, in hex) at which a's stored
+//! elements sit, one per element of `a=`, which then holds only the stored elements.
 
 use logos::Logos;
 use std::path::{Path, PathBuf};
@@ -21,6 +24,8 @@ pub struct Case {
     pub b: Vec<u64>,
     pub sa: Vec<u64>,
     pub sb: Vec<u64>,
+    /// A sparse instruction's positions of a's stored elements (empty for a dense one).
+    pub positions: Vec<u64>,
     pub d: u64,
 }
 
@@ -58,6 +63,8 @@ enum Token {
     Sa,
     #[token("sb=")]
     Sb,
+    #[token("pos=")]
+    Pos,
     #[token("d=")]
     D,
     #[token(",")]
@@ -156,7 +163,7 @@ pub fn parse(path: &Path, text: &str) -> (VectorFile, Vec<VectorError>) {
 }
 
 fn parse_case(line: &str, lineno: usize) -> Result<Case, (usize, String)> {
-    let [c, a, b, sa, sb, d] = parse_fields(line)?;
+    let [c, a, b, sa, sb, positions, d] = parse_fields(line)?;
     Ok(Case {
         line: lineno,
         c: single(c, "c")?,
@@ -164,15 +171,16 @@ fn parse_case(line: &str, lineno: usize) -> Result<Case, (usize, String)> {
         b: b.ok_or((1, "missing `b=`".to_string()))?,
         sa: sa.unwrap_or_default(),
         sb: sb.unwrap_or_default(),
+        positions: positions.unwrap_or_default(),
         d: single(d, "d")?,
     })
 }
 
 /// One request of the black-box protocol (`mmac serve`, `mmac infer`): a case without
-/// its `d=` field, `c=HEX a=HEX,... b=HEX,... [sa=HEX,... sb=HEX,...]`. Errors carry the
-/// 1-based column and a message.
+/// its `d=` field, `c=HEX a=HEX,... b=HEX,... [sa=HEX,... sb=HEX,...] [pos=HEX,...]`.
+/// Errors carry the 1-based column and a message.
 pub fn parse_request(line: &str) -> Result<Request, (usize, String)> {
-    let [c, a, b, sa, sb, d] = parse_fields(line)?;
+    let [c, a, b, sa, sb, positions, d] = parse_fields(line)?;
     if d.is_some() {
         let column = line.find("d=").map_or(1, |i| i + 1);
         return Err((column, "a request has no `d=` (the box answers it)".into()));
@@ -183,13 +191,14 @@ pub fn parse_request(line: &str) -> Result<Request, (usize, String)> {
         b: b.ok_or((1, "missing `b=`".to_string()))?,
         sa: sa.unwrap_or_default(),
         sb: sb.unwrap_or_default(),
+        positions: positions.unwrap_or_default(),
     })
 }
 
 /// One answer of the black-box protocol: `d=HEX` and nothing else.
 pub fn parse_answer(line: &str) -> Result<u64, (usize, String)> {
-    let [c, a, b, sa, sb, d] = parse_fields(line)?;
-    if c.is_some() || a.is_some() || b.is_some() || sa.is_some() || sb.is_some() {
+    let [c, a, b, sa, sb, positions, d] = parse_fields(line)?;
+    if [c, a, b, sa, sb, positions].iter().any(Option::is_some) {
         return Err((1, "an answer is one `d=HEX` field".into()));
     }
     single(d, "d")
@@ -203,6 +212,8 @@ pub struct Request {
     pub b: Vec<u64>,
     pub sa: Vec<u64>,
     pub sb: Vec<u64>,
+    /// A sparse instruction's positions of a's stored elements (empty for a dense one).
+    pub positions: Vec<u64>,
 }
 
 fn single(v: Option<Vec<u64>>, n: &str) -> Result<u64, (usize, String)> {
@@ -213,20 +224,20 @@ fn single(v: Option<Vec<u64>>, n: &str) -> Result<u64, (usize, String)> {
     }
 }
 
-type Fields = [Option<Vec<u64>>; 6];
+type Fields = [Option<Vec<u64>>; 7];
 
-/// The `name=HEX,...` fields of a line, in the order c, a, b, sa, sb, d.
+/// The `name=HEX,...` fields of a line, in the order c, a, b, sa, sb, pos, d.
 fn parse_fields(line: &str) -> Result<Fields, (usize, String)> {
     let mut lex = Token::lexer(line);
     let mut fields: Fields = Default::default();
-    let names = ["c", "a", "b", "sa", "sb", "d"];
+    let names = ["c", "a", "b", "sa", "sb", "pos", "d"];
     let mut current: Option<usize> = None;
     let mut expect_value = false;
     while let Some(tok) = lex.next() {
         let col = lex.span().start + 1;
         let tok = tok.map_err(|_| (col, format!("unexpected `{}`", lex.slice())))?;
         match tok {
-            Token::C | Token::A | Token::B | Token::Sa | Token::Sb | Token::D => {
+            Token::C | Token::A | Token::B | Token::Sa | Token::Sb | Token::Pos | Token::D => {
                 if expect_value {
                     return Err((col, "expected a hex value".into()));
                 }
@@ -236,7 +247,8 @@ fn parse_fields(line: &str) -> Result<Fields, (usize, String)> {
                     Token::B => 2,
                     Token::Sa => 3,
                     Token::Sb => 4,
-                    _ => 5,
+                    Token::Pos => 5,
+                    _ => 6,
                 };
                 if fields[idx].is_some() {
                     return Err((col, format!("`{}=` given twice", names[idx])));

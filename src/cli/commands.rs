@@ -11,8 +11,8 @@ use mmac_compiler::Checked;
 use mmac_compiler::engine::{self as facade, Operands};
 use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::Format;
-use mmac_compiler::interp;
 use mmac_compiler::ir::Instruction;
+use mmac_compiler::{interp, sparse};
 use mmac_runtime::{generate, listing};
 use mmac_runtime::{specs, values};
 use std::io::Write;
@@ -240,21 +240,17 @@ fn lanes(
 }
 
 /// The operands of `mmac run`, parsed in the instruction's formats and counted.
-fn operands(args: &RunArgs, inst: &Instruction) -> Result<(u64, [Vec<u64>; 4]), String> {
+fn operands(args: &RunArgs, inst: &Instruction) -> Result<(u64, [Vec<u64>; 5]), String> {
     let c = parse_values(&args.c, &inst.arithmetic.c, "c")?;
     if c.len() != 1 {
         return Err("--c takes one value".into());
     }
-    let k = inst.k();
+    let k = inst.columns();
     let zero = |f: &Format| f.encode_finite(false, &Dyadic::zero());
     let pad = |f| args.pad.then(|| ("+0 to pad with", zero(f), f));
-    let a = lanes(
-        parse_values(&args.a, &inst.arithmetic.a, "a")?,
-        k,
-        "a",
-        inst,
-        pad(&inst.arithmetic.a),
-    )?;
+    let a = parse_values(&args.a, &inst.arithmetic.a, "a")?;
+    let (a, positions) = sparse_a(args, inst, a)?;
+    let a = lanes(a, inst.stored(), "a", inst, pad(&inst.arithmetic.a))?;
     let b = lanes(
         parse_values(&args.b, &inst.arithmetic.b, "b")?,
         k,
@@ -284,14 +280,57 @@ fn operands(args: &RunArgs, inst: &Instruction) -> Result<(u64, [Vec<u64>; 4]), 
         };
     }
     let [sa, sb] = scales;
-    Ok((c[0], [a, b, sa, sb]))
+    Ok((c[0], [a, b, sa, sb, positions]))
+}
+
+/// A sparse instruction's a and the positions of its elements: `--meta` with a's stored
+/// elements, or a dense row of K elements compressed (its nonzero elements, the lowest
+/// free columns where a group has fewer). A dense instruction takes no `--meta`.
+fn sparse_a(
+    args: &RunArgs,
+    inst: &Instruction,
+    a: Vec<u64>,
+) -> Result<(Vec<u64>, Vec<u64>), String> {
+    let Some(s) = &inst.sparsity else {
+        if args.meta.is_some() {
+            return Err(format!("`{}` is dense: it takes no --meta", inst.name));
+        }
+        return Ok((a, vec![]));
+    };
+    if let Some(meta) = &args.meta {
+        let positions = meta
+            .split(',')
+            .map(|p| {
+                p.trim()
+                    .parse::<u64>()
+                    .map_err(|_| format!("--meta: `{}` is not a column number", p.trim()))
+            })
+            .collect::<Result<Vec<u64>, String>>()?;
+        sparse::check(s, inst.columns(), &positions).map_err(|e| format!("--meta: {e}"))?;
+        return Ok((a, positions));
+    }
+    if a.len() != inst.columns() {
+        return Err(format!(
+            "--a has {} elements: `{}` takes its {} stored elements with --meta, or a row of {} with {} of every {} nonzero",
+            a.len(),
+            inst.name,
+            inst.stored(),
+            inst.columns(),
+            s.kept,
+            s.group
+        ));
+    }
+    let (mut stored, mut positions) = (vec![], vec![]);
+    let zero = |x| sparse::is_zero(&inst.arithmetic.a, x);
+    sparse::compress(s, &a, zero, &mut stored, &mut positions).map_err(|e| format!("--a: {e}"))?;
+    Ok((stored, positions))
 }
 
 pub fn run(args: &RunArgs, color: bool) -> Outcome {
     let s = load(&args.file, color)?;
     let checked = instruction(&s, &args.instr)?;
     let inst = checked.instruction();
-    let (c, [a, b, sa, sb]) = match operands(args, inst) {
+    let (c, [a, b, sa, sb, positions]) = match operands(args, inst) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: {e}");
@@ -306,14 +345,48 @@ pub fn run(args: &RunArgs, color: bool) -> Outcome {
         sb: &sb,
     };
     let result = if args.trace {
-        interp::run_traced(checked, &ops)
+        // the trace is the dense arithmetic's, on the operands the sparse one gives it
+        match sparse::dense_record(checked, &a, &b, &positions) {
+            Ok((ka, kb)) => {
+                let ops = Operands {
+                    a: &ka,
+                    b: &kb,
+                    ..ops
+                };
+                interp::run_traced(checked, &ops).map(|(d, mut lines)| {
+                    if let Some(s) = checked.sparsity() {
+                        lines.insert(
+                            0,
+                            format!(
+                                "sparse: a's elements at columns {}; the pipeline runs over {}",
+                                positions
+                                    .iter()
+                                    .map(u64::to_string)
+                                    .collect::<Vec<_>>()
+                                    .join(","),
+                                match s.walk {
+                                    mmac_compiler::ir::Walk::Selected => "the selected products",
+                                    mmac_compiler::ir::Walk::Columns =>
+                                        "all columns, a expanded with +0",
+                                }
+                            ),
+                        );
+                    }
+                    (d, lines)
+                })
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(EXIT_USAGE);
+            }
+        }
     } else {
         // one dot product: a quickly compiled kernel
         let engine = facade::Engine::new(checked, args.engine.choice(facade::Choice::QUICK));
         if let Some(why) = engine.fallback() {
             eprintln!("note: {why}; using the interpreter");
         }
-        engine.dot(&ops).map(|d| (d, vec![]))
+        engine.sparse_dot(&ops, &positions).map(|d| (d, vec![]))
     };
     match result {
         Ok((d, lines)) => {
@@ -420,6 +493,13 @@ pub fn generate(
         eprintln!(
             "error: -n {random}: at most {} (2^30) random cases",
             generate::MAX_RANDOM
+        );
+        return Ok(EXIT_USAGE);
+    }
+    if inst.sparsity.is_some() && matches!(format, GenFormat::Hex) {
+        eprintln!(
+            "error: `{}` is sparse: --format hex has no field for the positions; write .mmv (the default)",
+            inst.name
         );
         return Ok(EXIT_USAGE);
     }

@@ -6,6 +6,7 @@ use super::common::{
     EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load,
 };
 use mmac_compiler::engine::{Choice, Engine};
+use mmac_compiler::format::Format;
 use mmac_runtime::blackbox::{Interface, PipeBox, evaluate};
 use mmac_runtime::infer::{self, Naming, Options};
 use mmac_runtime::inputs::{Input, hex};
@@ -19,7 +20,9 @@ const BATCH: usize = 4096;
 
 /// Answer requests on stdin with one `d=HEX` line each, in order. Blank lines and `#`
 /// comments are skipped. A malformed request ends the run: the requests before it are
-/// answered, the error names the line and column on stderr, exit 2.
+/// answered, the error names the line and column on stderr, exit 2. A sparse
+/// instruction's requests carry `pos=` (the columns of a's stored elements), as `.mmv`
+/// cases do.
 pub fn serve(file: &Path, name: &str, color: bool) -> Outcome {
     let s = load(file, color)?;
     let checked = instruction(&s, name)?;
@@ -50,6 +53,7 @@ pub fn serve(file: &Path, name: &str, color: bool) -> Outcome {
             }
         }
         let mut batch: Vec<Input> = vec![];
+        let mut positions: Vec<u64> = vec![];
         let mut error = None;
         for line in lines {
             lineno += 1;
@@ -64,16 +68,29 @@ pub fn serve(file: &Path, name: &str, color: bool) -> Outcome {
             if t.is_empty() || t.starts_with('#') {
                 continue;
             }
-            let parsed = parse_request(&line).map(|r| Input {
-                c: r.c,
-                a: r.a,
-                b: r.b,
-                sa: r.sa,
-                sb: r.sb,
+            let parsed = parse_request(&line).map(|r| {
+                let p = r.positions;
+                let input = Input {
+                    c: r.c,
+                    a: r.a,
+                    b: r.b,
+                    sa: r.sa,
+                    sb: r.sb,
+                };
+                (input, p)
             });
             match parsed {
-                Ok(input) => match iface.misfit(&input) {
-                    None => batch.push(input),
+                Ok((input, p)) => match sparse_misfit(inst, &input, &p).or_else(|| {
+                    // (the interface counts a dense instruction's elements)
+                    inst.sparsity
+                        .is_none()
+                        .then(|| iface.misfit(&input))
+                        .flatten()
+                }) {
+                    None => {
+                        batch.push(input);
+                        positions.extend(p);
+                    }
                     Some(why) => {
                         error = Some(format!("error: <stdin>:{lineno}:1: {why} for `{name}`"));
                         break;
@@ -85,7 +102,11 @@ pub fn serve(file: &Path, name: &str, color: bool) -> Outcome {
                 }
             }
         }
-        match evaluate(&engine, &batch) {
+        let answers = match inst.sparsity {
+            Some(_) => evaluate_sparse(&engine, &batch, &positions),
+            None => evaluate(&engine, &batch),
+        };
+        match answers {
             Ok(ds) => {
                 for v in ds {
                     writeln!(out, "d={}", hex(d, v))?;
@@ -105,6 +126,86 @@ pub fn serve(file: &Path, name: &str, color: bool) -> Outcome {
     }
     out.flush()?;
     Ok(EXIT_OK)
+}
+
+/// Why a request does not fit a sparse instruction (a's stored elements, b's K, the
+/// positions in the pattern; the widths as for a dense one), or positions given to a
+/// dense one.
+fn sparse_misfit(
+    inst: &mmac_compiler::ir::Instruction,
+    input: &Input,
+    positions: &[u64],
+) -> Option<String> {
+    let Some(s) = &inst.sparsity else {
+        return (!positions.is_empty())
+            .then(|| "`pos=` given, but the instruction is dense".into());
+    };
+    let n = inst.scale_count();
+    for (name, got, want) in [
+        ("a", input.a.len(), inst.stored()),
+        ("b", input.b.len(), inst.columns()),
+        ("sa", input.sa.len(), n),
+        ("sb", input.sb.len(), n),
+    ] {
+        if got != want {
+            return Some(format!("`{name}=` has {got} values, expected {want}"));
+        }
+    }
+    if let Err(e) = mmac_compiler::sparse::check(s, inst.columns(), positions) {
+        return Some(format!("`pos=`: {e}"));
+    }
+    let ar = &inst.arithmetic;
+    let scale = ar.scale.as_ref().map(|s| &s.format);
+    let groups: [(&str, Option<&Format>, &[u64]); 5] = [
+        ("c", Some(&ar.c), std::slice::from_ref(&input.c)),
+        ("a", Some(&ar.a), &input.a),
+        ("b", Some(&ar.b), &input.b),
+        ("sa", scale, &input.sa),
+        ("sb", scale, &input.sb),
+    ];
+    for (name, f, values) in groups {
+        if let Some(f) = f
+            && let Some(v) = values.iter().find(|v| **v & !f.storage_mask() != 0)
+        {
+            return Some(format!(
+                "{name} value {v:x} does not fit `{}` ({} bits)",
+                f.name,
+                f.storage_bits()
+            ));
+        }
+    }
+    None
+}
+
+/// A sparse instruction's answers to a batch, record by record its positions.
+fn evaluate_sparse(
+    engine: &Engine,
+    inputs: &[Input],
+    positions: &[u64],
+) -> Result<Vec<u64>, mmac_compiler::engine::EvalError> {
+    let inst = engine.checked().instruction();
+    let c: Vec<u64> = inputs.iter().map(|i| i.c).collect();
+    let flat = |f: fn(&Input) -> &[u64]| -> Vec<u64> {
+        inputs.iter().flat_map(|i| f(i).iter().copied()).collect()
+    };
+    let (a, b, sa, sb) = (
+        flat(|i| &i.a),
+        flat(|i| &i.b),
+        flat(|i| &i.sa),
+        flat(|i| &i.sb),
+    );
+    let s = inst.scale_count();
+    let mut d = vec![0; inputs.len()];
+    engine.sparse_batch_strided(
+        &c,
+        (&a, inst.stored()),
+        (&b, inst.columns()),
+        (&sa, s),
+        (&sb, s),
+        (positions, inst.stored()),
+        &mut d,
+    )?;
+    Ok(d)
 }
 
 /// What `mmac infer` is given.

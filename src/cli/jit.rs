@@ -365,6 +365,25 @@ fn bench_records(
     Ok(rec)
 }
 
+/// A sparse instruction's operands for `bench`: a's stored elements and all K of b drawn
+/// from the records' values (their distribution), and random positions in the pattern.
+fn sparse_records(
+    inst: &mmac_compiler::ir::Instruction,
+    rec: &Records,
+) -> Option<(Vec<u64>, Vec<u64>, Vec<u64>)> {
+    let s = inst.sparsity?;
+    let cycle = |v: &[u64], n: usize| v.iter().copied().cycle().take(n).collect::<Vec<u64>>();
+    let mut rng = Rng::new(0x2545_f491_4f6c_dd1d);
+    let positions = (0..rec.n)
+        .flat_map(|_| mmac_runtime::sparse::random_positions(&s, inst.columns(), &mut rng))
+        .collect();
+    Some((
+        cycle(&rec.a, rec.n * inst.stored()),
+        cycle(&rec.b, rec.n * inst.columns()),
+        positions,
+    ))
+}
+
 pub fn bench(
     file: &Path,
     instr: &str,
@@ -397,10 +416,25 @@ pub fn bench(
         ("interp", 256, 3, Duration::from_millis(300))
     };
     let rec = records(n)?;
+    let sparse = sparse_records(inst, &rec);
     let mut d = vec![0u64; rec.n];
     let mut failed = None;
     let ns = time_per_dot(rounds, min, rec.n, || {
-        if let Err(e) = engine.batch(&rec.c, &rec.a, &rec.b, &rec.sa, &rec.sb, &mut d) {
+        let done = match &sparse {
+            // a sparse instruction as its users run it: positions checked, B's selected
+            // elements gathered (or A expanded), then the dense kernel
+            Some((a, b, p)) => engine.sparse_batch_strided(
+                &rec.c,
+                (a, inst.stored()),
+                (b, inst.columns()),
+                (&rec.sa, rec.s),
+                (&rec.sb, rec.s),
+                (p, inst.stored()),
+                &mut d,
+            ),
+            None => engine.batch(&rec.c, &rec.a, &rec.b, &rec.sa, &rec.sb, &mut d),
+        };
+        if let Err(e) = done {
             failed = Some(e);
         }
         black_box(&mut d);

@@ -32,6 +32,7 @@ pub fn run(
         ("--c", c),
         ("--sa", args.sa.as_deref()),
         ("--sb", args.sb.as_deref()),
+        ("--meta", args.meta.as_deref()),
     ] {
         inputs.extend(path.map(|p| (option, p)));
     }
@@ -60,7 +61,20 @@ pub fn run(
             };
         let sa = scale(&args.sa, "SA")?;
         let sb = scale(&args.sb, "SB")?;
-        Ok(Problem { a, b, c, sa, sb })
+        let meta = match &args.meta {
+            Some(p) => Some(matrix::read_positions(p, "--meta").map_err(|e| e.to_string())?),
+            None => None,
+        };
+        let mut p = Problem {
+            a,
+            b,
+            c,
+            sa,
+            sb,
+            meta,
+        };
+        gemm::compress_sparse(inst, &mut p).map_err(|e| e.to_string())?;
+        Ok(p)
     })();
     let problem = match problem {
         Ok(p) => p,
@@ -99,7 +113,7 @@ pub fn run(
         return Ok(EXIT_FAILED);
     }
     let tiles = (m / inst.m as usize) * (n / inst.n as usize);
-    let dots = m * n * (k / inst.arithmetic.k as usize);
+    let dots = m * n * (k / inst.columns());
     let bar = progress_bar(tiles as u64, "tiles", dots > PROGRESS_DOTS);
     let progress = |t: usize| bar.inc(t as u64);
     // the GEMM's time: the step-major copies of A and B, and computing D's chunks

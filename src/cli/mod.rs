@@ -383,9 +383,14 @@ pub struct RunArgs {
     /// c: one value (a hex encoding or an exact decimal, see below).
     #[arg(long, allow_hyphen_values = true)]
     pub c: String,
-    /// a[0..K], comma-separated values.
+    /// a[0..K], comma-separated values (a sparse instruction: its stored elements with
+    /// --meta, or K values with at most 2 of every 4 nonzero, compressed).
     #[arg(long, allow_hyphen_values = true)]
     pub a: String,
+    /// A sparse instruction's positions of a's stored elements: comma-separated column
+    /// numbers (0..K), one per element of --a.
+    #[arg(long)]
+    pub meta: Option<String>,
     /// b[0..K], comma-separated values.
     #[arg(long, allow_hyphen_values = true)]
     pub b: String,
@@ -415,8 +420,14 @@ pub struct MatrixArgs {
     #[arg(long)]
     pub instr: String,
     /// A (M x K) as .npy: the format's NumPy dtype (f64/f32/f16, integers) or raw encodings.
+    /// For a sparse instruction: A's stored elements (M x K/2 for 2 of 4) with --meta, or
+    /// A dense (M x K, at most 2 of every 4 nonzero), compressed.
     #[arg(long)]
     pub a: PathBuf,
+    /// A sparse A's positions (.npy, the shape of --a, any unsigned integer dtype): the
+    /// column of K at which each stored element sits, increasing along a row.
+    #[arg(long)]
+    pub meta: Option<PathBuf>,
     /// B (K x N) as .npy.
     #[arg(long)]
     pub b: PathBuf,

@@ -232,14 +232,30 @@ pub(super) fn instantiate(
     let types = operand_types(decl, &scope, &name, &mut diags);
     let scale = scale_factors(decl, &scope, &name, overrides, &mut diags);
     check_scale_block(decl, scale.as_ref(), shape, &mut diags);
+    let walk = overridden(overrides, &name, "over").map(|v| v.to_string());
+    let sparsity = sparsity(
+        decl,
+        &scope,
+        (shape, walk),
+        &types,
+        scale.as_ref(),
+        &mut diags,
+    );
     // every part that gives nothing has reported why
     let Some(shape) = shape.filter(|_| diags.is_empty()) else {
         return Err(diags);
     };
     check_overrides(decl, uses, entry, &name, overrides)?;
     let evidence = evidence_kinds(decl)?;
+    // a sparse instruction's pipeline is the dense one over what it walks: its k, and its
+    // scale blocks counted in the products it runs
+    let k = sparsity.map_or(shape.k, |s| s.dense_k(shape.k));
+    let scale = scale.map(|s| ScaleSpec {
+        block: sparsity.map_or(s.block, |sp| sp.dense_k(s.block)),
+        ..s
+    });
     let ctx = Ctx {
-        k: shape.k,
+        k,
         a: types[&'a'].clone(),
         b: types[&'b'].clone(),
         c: types[&'c'].clone(),
@@ -263,10 +279,11 @@ pub(super) fn instantiate(
             b: ctx.b,
             c: ctx.c,
             d: ctx.d,
-            k: shape.k,
+            k,
             scale,
             pipeline: ins.pipeline,
         },
+        sparsity,
         provenance: Provenance {
             pipeline: entry.decl.name.name.clone(),
             arguments: ins.arguments,
@@ -431,6 +448,118 @@ fn check_scale_block(
     }
 }
 
+/// `sparse a KEPT of GROUP [over selected|columns]` of an instruction, checked: operand
+/// a, the 2:4 pattern for elements of at most 16 bits and 1:2 for 32-bit ones, K and the
+/// scale block whole numbers of groups (None without the clause or after an error).
+fn sparsity(
+    decl: &ast::InstructionDecl,
+    scope: &Scope,
+    (shape, walk_override): (Option<Shape>, Option<String>),
+    types: &HashMap<char, Format>,
+    scale: Option<&ScaleSpec>,
+    diags: &mut Vec<Diag>,
+) -> Option<Sparsity> {
+    let sd = decl.sparse.as_ref()?;
+    let before = diags.len();
+    if sd.operand != 'a' {
+        diags.push(
+            Diag::new(
+                Code::Sparsity,
+                sd.operand_span,
+                format!("operand {} cannot be sparse", sd.operand),
+            )
+            .label("only A is stored sparse")
+            .help("sparse MMA (PTX mma.sp, AMD SMFMAC and SWMMAC) prunes A: write `sparse a`"),
+        );
+    }
+    let written = sd.over.as_ref().map(|w| w.name.clone());
+    let walk = match walk_override.or(written).as_deref() {
+        None | Some("selected") => Walk::Selected,
+        Some("columns") => Walk::Columns,
+        Some(other) => {
+            let w = sd.over.as_ref().unwrap();
+            diags.push(
+                Diag::new(
+                    Code::UnknownName,
+                    w.span,
+                    format!("`over {other}`: a sparse pipeline runs over `selected` or `columns`"),
+                )
+                .label("expected `selected` or `columns`")
+                .help(
+                    "`over selected`: the k/2 selected products; `over columns`: all K columns, \
+                     unselected ones as zero products",
+                ),
+            );
+            Walk::Selected
+        }
+    };
+    let (kept, group) = match (expect_int(&sd.kept, scope), expect_int(&sd.group, scope)) {
+        (Ok(k), Ok(g)) => (k, g),
+        (k, g) => {
+            diags.extend(k.err());
+            diags.extend(g.err());
+            return None;
+        }
+    };
+    let bits = types.get(&'a').map_or(0, Format::storage_bits);
+    let allowed = match (kept, group, sd.pairs) {
+        (2, 4, false) => bits <= 16,
+        (2, 4, true) => bits <= 4,
+        (1, 2, false) => bits == 32,
+        _ => false,
+    };
+    if !allowed {
+        let a = types.get(&'a').map_or("?".into(), |f| f.name.clone());
+        let pattern = format!("{kept} of {group}{}", if sd.pairs { " pairs" } else { "" });
+        diags.push(
+            Diag::new(
+                Code::Sparsity,
+                sd.span,
+                format!("{pattern} sparsity is not a pattern for elements of `{a}`"),
+            )
+            .label("pattern")
+            .help(
+                "structured sparsity keeps 2 of every 4 elements of at most 16 bits, \
+                 1 of every 2 of tf32 and other 32-bit elements, and 2 of every 4 pairs \
+                 (`2 of 4 pairs`) of 4-bit elements",
+            ),
+        );
+    }
+    let span = group.max(1) as u32 * if sd.pairs { 2 } else { 1 };
+    if let Some(sh) = shape
+        && sh.k % span != 0
+    {
+        diags.push(
+            Diag::new(
+                Code::Divisibility,
+                sd.group.span,
+                format!("K = {} is not a multiple of the sparsity group ({span} columns)", sh.k),
+            )
+            .label("group size does not divide K")
+            .help("a sparse A keeps its pattern in every group of columns: make K a multiple of the group"),
+        );
+    }
+    if let Some(s) = scale
+        && s.block % span != 0
+    {
+        diags.push(
+            Diag::new(
+                Code::Divisibility,
+                sd.group.span,
+                format!("the scale block {} is not a multiple of the sparsity group ({span} columns)", s.block),
+            )
+            .label("group size does not divide the scale block")
+            .help("a scale block covers whole groups of columns: make the block a multiple of the group"),
+        );
+    }
+    (diags.len() == before).then_some(Sparsity {
+        kept: kept as u32,
+        group: group as u32,
+        pairs: sd.pairs,
+        walk,
+    })
+}
+
 /// Every override of instruction `name` names a parameter of its pipeline, or `block`
 /// when it is scaled.
 fn check_overrides(
@@ -443,6 +572,7 @@ fn check_overrides(
     let mut diags = vec![];
     for o in overrides.iter().filter(|o| o.instruction == name) {
         let known = o.parameter == "block" && decl.scale.is_some()
+            || o.parameter == "over" && decl.sparse.is_some()
             || entry.decl.params.iter().any(|q| q.name.name == o.parameter);
         if !known {
             diags.push(

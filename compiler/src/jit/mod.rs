@@ -912,6 +912,7 @@ impl<M: Module> Jobs<'_, '_, M> {
                                 m: 1,
                                 n: 1,
                                 arithmetic: arithmetic.as_ref().clone(),
+                                sparsity: None,
                                 provenance: *provenance,
                             };
                             // (the validator gives every run its info, at its step)

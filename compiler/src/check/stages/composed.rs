@@ -570,6 +570,17 @@ fn run(
                     None => d.help("a composed pipeline runs an instruction the same spec declares (one that is not composed itself), or a pipeline: `run PIPELINE(ARGS) into FORMAT`"),
                 }));
             };
+            if inst.sparsity.is_some() {
+                return Err(one(
+                    Diag::new(
+                        Code::Sparsity,
+                        e.span,
+                        format!("`{name}` is sparse: a composed pipeline runs dense instructions"),
+                    )
+                    .label("sparse instruction")
+                    .help("run the dense instruction of the same arithmetic, and put `sparse a ...` on the composed one"),
+                ));
+            }
             (inst.arithmetic.clone(), name, inst.provenance.clone())
         }
         RunTarget::Pipeline { name, args, into } => {
