@@ -125,6 +125,84 @@ fn one_spec_of_every_pipeline_family_reproduces_its_vectors() {
     }
 }
 
+/// Sparse instructions through `sparse_dot`: vectors `mmac gen` writes (with `pos=`) for
+/// every pattern and both walks pass, `dot` and `batch` refuse the instruction, and
+/// positions out of the pattern are `MMAC_ERR_PATTERN`.
+#[test]
+fn sparse_instructions_take_their_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    for (spec, arch, names) in [
+        (
+            "specs/ampere.mma",
+            "ampere",
+            &[
+                "mma.sp.m16n8k32.f32.f16.f16.f32",
+                "mma.sp.m16n8k16.f32.tf32.tf32.f32",
+                "mma.sp.m16n8k128.satfinite.s32.s4.u4.s32",
+            ][..],
+        ),
+        (
+            "specs/examples/sparse_over_columns.mma",
+            "ampere_sparse_columns",
+            &["mma.sp.m16n8k32.f16.f16.f16.f16"][..],
+        ),
+        (
+            "specs/rtx_blackwell.mma",
+            "rtx_blackwell",
+            &["mma.sp.block_scale.m16n8k128.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3"][..],
+        ),
+    ] {
+        let o = object(spec, arch, dir.path());
+        let exe = vector_checker(dir.path(), arch, &[o.to_str().unwrap()]);
+        let mut files = vec![];
+        for (i, name) in names.iter().enumerate() {
+            let file = dir.path().join(format!("{arch}_{i}.mmv"));
+            let f = file.to_str().unwrap();
+            let out = mmac_in(
+                dir.path(),
+                &[
+                    "gen",
+                    root().join(spec).to_str().unwrap(),
+                    "--instr",
+                    name,
+                    "-n",
+                    "40",
+                    "-o",
+                    f,
+                ],
+            );
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+            files.push(f.to_string());
+        }
+        let run = Command::new(&exe).args(&files).output().unwrap();
+        let out = text(&run.stdout);
+        assert!(run.status.success(), "{arch}:\n{out}");
+        assert_eq!(
+            out.lines().filter(|l| l.starts_with("PASS ")).count(),
+            files.len(),
+            "{out}"
+        );
+        // the first case's second position made equal to its first
+        let text0 = std::fs::read_to_string(&files[0]).unwrap();
+        let at = text0.find("\nc=").unwrap();
+        let at = at + text0[at..].find(" pos=").unwrap() + 5;
+        let first = at + text0[at..].find(',').unwrap();
+        let second = first + 1 + text0[first + 1..].find(',').unwrap();
+        let broken = format!(
+            "{}{}{}",
+            &text0[..first + 1],
+            &text0[at..first],
+            &text0[second..]
+        );
+        let broken_file = dir.path().join("broken.mmv");
+        std::fs::write(&broken_file, broken).unwrap();
+        let run = Command::new(&exe).arg(&broken_file).output().unwrap();
+        let out = text(&run.stdout);
+        assert!(!run.status.success(), "{out}");
+        assert!(out.contains("dot returned 7 (the positions break"), "{out}");
+    }
+}
+
 #[test]
 fn the_scaled_family_takes_scale_factors() {
     let dir = tempfile::tempdir().unwrap();
@@ -274,7 +352,7 @@ fn every_spec_compiles_to_an_object_that_links() {
                 inst.name,
                 inst.m,
                 inst.n,
-                inst.k(),
+                inst.shape().k,
                 inst.provenance.evidence_words()
             );
             let absent = header

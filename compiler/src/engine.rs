@@ -10,6 +10,9 @@ use crate::ir::Walk;
 use crate::{interp, jit, sparse};
 use std::sync::Arc;
 
+/// Elements of the dense operands a sparse batch builds at a time (32 KiB).
+const SPARSE_CHUNK_ELEMENTS: usize = 4096;
+
 /// The inputs of one dot product, as raw encodings.
 #[derive(Clone, Copy, Debug)]
 pub struct Operands<'a> {
@@ -280,44 +283,53 @@ impl<'a> Engine<'a> {
                 ("positions", positions, stored),
             ],
         )?;
-        // records that share their positions are checked once
-        let checks = if positions.1 == 0 {
-            c.len().min(1)
-        } else {
-            c.len()
+        // each record's positions are checked where its operands are built (records that
+        // share them, once)
+        let n = c.len();
+        let fits = sparse::fits_fn(&sp);
+        let check = |r: usize| -> Result<&[u64], EvalError> {
+            let p = slice(positions, r, stored);
+            if (positions.1 > 0 || r == 0) && !fits(p) {
+                let m = sparse::check(&sp, columns, p).err().unwrap_or_default();
+                return Err(pattern(if n > 1 { format!("record {r}: {m}") } else { m }));
+            }
+            Ok(p)
         };
-        for r in 0..checks {
-            sparse::check(&sp, columns, slice(positions, r, stored)).map_err(|m| {
-                pattern(if c.len() > 1 {
-                    format!("record {r}: {m}")
-                } else {
-                    m
-                })
-            })?;
+        if n > 0 {
+            check(0)?;
         }
-        let (n, k) = (c.len(), self.checked.k());
-        match sp.walk {
-            Walk::Selected => {
-                // a as it is; b's selected elements, record by record
-                let mut kb = Vec::with_capacity(n * k);
-                for r in 0..n {
-                    sparse::select(slice(b, r, columns), slice(positions, r, stored), &mut kb);
+        // the dense operands a chunk of records at a time, in one buffer (small enough to
+        // stay in cache and to come from the allocator's free lists)
+        let k = self.checked.k();
+        let chunk = (SPARSE_CHUNK_ELEMENTS / k.max(1)).clamp(1, n.max(1));
+        let mut buffer = vec![0; chunk * k];
+        for r0 in (0..n).step_by(chunk) {
+            let r1 = (r0 + chunk).min(n);
+            let from = |x| from_record(x, r0);
+            let (c, d) = (&c[r0..r1], &mut d[r0..r1]);
+            match sp.walk {
+                Walk::Selected => {
+                    // a as it is; b's selected elements, record by record
+                    for (r, out) in (r0..r1).zip(buffer.chunks_exact_mut(k.max(1))) {
+                        sparse::select(slice(b, r, columns), check(r)?, out);
+                    }
+                    let kb = &buffer[..(r1 - r0) * k];
+                    self.batch_strided(c, from(a), (kb, k), from(sa), from(sb), d)?;
                 }
-                self.batch_strided(c, a, (&kb, k), sa, sb, d)
-            }
-            Walk::Columns => {
-                // a expanded (once, when every record shares it); b as it is
-                let shared = a.1 == 0 && positions.1 == 0;
-                let zero = self.checked.arithmetic().a.positive_zero();
-                let records = if shared { n.min(1) } else { n };
-                let mut ka = Vec::with_capacity(records * k);
-                for r in 0..records {
-                    let (x, p) = (slice(a, r, stored), slice(positions, r, stored));
-                    sparse::expand(x, p, columns, zero, &mut ka);
+                Walk::Columns => {
+                    // a expanded (once, when every record shares it); b as it is
+                    let shared = a.1 == 0 && positions.1 == 0;
+                    let zero = self.checked.arithmetic().a.positive_zero();
+                    let mut ka = Vec::with_capacity(chunk * k);
+                    for r in if shared { r0..r0 + 1 } else { r0..r1 } {
+                        sparse::expand(slice(a, r, stored), check(r)?, columns, zero, &mut ka);
+                    }
+                    let stride = if shared { 0 } else { k };
+                    self.batch_strided(c, (&ka, stride), from(b), from(sa), from(sb), d)?;
                 }
-                self.batch_strided(c, (&ka, if shared { 0 } else { k }), b, sa, sb, d)
             }
         }
+        Ok(())
     }
 
     /// `d[i] = dot(c[i], a[i*k..], b[i*k..], sa[i*s..], sb[i*s..])` for every record i.
@@ -377,6 +389,15 @@ impl<'a> Engine<'a> {
             )?;
         }
         Ok(())
+    }
+}
+
+/// A strided operand from record `r` on (inside it: [`check_strides`] checked).
+fn from_record((x, stride): (&[u64], usize), r: usize) -> (&[u64], usize) {
+    if stride == 0 {
+        (x, 0)
+    } else {
+        (&x[r * stride..], stride)
     }
 }
 

@@ -6,7 +6,8 @@
  * Usage: check_vectors [--hostile-fp] [--high-bits] FILE.mmv...
  *
  * Every case of every file goes through `dot`, then all of a file's cases at once through
- * `batch`; both must give the file's d (any NaN matches any NaN when the file says
+ * `batch`; both must give the file's d. A sparse instruction's cases (`pos=`) go through
+ * `sparse_dot`, and `dot` and `batch` must refuse the instruction (MMAC_ERR_SPARSE) (any NaN matches any NaN when the file says
  * `# nan: any`). --hostile-fp sets the floating-point control state an ML runtime might
  * (flush to zero, denormals are zero, round toward zero) before the calls and checks that
  * every call leaves it as it was. --high-bits sets every bit above each operand's storage
@@ -48,6 +49,7 @@ static const uint64_t HOSTILE = (1u << 24) | (3u << 22);
 typedef struct {
     uint64_t c, d;
     uint64_t *a, *b, *sa, *sb;
+    uint32_t *positions;
     int line;
 } test_case;
 
@@ -125,19 +127,26 @@ static int check_file(const char *path) {
         t->line = lineno;
         t->a = calloc(ins->k, 8);
         t->b = calloc(ins->k, 8);
+        t->positions = calloc(ins->stored + 1, 4);
+        uint64_t *pos = calloc(ins->stored + 1, 8);
+        size_t npos = 0;
         t->sa = calloc(ins->scale_count + 1, 8);
         t->sb = calloc(ins->scale_count + 1, 8);
         int ok = 1;
         for (char *p = line; p && *p; p = strchr(p, ' '), p = p ? p + 1 : p) {
             if (!strncmp(p, "c=", 2)) t->c = strtoull(p + 2, NULL, 16);
             else if (!strncmp(p, "d=", 2)) t->d = strtoull(p + 2, NULL, 16);
-            else if (!strncmp(p, "a=", 2)) ok &= hex_list(p + 2, t->a, ins->k) == ins->k;
+            else if (!strncmp(p, "a=", 2)) ok &= hex_list(p + 2, t->a, ins->k) == ins->stored;
+            else if (!strncmp(p, "pos=", 4)) npos = hex_list(p + 4, pos, ins->stored);
             else if (!strncmp(p, "b=", 2)) ok &= hex_list(p + 2, t->b, ins->k) == ins->k;
             else if (!strncmp(p, "sa=", 3))
                 ok &= hex_list(p + 3, t->sa, ins->scale_count) == ins->scale_count;
             else if (!strncmp(p, "sb=", 3))
                 ok &= hex_list(p + 3, t->sb, ins->scale_count) == ins->scale_count;
         }
+        ok &= npos == (ins->sparse_kept ? ins->stored : 0);
+        for (size_t i = 0; i < npos; i++) t->positions[i] = (uint32_t)pos[i];
+        free(pos);
         if (!ok) {
             printf("FAIL %s:%d: malformed case\n", path, lineno);
             fclose(f);
@@ -167,7 +176,10 @@ static int check_file(const char *path) {
     for (size_t i = 0; i < n; i++) {
         test_case *t = &cases[i];
         uint64_t d = 0;
-        int rc = API(dot)(ins, t->c, t->a, t->b, scaled ? t->sa : NULL, scaled ? t->sb : NULL, &d);
+        const uint64_t *tsa = scaled ? t->sa : NULL, *tsb = scaled ? t->sb : NULL;
+        int rc = ins->sparse_kept
+                     ? API(sparse_dot)(ins, t->c, t->a, t->b, tsa, tsb, t->positions, &d)
+                     : API(dot)(ins, t->c, t->a, t->b, tsa, tsb, &d);
         if (fp_control() != state) {
             printf("FAIL %s:%d: dot changed the floating-point control state\n", path, t->line);
             failures++;
@@ -193,6 +205,18 @@ static int check_file(const char *path) {
         memcpy(sb + i * ins->scale_count, cases[i].sb, ins->scale_count * 8);
     }
     int rc = API(batch)(ins, n, c, a, b, scaled ? sa : NULL, scaled ? sb : NULL, d);
+    if (ins->sparse_kept) {
+        /* the dense entries refuse a sparse instruction */
+        uint64_t one = 0;
+        int rd = API(dot)(ins, c[0], a, b, scaled ? sa : NULL, scaled ? sb : NULL, &one);
+        if (rc != MMAC_ERR_SPARSE || rd != MMAC_ERR_SPARSE) {
+            printf("FAIL %s: batch and dot returned %d and %d for a sparse instruction\n", path,
+                   rc, rd);
+            failures++;
+        }
+        rc = MMAC_OK;
+        for (size_t i = 0; i < n; i++) d[i] = cases[i].d;
+    }
     if (fp_control() != state) {
         printf("FAIL %s: batch changed the floating-point control state\n", path);
         failures++;
@@ -211,6 +235,7 @@ static int check_file(const char *path) {
     set_fp_control(before);
     for (size_t i = 0; i < n; i++) {
         free(cases[i].a), free(cases[i].b), free(cases[i].sa), free(cases[i].sb);
+        free(cases[i].positions);
     }
     free(cases), free(c), free(d), free(a), free(b), free(sa), free(sb);
     if (!failures) printf("PASS %s: %zu cases\n", path, n);

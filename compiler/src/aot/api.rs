@@ -41,13 +41,30 @@ pub(crate) mod layout {
     pub const SCALE_COUNT: u32 = 92;
     pub const ALGORITHM: u32 = 96;
     pub const EVIDENCE: u32 = 104;
-    pub const DOT: u32 = 112;
-    pub const BATCH: u32 = 120;
-    pub const SIZE: u32 = 128;
+    /// Elements of a per dot product: K, or a sparse A's stored elements.
+    pub const STORED: u32 = 112;
+    /// A sparse A's pattern, one byte each: kept, group, pairs, over columns (0 if dense).
+    pub const SPARSE_KEPT: u32 = 116;
+    pub const SPARSE_PAIRS: u32 = 118;
+    pub const SPARSE_OVER_COLUMNS: u32 = 119;
+    // the object's own fields
+    pub const DOT: u32 = 120;
+    pub const BATCH: u32 = 128;
+    /// The encoding of +0 in a's format (what `over columns` puts at unstored columns).
+    pub const ZERO: u32 = 136;
+    /// The dense arithmetic's k.
+    pub const KERNEL_K: u32 = 144;
+    /// Columns a sparsity group spans (0 when dense), and the columns of a group that
+    /// hold an element.
+    pub const SPAN: u32 = 148;
+    pub const KEPT_COLUMNS: u32 = 152;
+    pub const SIZE: u32 = 160;
 }
 
 /// The error codes of the entries, with their messages (`mmac_<arch>_error`).
-pub(crate) const ERRORS: [(&str, i64, &str); 4] = [
+/// The first four are libmmac's too (its header defines them under the same guard); the
+/// sparse ones have a guard of their own.
+pub(crate) const ERRORS: [(&str, i64, &str); 6] = [
     ("MMAC_OK", 0, "success"),
     ("MMAC_ERR_NULL", 1, "a required pointer is NULL"),
     (
@@ -56,10 +73,22 @@ pub(crate) const ERRORS: [(&str, i64, &str); 4] = [
         "the instruction is block-scaled: sa and sb are required",
     ),
     ("MMAC_ERR_NOMEM", 3, "out of memory"),
+    (
+        "MMAC_ERR_SPARSE",
+        6,
+        "a sparse instruction takes sparse_dot (with the positions of a's elements), a dense one dot, batch or mma",
+    ),
+    (
+        "MMAC_ERR_PATTERN",
+        7,
+        "the positions break the instruction's sparsity pattern",
+    ),
 ];
 const ERR_NULL: i64 = 1;
 const ERR_SCALES: i64 = 2;
 const ERR_NOMEM: i64 = 3;
+const ERR_SPARSE: i64 = 6;
+const ERR_PATTERN: i64 = 7;
 
 /// The machine code of the two control-register helpers for this host:
 /// `read() -> u64` and `write(u64)`.
@@ -189,17 +218,33 @@ impl TableContents {
     /// of the operands and of the scale factors.
     fn put_counts(&mut self, base: u32, p: &Present) {
         let ar = &p.inst.arithmetic;
+        let at = |field: u32| (base + field) as usize;
+        if let Some(s) = p.inst.sparsity {
+            let bytes = [
+                s.kept as u8,
+                s.group as u8,
+                s.pairs as u8,
+                (s.walk == crate::ir::Walk::Columns) as u8,
+            ];
+            self.bytes[at(layout::SPARSE_KEPT)..at(layout::SPARSE_KEPT) + 4]
+                .copy_from_slice(&bytes);
+        }
+        let zero = ar.a.positive_zero().to_le_bytes();
+        self.bytes[at(layout::ZERO)..at(layout::ZERO) + 8].copy_from_slice(&zero);
         let mut put32 = |field: u32, v: u32| {
-            let at = (base + field) as usize;
-            self.bytes[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            self.bytes[at(field)..at(field) + 4].copy_from_slice(&v.to_le_bytes());
         };
         put32(layout::M, p.inst.m);
         put32(layout::N, p.inst.n);
-        put32(layout::K, ar.k);
+        put32(layout::K, p.inst.columns() as u32);
+        put32(layout::STORED, p.inst.stored() as u32);
+        put32(layout::KERNEL_K, ar.k);
+        put32(layout::SPAN, p.inst.sparsity.map_or(0, |s| s.span()));
         put32(
-            layout::SCALE_BLOCK,
-            ar.scale.as_ref().map_or(0, |s| s.block),
+            layout::KEPT_COLUMNS,
+            p.inst.sparsity.map_or(0, |s| s.kept_columns()),
         );
+        put32(layout::SCALE_BLOCK, p.inst.scale_block().unwrap_or(0));
         put32(layout::A_BITS, ar.a.storage_bits());
         put32(layout::B_BITS, ar.b.storage_bits());
         put32(layout::C_BITS, ar.c.storage_bits());
@@ -374,8 +419,8 @@ impl<'m> Api<'m> {
             .map_err(module_error)
     }
 
-    /// Define the exported entries: `count`, `at`, `find`, `dot`, `batch`, `mma` and
-    /// `error`.
+    /// Define the exported entries: `count`, `at`, `find`, `dot`, `batch`, `mma`,
+    /// `sparse_dot` and `error`.
     fn export_entries(&mut self, refs: &Refs) -> Result<(), String> {
         let ptr = self.ptr;
         self.export(refs, "count", &[], &[ptr], &|e| e.count())?;
@@ -401,6 +446,13 @@ impl<'m> Api<'m> {
             &[ptr, ptr, ptr, ptr, ptr, ptr, ptr],
             &[types::I32],
             &|e| e.mma(),
+        )?;
+        self.export(
+            refs,
+            "sparse_dot",
+            &[ptr, types::I64, ptr, ptr, ptr, ptr, ptr, ptr],
+            &[types::I32],
+            &|e| e.sparse_dot(),
         )?;
         self.export(refs, "error", &[types::I32], &[ptr], &|e| e.error())
     }
@@ -559,6 +611,20 @@ impl Entry<'_, '_> {
         self.b.switch_to_block(go_on);
     }
 
+    /// Fail with `MMAC_ERR_SPARSE` if the instruction is sparse (the dense entries take its
+    /// dense arithmetic's operands, not a sparse A).
+    fn refuse_sparse(&mut self, ins: Value) {
+        let span = self.load(types::I32, ins, layout::SPAN);
+        let sparse = self.b.ins().icmp_imm_s(IntCC::NotEqual, span, 0);
+        self.fail_if(sparse, ERR_SPARSE);
+    }
+
+    /// A byte field of the descriptor, widened to a pointer-sized integer.
+    fn load_byte(&mut self, base: Value, offset: u32) -> Value {
+        let v = self.load(types::I8, base, offset);
+        self.b.ins().uextend(self.ptr, v)
+    }
+
     fn ok(&mut self) {
         let z = self.b.ins().iconst(types::I32, 0);
         self.b.ins().return_(&[z]);
@@ -652,6 +718,7 @@ impl Entry<'_, '_> {
         };
         self.require(&[ins, a, b, d]);
         self.require_scales(ins, sa, sb);
+        self.refuse_sparse(ins);
         let kernel = self.load(self.ptr, ins, layout::DOT);
         let mut s = Signature::new(self.module.isa().default_call_conv());
         s.params.push(AbiParam::new(types::I64));
@@ -709,6 +776,7 @@ impl Entry<'_, '_> {
         self.b.switch_to_block(work);
         self.require(&[ins, c, a, b, d]);
         let s = self.require_scales(ins, sa, sb);
+        self.refuse_sparse(ins);
         let k = self.load(types::I32, ins, layout::K);
         let fp = self.fp_enter();
         self.call_batch(ins, n, [c, a, b, sa, sb, d], [k, k, s, s]);
@@ -724,6 +792,7 @@ impl Entry<'_, '_> {
         };
         self.require(&[ins, a, b, c, d]);
         let s = self.require_scales(ins, sa, sb);
+        self.refuse_sparse(ins);
         let m = self.load(types::I32, ins, layout::M);
         let n = self.load(types::I32, ins, layout::N);
         let k = self.load(types::I32, ins, layout::K);
@@ -772,6 +841,143 @@ impl Entry<'_, '_> {
         self.fp_leave(fp);
         let free = self.func(self.refs.free);
         self.b.ins().call(free, &[bt]);
+        self.ok();
+    }
+
+    /// `sparse_dot(ins, c, a, b, sa, sb, positions, d)`: a holds `stored` elements at the
+    /// columns `positions` (uint32_t) names, b all `k`. The positions are checked against
+    /// the pattern (element i in group i / kept_columns, increasing within it, pairs
+    /// adjacent), then the dense arithmetic's operands are built in a buffer (malloc): b's
+    /// selected elements, or a expanded with +0; then its kernel runs.
+    fn sparse_dot(&mut self) {
+        let [ins, c, a, b, sa, sb, positions, d] = self.args[..] else {
+            unreachable!("eight parameters")
+        };
+        self.require(&[ins, a, b, positions, d]);
+        self.require_scales(ins, sa, sb);
+        let span = self.load(types::I32, ins, layout::SPAN);
+        let dense = self.b.ins().icmp_imm_s(IntCC::Equal, span, 0);
+        self.fail_if(dense, ERR_SPARSE);
+        let stored = self.load(types::I32, ins, layout::STORED);
+        let columns = self.load(types::I32, ins, layout::K);
+        let kept = self.load(types::I32, ins, layout::KEPT_COLUMNS);
+        let pairs = self.load_byte(ins, layout::SPARSE_PAIRS);
+        let pairs = self.b.ins().icmp_imm_s(IntCC::NotEqual, pairs, 0);
+        // [bad, previous position] across the loop
+        let slot =
+            self.b
+                .create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 3));
+        let zero = self.b.ins().iconst(self.ptr, 0);
+        self.b.ins().stack_store(self.ptr, zero, slot, 0);
+        self.b.ins().stack_store(self.ptr, zero, slot, 8);
+        let position = |e: &mut Self, i: Value| {
+            let at = e.b.ins().imul_imm_s(i, 4);
+            let at = e.b.ins().iadd(positions, at);
+            e.load(types::I32, at, 0)
+        };
+        self.counted(stored, &mut |e, i| {
+            let p = position(e, i);
+            let previous = e.b.ins().stack_load(e.ptr, e.ptr, slot, 8);
+            let outside =
+                e.b.ins()
+                    .icmp(IntCC::UnsignedGreaterThanOrEqual, p, columns);
+            let group_of_p = e.b.ins().udiv(p, span);
+            let group_of_i = e.b.ins().udiv(i, kept);
+            let elsewhere = e.b.ins().icmp(IntCC::NotEqual, group_of_p, group_of_i);
+            let in_group = e.b.ins().urem(i, kept);
+            let not_first = e.b.ins().icmp_imm_s(IntCC::NotEqual, in_group, 0);
+            let not_after = e.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, p, previous);
+            let unordered = e.b.ins().band(not_first, not_after);
+            // pairs: an even element at an even column, an odd one right after it
+            let odd_element = e.b.ins().band_imm_s(i, 1);
+            let odd_element = e.b.ins().icmp_imm_s(IntCC::NotEqual, odd_element, 0);
+            let odd_column = e.b.ins().band_imm_s(p, 1);
+            let odd_column = e.b.ins().icmp_imm_s(IntCC::NotEqual, odd_column, 0);
+            let next = e.b.ins().iadd_imm_s(previous, 1);
+            let not_next = e.b.ins().icmp(IntCC::NotEqual, p, next);
+            let unpaired = e.b.ins().select(odd_element, not_next, odd_column);
+            let unpaired = e.b.ins().band(pairs, unpaired);
+            let any = e.b.ins().bor(outside, elsewhere);
+            let any = e.b.ins().bor(any, unordered);
+            let any = e.b.ins().bor(any, unpaired);
+            let any = e.b.ins().uextend(e.ptr, any);
+            let bad = e.b.ins().stack_load(e.ptr, e.ptr, slot, 0);
+            let bad = e.b.ins().bor(bad, any);
+            e.b.ins().stack_store(e.ptr, bad, slot, 0);
+            e.b.ins().stack_store(e.ptr, p, slot, 8);
+        });
+        let bad = self.b.ins().stack_load(self.ptr, self.ptr, slot, 0);
+        let bad = self.b.ins().icmp_imm_s(IntCC::NotEqual, bad, 0);
+        self.fail_if(bad, ERR_PATTERN);
+        // the dense arithmetic's operands
+        let k = self.load(types::I32, ins, layout::KERNEL_K);
+        let bytes = self.b.ins().imul_imm_s(k, 8);
+        let malloc = self.func(self.refs.malloc);
+        let call = self.b.ins().call(malloc, &[bytes]);
+        let buffer = self.b.inst_results(call)[0];
+        let nomem = self.is_null(buffer);
+        self.fail_if(nomem, ERR_NOMEM);
+        let element = |e: &mut Self, base: Value, i: Value| {
+            let at = e.b.ins().imul_imm_s(i, 8);
+            e.b.ins().iadd(base, at)
+        };
+        let over_columns = self.load_byte(ins, layout::SPARSE_OVER_COLUMNS);
+        let selected = self.b.create_block();
+        let walk_columns = self.b.create_block();
+        let run = self.b.create_block();
+        self.b.append_block_param(run, self.ptr);
+        self.b.append_block_param(run, self.ptr);
+        self.b
+            .ins()
+            .brif(over_columns, walk_columns, &[], selected, &[]);
+        // over selected: buffer[i] = b[positions[i]]
+        self.b.switch_to_block(selected);
+        self.counted(stored, &mut |e, i| {
+            let p = position(e, i);
+            let from = element(e, b, p);
+            let v = e.b.ins().load(types::I64, MemFlagsData::trusted(), from, 0);
+            let to = element(e, buffer, i);
+            e.b.ins().store(MemFlagsData::trusted(), v, to, 0);
+        });
+        self.b
+            .ins()
+            .jump(run, &[BlockArg::Value(a), BlockArg::Value(buffer)]);
+        // over columns: buffer = +0 everywhere, a[i] at column positions[i]
+        self.b.switch_to_block(walk_columns);
+        let plus_zero = self.load(types::I64, ins, layout::ZERO);
+        self.counted(columns, &mut |e, j| {
+            let to = element(e, buffer, j);
+            e.b.ins().store(MemFlagsData::trusted(), plus_zero, to, 0);
+        });
+        self.counted(stored, &mut |e, i| {
+            let p = position(e, i);
+            let from = element(e, a, i);
+            let v = e.b.ins().load(types::I64, MemFlagsData::trusted(), from, 0);
+            let to = element(e, buffer, p);
+            e.b.ins().store(MemFlagsData::trusted(), v, to, 0);
+        });
+        self.b
+            .ins()
+            .jump(run, &[BlockArg::Value(buffer), BlockArg::Value(b)]);
+        self.b.switch_to_block(run);
+        let (ka, kb) = (self.b.block_params(run)[0], self.b.block_params(run)[1]);
+        let kernel = self.load(self.ptr, ins, layout::DOT);
+        let mut sig = Signature::new(self.module.isa().default_call_conv());
+        sig.params.push(AbiParam::new(types::I64));
+        sig.params
+            .extend(std::iter::repeat_n(AbiParam::new(self.ptr), 4));
+        sig.returns.push(AbiParam::new(types::I64));
+        let sig = self.b.import_signature(sig);
+        let fp = self.fp_enter();
+        let call = self
+            .b
+            .ins()
+            .call_indirect(sig, kernel, &[c, ka, kb, sa, sb]);
+        let r = self.b.inst_results(call)[0];
+        self.fp_leave(fp);
+        let free = self.func(self.refs.free);
+        self.b.ins().call(free, &[buffer]);
+        self.b.ins().store(MemFlagsData::trusted(), r, d, 0);
         self.ok();
     }
 }

@@ -68,8 +68,14 @@ pub(crate) fn write(
         h,
         "/* Return codes of the entries ({prefix}error gives the text). */"
     );
+    // the first four are libmmac's too (mmac.h defines them under the same guard)
     let _ = writeln!(h, "#ifndef MMAC_OK");
-    for (name, code, message) in ERRORS {
+    for (name, code, message) in &ERRORS[..4] {
+        let _ = writeln!(h, "#define {name:<16} {code}  /* {message} */");
+    }
+    let _ = writeln!(h, "#endif");
+    let _ = writeln!(h, "#ifndef MMAC_ERR_SPARSE");
+    for (name, code, message) in &ERRORS[4..] {
         let _ = writeln!(h, "#define {name:<16} {code}  /* {message} */");
     }
     let _ = writeln!(h, "#endif\n");
@@ -81,7 +87,7 @@ pub(crate) fn write(
          \x20   const char *name;       /* the instruction's name, e.g. \"mma.m16n8k16.f32.f16.f16.f32\" */\n\
          \x20   const char *arch;       /* \"{arch}\" */\n\
          \x20   uint32_t m, n, k;       /* shape: D (m x n) = A (m x k) * B (k x n) + C */\n\
-         \x20   uint32_t scale_block;   /* k elements per scale factor; 0 when unscaled */\n\
+         \x20   uint32_t scale_block;   /* columns of k per scale factor; 0 when unscaled */\n\
          \x20   const char *a, *b, *c, *d;  /* format names, e.g. \"f16\", \"e4m3\" */\n\
          \x20   const char *scale;      /* the scale factors' format; NULL when unscaled */\n\
          \x20   uint32_t a_bits, b_bits, c_bits, d_bits;  /* storage bits of one encoding */\n\
@@ -89,7 +95,12 @@ pub(crate) fn write(
          \x20   uint32_t scale_count;   /* scale factors per dot product and operand: k / scale_block */\n\
          \x20   const char *algorithm;  /* the pipeline, e.g. \"t_fdpa\" */\n\
          \x20   const char *evidence;   /* what pins it: \"model\", \"silicon\", \"assumption\", ... */\n\
+         \x20   uint32_t stored;        /* elements of a per dot product: k, or a sparse A's stored ones */\n\
+         \x20   uint8_t sparse_kept, sparse_group, sparse_pairs, sparse_over_columns;\n\
+         \x20                           /* a sparse A (`sparse a 2 of 4`): 2, 4, 0, 0; all 0 when dense */\n\
          \x20   const void *kernel_[2]; /* private */\n\
+         \x20   uint64_t zero_;         /* private */\n\
+         \x20   uint32_t sparse_[4];    /* private */\n\
          }} {t};\n",
         arch = spec.arch,
     );
@@ -102,6 +113,8 @@ pub(crate) fn write(
          {p}STATIC_ASSERT(offsetof({t}, k) == {k}, \"layout of {t}\");\n\
          {p}STATIC_ASSERT(offsetof({t}, scale_count) == {sc}, \"layout of {t}\");\n\
          {p}STATIC_ASSERT(offsetof({t}, evidence) == {ev}, \"layout of {t}\");\n\
+         {p}STATIC_ASSERT(offsetof({t}, stored) == {st}, \"layout of {t}\");\n\
+         {p}STATIC_ASSERT(offsetof({t}, sparse_over_columns) == {oc}, \"layout of {t}\");\n\
          #undef {p}STATIC_ASSERT\n",
         p = prefix.to_uppercase(),
         header = names.header_name,
@@ -109,6 +122,8 @@ pub(crate) fn write(
         k = layout::K,
         sc = layout::SCALE_COUNT,
         ev = layout::EVIDENCE,
+        st = layout::STORED,
+        oc = layout::SPARSE_OVER_COLUMNS,
     );
     let _ = writeln!(
         h,
@@ -119,7 +134,8 @@ pub(crate) fn write(
          const {t} *{prefix}at(size_t i);\n\n\
          /* One dot-product-add: *d = c + sum over k of a[i] * b[i] (scaled by sa, sb).\n\
          \x20* a and b hold ins->k encodings; sa and sb ins->scale_count scale factors (NULL when\n\
-         \x20* unscaled). Returns MMAC_OK, MMAC_ERR_NULL or MMAC_ERR_SCALES. */\n\
+         \x20* unscaled). Returns MMAC_OK, MMAC_ERR_NULL or MMAC_ERR_SCALES (MMAC_ERR_SPARSE for a\n\
+         \x20* sparse instruction, which takes sparse_dot; so do batch and mma). */\n\
          int {prefix}dot(const {t} *ins, uint64_t c, const uint64_t *a, const uint64_t *b,\n\
          \x20               const uint64_t *sa, const uint64_t *sb, uint64_t *d);\n\n\
          /* n independent dot products: record i reads c[i], a + i*k, b + i*k, sa + i*scale_count,\n\
@@ -132,6 +148,19 @@ pub(crate) fn write(
          \x20* n*k*8 bytes (malloc): may return MMAC_ERR_NOMEM. */\n\
          int {prefix}mma(const {t} *ins, const uint64_t *A, const uint64_t *B, const uint64_t *C,\n\
          \x20               const uint64_t *sa, const uint64_t *sb, uint64_t *D);\n\n\
+         /* One dot-product-add of a sparse instruction (ins->sparse_kept != 0, e.g. mma.sp):\n\
+         \x20* a holds the ins->stored stored elements of A's row, positions[i] the column\n\
+         \x20* (0 .. k-1) at which a[i] sits, b all ins->k elements of B's column. Of every group\n\
+         \x20* of sparse_group columns (pairs of columns with sparse_pairs), sparse_kept hold an\n\
+         \x20* element: positions[i] lies in group i / sparse_kept (i / (2 * sparse_kept) for\n\
+         \x20* pairs), increasing within it, a pair's two columns adjacent. *d is what the\n\
+         \x20* instruction gives for the dense row those elements stand for. Allocates k*8 bytes\n\
+         \x20* (malloc). Returns MMAC_OK, MMAC_ERR_NULL, MMAC_ERR_SCALES, MMAC_ERR_NOMEM,\n\
+         \x20* MMAC_ERR_PATTERN (positions out of the pattern) or MMAC_ERR_SPARSE (a dense\n\
+         \x20* instruction). */\n\
+         int {prefix}sparse_dot(const {t} *ins, uint64_t c, const uint64_t *a, const uint64_t *b,\n\
+         \x20                      const uint64_t *sa, const uint64_t *sb, const uint32_t *positions,\n\
+         \x20                      uint64_t *d);\n\n\
          /* The text of a return code. */\n\
          const char *{prefix}error(int code);\n"
     );
@@ -140,15 +169,20 @@ pub(crate) fn write(
     for p in present {
         let ar = &p.inst.arithmetic;
         let scale = ar.scale.as_ref().map_or(String::new(), |s| {
-            format!(", scale {} per {} k", s.format.name, s.block)
+            let block = p.inst.scale_block().unwrap_or(s.block);
+            format!(", scale {} per {block} k", s.format.name)
         });
+        let scale = match p.inst.sparsity {
+            Some(sp) => format!("{scale}, sparse a {sp} over {}", sp.walk.keyword()),
+            None => scale,
+        };
         let _ = writeln!(
             h,
             " *   {}\n *       m{}n{}k{}, a={} b={} c={} d={}{scale}; {}; evidence {}",
             comment_text(&p.inst.name),
             p.inst.m,
             p.inst.n,
-            ar.k,
+            p.inst.columns(),
             ar.a.name,
             ar.b.name,
             ar.c.name,

@@ -106,17 +106,6 @@ pub fn compile_object(checked: &CheckedSpec, names: &ObjectNames) -> Result<Obje
     let mut present = vec![];
     let mut absent = vec![];
     for (i, inst) in spec.instructions.iter().enumerate() {
-        if inst.sparsity.is_some() {
-            // its kernel is the dense arithmetic: the entries would take its operands, not
-            // the sparse ones a caller holds
-            absent.push((
-                inst.name.clone(),
-                "a sparse instruction (its positions select B's rows) is not compiled ahead \
-                 of time yet; libmmac's mmac_sparse_dot, the JIT and the interpreter run it"
-                    .into(),
-            ));
-            continue;
-        }
         match &functions[job_of_arithmetic[info.arithmetic_index(i)]] {
             Ok((dot, batch)) => present.push(Present {
                 inst,
