@@ -167,6 +167,11 @@ impl Interface {
                 return Some(format!("`{name}=` has {got} values, expected {want}"));
             }
         }
+        self.unfit_value(input)
+    }
+
+    /// The first value of an input wider than its format, named, if there is one.
+    pub fn unfit_value(&self, input: &Input) -> Option<String> {
         let scale = self.scale.as_ref().map(|(f, _)| f);
         let groups: [(&str, Option<&Format>, &[u64]); 5] = [
             ("c", Some(&self.c), std::slice::from_ref(&input.c)),

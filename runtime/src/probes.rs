@@ -78,19 +78,24 @@ pub fn report(checked: Checked) -> String {
             sa: &p.sa,
             sb: &p.sb,
         };
-        let line = match interp::run(checked, &ops) {
-            Ok(dv) => format!(
-                "d={:0w$x} {}",
-                dv,
-                inst.arithmetic.d.decode(dv).describe(),
-                w = inst.arithmetic.d.hex_digits()
-            ),
-            Err(e) => format!("error: {e}"),
-        };
+        let line = result_line(inst, interp::run(checked, &ops));
         s.push_str(&format!("  {:<48} {line}\n", p.name));
         s.push_str(&format!("      {}\n", p.input().run_arguments(inst)));
     }
     s
+}
+
+/// A probe's result as `report` prints it: `d=HEX value`, or the error.
+fn result_line(inst: &Instruction, d: Result<u64, mmac_compiler::engine::EvalError>) -> String {
+    match d {
+        Ok(dv) => format!(
+            "d={:0w$x} {}",
+            dv,
+            inst.arithmetic.d.decode(dv).describe(),
+            w = inst.arithmetic.d.hex_digits()
+        ),
+        Err(e) => format!("error: {e}"),
+    }
 }
 
 /// [`report`] of a sparse instruction: each probe lifted to sparse operands at the first
@@ -121,15 +126,10 @@ fn sparse_report(checked: Checked, sp: &mmac_compiler::ir::Sparsity) -> String {
                 }
             }
         }
-        let line = match engine.sparse_dot(&lifted.operands(), &lifted.positions) {
-            Ok(dv) => format!(
-                "d={:0w$x} {}",
-                dv,
-                inst.arithmetic.d.decode(dv).describe(),
-                w = inst.arithmetic.d.hex_digits()
-            ),
-            Err(e) => format!("error: {e}"),
-        };
+        let line = result_line(
+            inst,
+            engine.sparse_dot(&lifted.operands(), &lifted.positions),
+        );
         s.push_str(&format!("  {:<48} {line}\n", p.name));
         s.push_str(&format!("      {}\n", lifted.run_arguments(inst)));
     }

@@ -48,12 +48,7 @@ fn solver_json(p: &prove::Proof, inst: &Instruction) -> (Value, i32) {
         }
         Verdict::Differ(w) => {
             v["result"] = json!("differ");
-            let mut witness = json!({"c": hex(&ar.c, w.c), "a": hex_list(&ar.a, &w.a), "b": hex_list(&ar.b, &w.b)});
-            if let Some(s) = &ar.scale {
-                witness["sa"] = Value::Array(hex_list(&s.format, &w.sa));
-                witness["sb"] = Value::Array(hex_list(&s.format, &w.sb));
-            }
-            v["witness"] = witness;
+            v["witness"] = witness_json(ar, w.c, [&w.a, &w.b, &w.sa, &w.sb]);
             v["left_d"] = json!(hex(&ar.d, w.left_d));
             v["right_d"] = json!(hex(&ar.d, w.right_d));
             EXIT_FAILED
@@ -65,6 +60,17 @@ fn solver_json(p: &prove::Proof, inst: &Instruction) -> (Value, i32) {
         }
     };
     (v, code)
+}
+
+/// A witness as JSON: `{"c": HEX, "a": [HEX...], "b": [...]}`, with `sa` and `sb` where
+/// the instruction is scaled.
+fn witness_json(ar: &mmac_compiler::ir::Arithmetic, c: u64, [a, b, sa, sb]: [&[u64]; 4]) -> Value {
+    let mut witness = json!({"c": hex(&ar.c, c), "a": hex_list(&ar.a, a), "b": hex_list(&ar.b, b)});
+    if let Some(s) = &ar.scale {
+        witness["sa"] = Value::Array(hex_list(&s.format, sa));
+        witness["sb"] = Value::Array(hex_list(&s.format, sb));
+    }
+    witness
 }
 
 fn hex_list(f: &mmac_compiler::format::Format, v: &[u64]) -> Vec<Value> {
@@ -112,16 +118,7 @@ pub fn diff(args: &DiffArgs, color: bool) -> Outcome {
         match &cmp.difference {
             Some(d) => {
                 let w = &d.witness;
-                let mut witness = json!({
-                    "c": hex(&ar.c, w.c),
-                    "a": hex_list(&ar.a, &w.a),
-                    "b": hex_list(&ar.b, &w.b),
-                });
-                if let Some(s) = &ar.scale {
-                    witness["sa"] = Value::Array(hex_list(&s.format, &w.sa));
-                    witness["sb"] = Value::Array(hex_list(&s.format, &w.sb));
-                }
-                v["witness"] = witness;
+                v["witness"] = witness_json(ar, w.c, [&w.a, &w.b, &w.sa, &w.sb]);
                 v["left"] =
                     json!({"d": hex(&ar.d, d.left), "value": ar.d.decode(d.left).describe()});
                 v["right"] =
@@ -298,16 +295,8 @@ fn sparse_diff(args: &DiffArgs, x: Checked, y: Checked) -> Outcome {
     let exact = w.input.exact(inst);
     if args.json {
         let i = &w.input.input;
-        let mut witness = json!({
-            "c": hex(&ar.c, i.c),
-            "a": hex_list(&ar.a, &i.a),
-            "b": hex_list(&ar.b, &i.b),
-            "positions": w.input.positions,
-        });
-        if let Some(s) = &ar.scale {
-            witness["sa"] = Value::Array(hex_list(&s.format, &i.sa));
-            witness["sb"] = Value::Array(hex_list(&s.format, &i.sb));
-        }
+        let mut witness = witness_json(ar, i.c, [&i.a, &i.b, &i.sa, &i.sb]);
+        witness["positions"] = json!(w.input.positions);
         let v = json!({
             "differ": true,
             "tried": tried,

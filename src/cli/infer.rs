@@ -6,7 +6,6 @@ use super::common::{
     EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load,
 };
 use mmac_compiler::engine::{Choice, Engine};
-use mmac_compiler::format::Format;
 use mmac_runtime::blackbox::{Interface, PipeBox, evaluate};
 use mmac_runtime::infer::{self, Naming, Options};
 use mmac_runtime::inputs::{Input, hex};
@@ -154,27 +153,7 @@ fn sparse_misfit(
     if let Err(e) = mmac_compiler::sparse::check(s, inst.columns(), positions) {
         return Some(format!("`pos=`: {e}"));
     }
-    let ar = &inst.arithmetic;
-    let scale = ar.scale.as_ref().map(|s| &s.format);
-    let groups: [(&str, Option<&Format>, &[u64]); 5] = [
-        ("c", Some(&ar.c), std::slice::from_ref(&input.c)),
-        ("a", Some(&ar.a), &input.a),
-        ("b", Some(&ar.b), &input.b),
-        ("sa", scale, &input.sa),
-        ("sb", scale, &input.sb),
-    ];
-    for (name, f, values) in groups {
-        if let Some(f) = f
-            && let Some(v) = values.iter().find(|v| **v & !f.storage_mask() != 0)
-        {
-            return Some(format!(
-                "{name} value {v:x} does not fit `{}` ({} bits)",
-                f.name,
-                f.storage_bits()
-            ));
-        }
-    }
-    None
+    Interface::of(inst).unfit_value(input)
 }
 
 /// A sparse instruction's answers to a batch, record by record its positions.
