@@ -674,3 +674,96 @@ fn serve_answers_requests_with_positions() {
         stderr(&o)
     );
 }
+
+/// `mmac infer --sparse`: a served sparse instruction is inferred over its selected
+/// products and checked on random positions; the two hypotheses come out as different
+/// chain lengths (Ampere's over-columns unit closes a step every 8 columns: 4 selected
+/// products), and a bad pattern is a usage error.
+#[test]
+fn infer_recovers_a_sparse_box_and_tells_the_walks_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = support::mmac_path().display().to_string();
+    let infer = |spec: &str, out: &str| {
+        let exec = format!(
+            "{bin} serve {} --instr {AMPERE_SP}",
+            root().join(spec).display()
+        );
+        let path = dir.path().join(out);
+        let o = mmac(&[
+            "infer",
+            "--exec",
+            &exec,
+            "--types",
+            "a=f16,b=f16,c=f32,d=f32",
+            "--k",
+            "32",
+            "--sparse",
+            "2 of 4",
+            "-o",
+            &path.display().to_string(),
+        ]);
+        (o, path)
+    };
+    let (o, path) = infer("specs/ampere.mma", "selected.mma");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("over the selected products of a 2 of 4 sparse A on 4096 cases"),
+        "{}",
+        stdout(&o)
+    );
+    let spec = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        spec.contains("    shape 16 x 8 x 32\n    sparse a 2 of 4 over selected\n"),
+        "{spec}"
+    );
+    assert!(spec.contains("uses t_fdpa(F = 24, L = 8,"), "{spec}");
+    // what was inferred and the library's instruction agree
+    let name = "inferred.k32.f32.f16.f16.f32";
+    let ampere = root().join("specs/ampere.mma").display().to_string();
+    let o = mmac(&[
+        "diff",
+        &path.display().to_string(),
+        name,
+        &ampere,
+        AMPERE_SP,
+        "--trials",
+        "4000",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+
+    let (o, path) = infer("specs/examples/sparse_over_columns.mma", "columns.mma");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let spec = std::fs::read_to_string(&path).unwrap();
+    assert!(spec.contains("uses t_fdpa(F = 24, L = 4,"), "{spec}");
+
+    for (pattern, k, message) in [
+        (
+            "3 of 4",
+            "32",
+            "the patterns are 2 of 4, 1 of 2 and 2 of 4 pairs",
+        ),
+        (
+            "2 of 4",
+            "30",
+            "--k 30 is not a whole number of groups of 4 columns",
+        ),
+        ("two of four", "32", "`two` is not a number"),
+        ("2 4", "32", "expected \"KEPT of GROUP\""),
+    ] {
+        let o = mmac(&[
+            "infer",
+            "--exec",
+            "true",
+            "--types",
+            "a=f16,b=f16,c=f32,d=f32",
+            "--k",
+            k,
+            "--sparse",
+            pattern,
+            "-o",
+            &dir.path().join("never.mma").display().to_string(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{pattern}");
+        assert!(stderr(&o).contains(message), "{pattern}: {}", stderr(&o));
+    }
+}

@@ -12,10 +12,12 @@
 //! against a full pipe.
 
 use crate::inputs::{Input, hex};
+use crate::sparse::SparseInput;
 use crate::vectors::parse_answer;
 use mmac_compiler::Checked;
 use mmac_compiler::engine::{Choice, Engine};
 use mmac_compiler::format::{self, Format};
+use mmac_compiler::ir::Sparsity;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
@@ -303,6 +305,9 @@ pub struct PipeBox {
     answers: mpsc::Receiver<Answer>,
     answered: usize,
     timeout: Duration,
+    /// A sparse box: its pattern and K. Each input is then the dense arithmetic's, sent
+    /// as a sparse request with the stored elements at the first columns of every group.
+    sparse: Option<(Sparsity, usize)>,
 }
 
 /// What the reader thread read: a line (without its end), the end of the output, or a
@@ -350,7 +355,27 @@ impl PipeBox {
             answers,
             answered: 0,
             timeout: DEFAULT_REPLY_TIMEOUT,
+            sparse: None,
         })
+    }
+
+    /// A box of a sparse instruction (`sparse` with K = `columns`): [`BlackBox::answer`]
+    /// takes inputs of its dense arithmetic over the selected products (the interface's k
+    /// is the stored elements) and sends each with a's elements at the first columns of
+    /// every group (0, 1, 4, 5, ... for 2 of 4), b's elements at those rows and +0 in
+    /// the others; [`PipeBox::answer_sparse`] sends sparse inputs as they are.
+    pub fn sparse(mut self, sparse: Sparsity, columns: usize) -> PipeBox {
+        self.sparse = Some((sparse, columns));
+        self
+    }
+
+    /// Answers of a sparse box to inputs with their own positions.
+    pub fn answer_sparse(&mut self, inputs: &[SparseInput]) -> Result<Vec<u64>, BoxError> {
+        let lines: Vec<String> = inputs
+            .iter()
+            .map(|i| sparse_request(&self.interface, i))
+            .collect();
+        self.exchange(&lines)
     }
 
     /// How long to wait for each answer line before giving up on the box.
@@ -407,26 +432,37 @@ fn read_answers(stdout: ChildStdout, tx: mpsc::Sender<Answer>) {
     }
 }
 
-impl BlackBox for PipeBox {
-    fn answer(&mut self, inputs: &[Input]) -> Result<Vec<u64>, BoxError> {
+/// A sparse input as a request line: `c= a= b= [sa= sb=] pos=`.
+fn sparse_request(iface: &Interface, input: &SparseInput) -> String {
+    let positions: Vec<String> = input.positions.iter().map(|p| format!("{p:x}")).collect();
+    format!(
+        "{} pos={}",
+        iface.request(&input.input),
+        positions.join(",")
+    )
+}
+
+impl PipeBox {
+    /// Send one request line per input and read one answer each, in order.
+    fn exchange(&mut self, lines: &[String]) -> Result<Vec<u64>, BoxError> {
         let mut text = String::new();
-        for input in inputs {
-            text.push_str(&self.interface.request(input));
+        for line in lines {
+            text.push_str(line);
             text.push('\n');
         }
         let sent = self.lines.as_ref().is_some_and(|tx| tx.send(text).is_ok());
         if !sent {
             return Err(BoxError::Io("the box's input is closed".into()));
         }
-        let mut out = Vec::with_capacity(inputs.len());
-        for i in 0..inputs.len() {
+        let mut out = Vec::with_capacity(lines.len());
+        for i in 0..lines.len() {
             let line = match self.answers.recv_timeout(self.timeout) {
                 Ok(Answer::Line(l)) => l,
                 Ok(Answer::End) | Err(mpsc::RecvTimeoutError::Disconnected) => {
                     let status = self.status();
                     return Err(BoxError::Closed {
                         answered: i,
-                        asked: inputs.len(),
+                        asked: lines.len(),
                         status,
                     });
                 }
@@ -442,7 +478,7 @@ impl BlackBox for PipeBox {
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     return Err(BoxError::Timeout {
                         answered: i,
-                        asked: inputs.len(),
+                        asked: lines.len(),
                         millis: self.timeout.as_millis() as u64,
                     });
                 }
@@ -471,6 +507,31 @@ impl BlackBox for PipeBox {
             out.push(d);
         }
         Ok(out)
+    }
+
+    /// The request line of a dense input: as it is, or for a sparse box its stored
+    /// elements at the first columns of every group.
+    fn request(&self, input: &Input) -> String {
+        let Some((s, columns)) = &self.sparse else {
+            return self.interface.request(input);
+        };
+        let positions = crate::sparse::first_positions(s, *columns);
+        let mut b = vec![self.interface.b.positive_zero(); *columns];
+        for (&p, &x) in positions.iter().zip(&input.b) {
+            b[p as usize] = x;
+        }
+        let sparse = SparseInput {
+            input: Input { b, ..input.clone() },
+            positions,
+        };
+        sparse_request(&self.interface, &sparse)
+    }
+}
+
+impl BlackBox for PipeBox {
+    fn answer(&mut self, inputs: &[Input]) -> Result<Vec<u64>, BoxError> {
+        let lines: Vec<String> = inputs.iter().map(|i| self.request(i)).collect();
+        self.exchange(&lines)
     }
 }
 

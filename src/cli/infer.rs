@@ -6,9 +6,11 @@ use super::common::{
     EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load,
 };
 use mmac_compiler::engine::{Choice, Engine};
+use mmac_compiler::ir::{Sparsity, Walk};
 use mmac_runtime::blackbox::{Interface, PipeBox, evaluate};
 use mmac_runtime::infer::{self, Naming, Options};
 use mmac_runtime::inputs::{Input, hex};
+use mmac_runtime::sparse::SparseInput;
 use mmac_runtime::vectors::parse_request;
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -200,6 +202,90 @@ pub struct InferArgs<'a> {
     pub output: &'a Path,
     /// Seconds to wait for each answer.
     pub box_timeout: f64,
+    /// `--sparse "2 of 4"`: the box is a sparse instruction of K = `k` columns.
+    pub sparse: Option<&'a str>,
+}
+
+/// `--sparse "KEPT of GROUP [pairs]"`, for a box of K = `k` columns.
+fn parse_sparse(text: &str, k: usize) -> Result<Sparsity, String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let (kept, group, pairs) = match words[..] {
+        [kept, "of", group] => (kept, group, false),
+        [kept, "of", group, "pairs"] => (kept, group, true),
+        _ => {
+            return Err(format!(
+                "--sparse {text:?}: expected \"KEPT of GROUP\" or \"KEPT of GROUP pairs\", e.g. \"2 of 4\""
+            ));
+        }
+    };
+    let number = |w: &str| {
+        w.parse::<u32>()
+            .map_err(|_| format!("--sparse {text:?}: `{w}` is not a number"))
+    };
+    let s = Sparsity {
+        kept: number(kept)?,
+        group: number(group)?,
+        pairs,
+        walk: Walk::Selected,
+    };
+    if !matches!((s.kept, s.group), (2, 4) | (1, 2)) || (s.pairs && s.group != 4) {
+        return Err(format!(
+            "--sparse {text:?}: the patterns are 2 of 4, 1 of 2 and 2 of 4 pairs"
+        ));
+    }
+    if k == 0 || !k.is_multiple_of(s.span() as usize) {
+        return Err(format!(
+            "--sparse {text:?}: --k {k} is not a whole number of groups of {} columns",
+            s.span()
+        ));
+    }
+    Ok(s)
+}
+
+/// Does the sparse box run its inferred dense arithmetic over the selected products?
+/// `cases` random inputs with random positions through the box and through `spec` (the
+/// inferred spec with `sparse a ...`); the first that differs, if any.
+fn check_walk(
+    bx: &mut PipeBox,
+    spec: &str,
+    cases: usize,
+    seed: u64,
+) -> Result<(usize, Option<infer::Mismatch>), String> {
+    let checked = mmac_compiler::compile("<inferred>", spec).map_err(|d| d.render_plain(100))?;
+    let checked = checked.get(0);
+    let inst = checked.instruction();
+    let engine = Engine::new(checked, Choice::OPTIMISED);
+    let mut rng = mmac_compiler::random::Rng::new(seed);
+    let inputs: Vec<SparseInput> = (0..cases)
+        .map(|_| SparseInput::random(inst, &mut rng))
+        .collect();
+    let theirs = bx.answer_sparse(&inputs).map_err(|e| e.to_string())?;
+    let nan = mmac_runtime::witness::nan_any(inst);
+    for (input, &box_d) in inputs.iter().zip(&theirs) {
+        let ours = engine.sparse_dot(&input.operands(), &input.positions).ok();
+        if !ours
+            .is_some_and(|d| mmac_runtime::conformance::matches(&inst.arithmetic.d, box_d, d, nan))
+        {
+            let iface = Interface::of(inst);
+            let positions: Vec<String> = input.positions.iter().map(|p| format!("{p:x}")).collect();
+            return Ok((
+                cases,
+                Some(infer::Mismatch {
+                    probe: "sparse: random positions (the dense unit over the selected products?)"
+                        .into(),
+                    input: input.input.clone(),
+                    request: format!(
+                        "{} pos={}",
+                        iface.request(&input.input),
+                        positions.join(",")
+                    ),
+                    box_d,
+                    candidate_d: ours,
+                }),
+            ));
+        }
+    }
+    Ok((cases, None))
 }
 
 fn usage(message: String) -> Halt {
@@ -212,8 +298,21 @@ fn usage(message: String) -> Halt {
 /// on stderr, nothing written); 2: usage, or a box that cannot be started or breaks the
 /// protocol.
 pub fn infer(args: &InferArgs) -> Outcome {
-    let iface = Interface::parse(args.types, args.k, args.scale).map_err(|e| usage(e.0))?;
-    let mut naming = Naming::default_for(&iface);
+    let sparse = match args.sparse {
+        Some(text) => Some(parse_sparse(text, args.k).map_err(usage)?),
+        None => None,
+    };
+    if sparse.is_some() && args.scale.is_some() {
+        return Err(usage(
+            "--sparse with --scale: block-scaled sparse boxes are not inferred yet".into(),
+        ));
+    }
+    // a sparse box is asked about its dense arithmetic over the selected products
+    let dense_k = sparse.map_or(args.k, |s| s.stored(args.k as u32) as usize);
+    let iface = Interface::parse(args.types, dense_k, args.scale).map_err(|e| usage(e.0))?;
+    let mut naming = Naming::default_for(
+        &Interface::parse(args.types, args.k, args.scale).map_err(|e| usage(e.0))?,
+    );
     if let Some(a) = args.arch {
         naming.arch = a.to_string();
     }
@@ -244,12 +343,37 @@ pub fn infer(args: &InferArgs) -> Outcome {
     let mut bx = PipeBox::start(args.exec, iface.clone())
         .map_err(|e| usage(e.to_string()))?
         .reply_timeout(std::time::Duration::from_secs_f64(args.box_timeout));
+    if let Some(s) = sparse {
+        bx = bx.sparse(s, args.k);
+    }
     let result = infer::infer(&mut bx, &iface, &naming, args.exec, &options);
-    drop(bx);
-    let inference = match result {
+    let mut inference = match result {
         Ok(i) => i,
         Err(e) => return Err(usage(e.to_string())),
     };
+    // a sparse box: the spec says so, and its walk is checked on random positions
+    let mut sparse_cases = 0;
+    if let Some(s) = sparse
+        && inference.verified()
+    {
+        inference.spec = inference.spec.replacen(
+            &format!("    shape 16 x 8 x {dense_k}\n"),
+            &format!(
+                "    shape 16 x 8 x {}\n    sparse a {s} over selected\n",
+                args.k
+            ),
+            1,
+        );
+        let cases = args.verify.clamp(1, 4096);
+        match check_walk(&mut bx, &inference.spec, cases, options.seed) {
+            Ok((n, failure)) => {
+                sparse_cases = n;
+                inference.failure = failure;
+            }
+            Err(e) => return Err(usage(e)),
+        }
+    }
+    drop(bx);
     let seconds = started.elapsed().as_secs_f64();
     // the spec must be one `mmac check` accepts
     if let Err(d) = mmac_compiler::compile(&out_path.display().to_string(), &inference.spec) {
@@ -290,9 +414,15 @@ pub fn infer(args: &InferArgs) -> Outcome {
         });
         writeln!(out, "{j}")?;
     } else if verified {
+        let sparse_note = match sparse {
+            Some(s) => format!(
+                ", and over the selected products of a {s} sparse A on {sparse_cases} cases with random positions"
+            ),
+            None => String::new(),
+        };
         writeln!(
             out,
-            "inferred `uses {}`: verified on {} cases after {} probes; wrote {}",
+            "inferred `uses {}`: verified on {} cases after {} probes{sparse_note}; wrote {}",
             inference.uses,
             inference.verify_cases,
             inference.probes,

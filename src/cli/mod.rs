@@ -360,6 +360,11 @@ pub enum Command {
         /// Seconds to wait for each answer of the box before giving up on it (exit 2).
         #[arg(long, default_value_t = 30.0)]
         box_timeout: f64,
+        /// The box is a sparse instruction ("2 of 4", "1 of 2", "2 of 4 pairs") of K =
+        /// --k columns: its requests carry `pos=`; the arithmetic is inferred over the
+        /// selected products, then checked on random positions.
+        #[arg(long)]
+        sparse: Option<String>,
     },
 }
 
@@ -597,6 +602,7 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
             json,
             output,
             box_timeout,
+            sparse,
         } => infer::infer(&infer::InferArgs {
             exec: &exec,
             types: &types,
@@ -608,6 +614,7 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
             json,
             output: &output,
             box_timeout,
+            sparse: sparse.as_deref(),
         }),
     }
 }
