@@ -118,7 +118,9 @@ fn the_solver_proves_what_observability_proves() {
         for (_, original) in loaded.checked.distinct() {
             let inst = original.instruction();
             let ar = &inst.arithmetic;
-            if [&ar.a, &ar.b].iter().any(|f| f.storage_bits() > 8) {
+            // (prove takes dense instructions: the Verilog back end lowers dense arithmetic)
+            if original.sparsity().is_some() || [&ar.a, &ar.b].iter().any(|f| f.storage_bits() > 8)
+            {
                 continue;
             }
             for n in mutants::neighbours(original) {

@@ -767,3 +767,53 @@ fn infer_recovers_a_sparse_box_and_tells_the_walks_apart() {
         assert!(stderr(&o).contains(message), "{pattern}: {}", stderr(&o));
     }
 }
+
+/// What lowers dense arithmetic only refuses a sparse instruction, naming it: the Verilog
+/// back end (a whole spec leaves them out with a warning), `show --cost`, `prove`; and
+/// `report` refuses the over-columns walk, whose samples would need A's zeros.
+#[test]
+fn the_dense_only_tools_refuse_sparse_instructions() {
+    let ampere = root().join("specs/ampere.mma").display().to_string();
+    let columns = root()
+        .join("specs/examples/sparse_over_columns.mma")
+        .display()
+        .to_string();
+    let refused = "is sparse (2 of 4): the Verilog back end lowers dense arithmetic";
+    for args in [
+        vec![
+            "compile", &ampere, "--emit", "verilog", "--instr", AMPERE_SP,
+        ],
+        vec!["prove", &ampere, AMPERE_SP, &columns, AMPERE_SP],
+    ] {
+        let o = mmac(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(refused), "{args:?}: {}", stderr(&o));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ampere.v");
+    let o = mmac(&[
+        "compile",
+        &ampere,
+        "--emit",
+        "verilog",
+        "-o",
+        &out.display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("sparse instructions left out"),
+        "{}",
+        stderr(&o)
+    );
+    let v = std::fs::read_to_string(&out).unwrap();
+    assert!(v.contains("module mma_m16n8k16_f32_f16_f16_f32") && !v.contains("module mma_sp_"));
+    let o = mmac(&["report", &columns, AMPERE_SP, "--samples", "10"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("walks every column of a 2 of 4 sparse A"),
+        "{}",
+        stderr(&o)
+    );
+    let o = mmac(&["report", &ampere, AMPERE_SP, "--samples", "10", "--k", "16"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -215,6 +215,16 @@ pub fn sample_inputs(
 /// Can `inst` be reported on (float operands, d fed back as c)? The reason if not.
 pub fn reportable(inst: &Instruction) -> Result<(), String> {
     let ar = &inst.arithmetic;
+    // `over selected`: the dense arithmetic over the selected products, which is what the
+    // samples are; `over columns` would need A's zeros in the samples
+    if let Some(s) = inst.sparsity
+        && s.walk == mmac_compiler::ir::Walk::Columns
+    {
+        return Err(format!(
+            "`{}` walks every column of a {s} sparse A: report samples dense rows, which it does not take; report takes dense and `over selected` instructions",
+            inst.name
+        ));
+    }
     for (name, f) in [("a", &ar.a), ("b", &ar.b), ("d", &ar.d)] {
         if f.as_float().is_none() {
             return Err(format!(

@@ -33,7 +33,20 @@ impl Cost {
 }
 
 /// Synthesize an instruction's module with Yosys (`yosys` on PATH, or $MMAC_YOSYS).
+/// The Verilog back end lowers dense arithmetic: a sparse instruction's module would
+/// take B's K rows and gather the selected ones itself, which it does not yet.
+pub fn refuse_sparse(inst: Checked) -> Result<(), String> {
+    match inst.sparsity() {
+        Some(s) => Err(format!(
+            "`{}` is sparse ({s}): the Verilog back end lowers dense arithmetic, and a module that gathers B's selected rows itself is not written yet",
+            inst.name()
+        )),
+        None => Ok(()),
+    }
+}
+
 pub fn synthesize(inst: Checked) -> Result<Cost, String> {
+    refuse_sparse(inst)?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let module = "mmac_cost";
     std::fs::write(dir.path().join("design.v"), rtl::verilog(inst, module))

@@ -164,6 +164,11 @@ fn run_until(cmd: &mut Command, deadline: Instant) -> Result<Option<(bool, Strin
 
 /// The ports every side has: the left spec's, or for RTL against a spec, the spec's.
 fn interface<'a>(left: &Side<'a>, right: &Side<'a>) -> Result<Checked<'a>, ProveError> {
+    for side in [left, right] {
+        if let Side::Spec(x) = side {
+            crate::cost::refuse_sparse(*x).map_err(ProveError::Interface)?;
+        }
+    }
     match (left, right) {
         (Side::Spec(x), Side::Spec(y)) => {
             if let Some(why) = crate::diff::interface_difference(x.instruction(), y.instruction()) {

@@ -196,7 +196,22 @@ fn write_verilog(file: &Path, s: &LoadedSpec, output: Option<&Path>) -> Outcome 
     // the module that holds each distinct arithmetic's circuit
     let mut holder: Vec<Option<String>> = vec![None; info.arithmetic_count()];
     let mut taken = std::collections::HashSet::new();
+    let sparse: Vec<&str> = checked
+        .instructions()
+        .filter(|i| i.sparsity().is_some())
+        .map(|i| i.name())
+        .collect();
+    if let Some(first) = sparse.first()
+        && sparse.len() == checked.len()
+    {
+        let why = mmac_runtime::cost::refuse_sparse(checked.find(first).expect("listed"));
+        eprintln!("error: {}", why.err().unwrap_or_default());
+        return Ok(EXIT_USAGE);
+    }
     for (i, inst) in checked.instructions().enumerate() {
+        if inst.sparsity().is_some() {
+            continue;
+        }
         // names that differ only in their punctuation get a numbered module each
         let base = mmac_compiler::rtl::module_name(inst.name());
         let mut module = base.clone();
@@ -233,9 +248,16 @@ fn write_verilog(file: &Path, s: &LoadedSpec, output: Option<&Path>) -> Outcome 
         }
         text.push('\n');
     }
+    if !sparse.is_empty() {
+        eprintln!(
+            "warning: {} sparse instructions left out (the Verilog back end lowers dense arithmetic), e.g. `{}`",
+            sparse.len(),
+            sparse[0]
+        );
+    }
     let summary = format!(
         "{} modules ({} circuits) in {:.1} ms",
-        checked.len(),
+        checked.len() - sparse.len(),
         holder.iter().filter(|h| h.is_some()).count(),
         start.elapsed().as_secs_f64() * 1e3
     );

@@ -105,6 +105,12 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
     }
     for inst in chosen.iter().map(|c| c.instruction()) {
         accuracy::reportable(inst).map_err(usage)?;
+        if let Some(s) = inst.sparsity {
+            eprintln!(
+                "note: `{}` is sparse ({s} over selected): K counts its selected products, the inputs of the dense unit",
+                inst.name
+            );
+        }
         if let Some(kt) = args.ks.iter().find(|&&kt| kt == 0 || kt % inst.k() != 0) {
             return Err(usage(format!(
                 "--k {kt} is not a positive multiple of `{}`'s k = {}",
