@@ -165,7 +165,6 @@ pub fn check_shapes(
             }
         }
     }
-    check_sparse(inst, p, k)?;
     if p.b.rows != k {
         return Err(ShapeError(format!(
             "A is {} x {} but B is {} x {}: A's columns must equal B's rows (K)",
@@ -194,6 +193,7 @@ pub fn check_shapes(
             }
         }
     }
+    check_sparse(inst, p, k)?;
     match (&inst.arithmetic.scale, &p.sa, &p.sb) {
         (None, None, None) => {}
         (None, _, _) => {
