@@ -296,9 +296,6 @@ impl<'a> Engine<'a> {
             }
             Ok(p)
         };
-        if n > 0 {
-            check(0)?;
-        }
         // the dense operands a chunk of records at a time, in one buffer (small enough to
         // stay in cache and to come from the allocator's free lists)
         let k = self.checked.k();

@@ -107,6 +107,13 @@ impl Walk {
 }
 
 impl Sparsity {
+    /// Is it a pattern the engines take: 2 of 4 (of elements or of pairs), or 1 of 2?
+    pub fn is_known(&self) -> bool {
+        matches!(
+            (self.kept, self.group, self.pairs),
+            (2, 4, _) | (1, 2, false)
+        )
+    }
     /// Columns one group spans: `group`, or twice that for pairs.
     pub fn span(&self) -> u32 {
         self.group * if self.pairs { 2 } else { 1 }

@@ -350,7 +350,7 @@ fn sparsity(inst: &Instruction) -> Result<(), String> {
     let Some(s) = inst.sparsity else {
         return Ok(());
     };
-    if !matches!((s.kept, s.group, s.pairs), (2, 4, _) | (1, 2, false)) {
+    if !s.is_known() {
         return Err(format!("sparsity {s} is not 2 of 4 (pairs) or 1 of 2"));
     }
     let whole = |n: u32| match s.walk {

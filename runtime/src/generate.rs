@@ -254,19 +254,22 @@ fn sparse_corners(
     if let Some(other) = crate::sparse::other_walk(checked) {
         let walk = |c: Checked| c.sparsity().map_or("", |s| s.walk.keyword());
         let label = format!("over {} -> over {}", walk(checked), walk(other.checked()));
-        let found = witnesses(
-            other.checked(),
-            &format!("{label} (the other hypothesis)"),
-            &mut cases,
-        )?;
-        fates.push((
-            label,
-            if found > 0 {
-                Fate::Killed(found)
-            } else {
-                Fate::Survived
-            },
-        ));
+        let fate = if matches!(
+            inst.arithmetic.pipeline,
+            mmac_compiler::ir::Pipeline::Integer(_)
+        ) {
+            // an exact sum: the unselected columns' zero products add nothing
+            Fate::Unobservable(
+                "an integer pipeline sums exactly, so zero products add nothing".into(),
+            )
+        } else {
+            let other_label = format!("{label} (the other hypothesis)");
+            match witnesses(other.checked(), &other_label, &mut cases)? {
+                0 => Fate::Survived,
+                found => Fate::Killed(found),
+            }
+        };
+        fates.push((label, fate));
     }
     Ok(Corners {
         cases,

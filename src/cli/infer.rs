@@ -228,7 +228,7 @@ fn parse_sparse(text: &str, k: usize) -> Result<Sparsity, String> {
         pairs,
         walk: Walk::Selected,
     };
-    if !matches!((s.kept, s.group), (2, 4) | (1, 2)) || (s.pairs && s.group != 4) {
+    if !s.is_known() {
         return Err(format!(
             "--sparse {text:?}: the patterns are 2 of 4, 1 of 2 and 2 of 4 pairs"
         ));

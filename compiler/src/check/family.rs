@@ -501,21 +501,29 @@ fn sparsity(
             return None;
         }
     };
-    let bits = types.get(&'a').map_or(0, Format::storage_bits);
-    let allowed = match (kept, group, sd.pairs) {
-        (2, 4, false) => bits <= 16,
-        (2, 4, true) => bits <= 4,
-        (1, 2, false) => bits == 32,
-        _ => false,
+    let pattern = Sparsity {
+        kept: u32::try_from(kept).unwrap_or(0),
+        group: u32::try_from(group).unwrap_or(0),
+        pairs: sd.pairs,
+        walk,
     };
+    // each pattern is for elements of one width: pairs of 4-bit ones, 2 of 4 of at most
+    // 16 bits, 1 of 2 of 32 bits
+    let bits = types.get(&'a').map_or(0, Format::storage_bits);
+    let allowed = pattern.is_known()
+        && match (pattern.pairs, pattern.kept) {
+            (true, _) => bits <= 4,
+            (false, 2) => bits <= 16,
+            (false, _) => bits == 32,
+        };
     if !allowed {
         let a = types.get(&'a').map_or("?".into(), |f| f.name.clone());
-        let pattern = format!("{kept} of {group}{}", if sd.pairs { " pairs" } else { "" });
+        let written = format!("{kept} of {group}{}", if sd.pairs { " pairs" } else { "" });
         diags.push(
             Diag::new(
                 Code::Sparsity,
                 sd.span,
-                format!("{pattern} sparsity is not a pattern for elements of `{a}`"),
+                format!("{written} sparsity is not a pattern for elements of `{a}`"),
             )
             .label("pattern")
             .help(
@@ -524,8 +532,9 @@ fn sparsity(
                  (`2 of 4 pairs`) of 4-bit elements",
             ),
         );
+        return None;
     }
-    let span = group.max(1) as u32 * if sd.pairs { 2 } else { 1 };
+    let span = pattern.span();
     if let Some(sh) = shape
         && sh.k % span != 0
     {
@@ -552,12 +561,7 @@ fn sparsity(
             .help("a scale block covers whole groups of columns: make the block a multiple of the group"),
         );
     }
-    (diags.len() == before).then_some(Sparsity {
-        kept: kept as u32,
-        group: group as u32,
-        pairs: sd.pairs,
-        walk,
-    })
+    (diags.len() == before).then_some(pattern)
 }
 
 /// Every override of instruction `name` names a parameter of its pipeline, or `block`
