@@ -231,6 +231,72 @@ fn both_engines_agree_on_every_sparse_instruction() {
     assert!(seen > 100, "{seen} sparse instructions");
 }
 
+/// A batch whose records each have their own positions names the first record that breaks
+/// the pattern, on both engines and for both walks (the selected walk checks positions in
+/// the pass that gathers B's elements, the columns walk before expanding A).
+#[test]
+fn a_batch_names_the_record_whose_positions_break_the_pattern() {
+    let columns = specs::load_file(&root().join("specs/examples/sparse_over_columns.mma")).unwrap();
+    let mut rng = Rng::new(11);
+    for (loaded, name) in [(hopper(), HOPPER_SP), (columns, AMPERE_SP)] {
+        let checked = loaded.checked.find(name).unwrap();
+        let inst = checked.instruction();
+        let inputs: Vec<SparseInput> = (0..24)
+            .map(|_| SparseInput::random(inst, &mut rng))
+            .collect();
+        let cat = |part: fn(&SparseInput) -> &[u64]| -> Vec<u64> {
+            inputs
+                .iter()
+                .flat_map(|i| part(i).iter().copied())
+                .collect()
+        };
+        let c: Vec<u64> = inputs.iter().map(|i| i.input.c).collect();
+        let stored = inst.stored();
+        // (record 13: its first two positions swapped; record 17: one far outside)
+        let mut positions = cat(|i| &i.positions);
+        positions.swap(13 * stored, 13 * stored + 1);
+        positions[17 * stored + 3] = u64::MAX - 2;
+        for engine in [
+            Engine::new(checked, Choice::QUICK),
+            Engine::interpreter(checked),
+        ] {
+            let mut d = vec![0; c.len()];
+            let e = engine
+                .sparse_batch_strided(
+                    &c,
+                    (&cat(|i| &i.input.a), stored),
+                    (&cat(|i| &i.input.b), inst.columns()),
+                    (&[], 0),
+                    (&[], 0),
+                    (&positions, stored),
+                    &mut d,
+                )
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("record 13: positions"), "{name}: {e}");
+            assert!(e.contains("do not increase"), "{name}: {e}");
+            positions.swap(13 * stored, 13 * stored + 1);
+            let e = engine
+                .sparse_batch_strided(
+                    &c,
+                    (&cat(|i| &i.input.a), stored),
+                    (&cat(|i| &i.input.b), inst.columns()),
+                    (&[], 0),
+                    (&[], 0),
+                    (&positions, stored),
+                    &mut d,
+                )
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("record 17: position 18446744073709551613"),
+                "{name}: {e}"
+            );
+            positions.swap(13 * stored, 13 * stored + 1);
+        }
+    }
+}
+
 /// A dense 2:4 A for `inst` (`rows` x `k`): two nonzero elements in most groups, fewer in
 /// some.
 fn pruned(inst: &mmac_compiler::ir::Instruction, rows: usize, k: usize, rng: &mut Rng) -> Matrix {

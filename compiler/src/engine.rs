@@ -284,32 +284,37 @@ impl<'a> Engine<'a> {
                 ("positions", positions, stored),
             ],
         )?;
-        // each record's positions are checked where its operands are built (records that
-        // share them, once)
+        // each record's positions are checked where its operands are built: in the pass
+        // that gathers b's selected elements, or before a is expanded (records that share
+        // them, once)
         let n = c.len();
-        let fits = sparse::fits_fn(&sp);
-        let check = |r: usize| -> Result<&[u64], EvalError> {
+        let explained = |r: usize| {
             let p = slice(positions, r, stored);
-            if (positions.1 > 0 || r == 0) && !fits(p) {
-                let m = sparse::check(&sp, columns, p).err().unwrap_or_default();
-                return Err(pattern(if n > 1 { format!("record {r}: {m}") } else { m }));
-            }
-            Ok(p)
+            let m = sparse::check(&sp, columns, p).err().unwrap_or_default();
+            pattern(if n > 1 { format!("record {r}: {m}") } else { m })
         };
         // the dense operands a chunk of records at a time, in one buffer (small enough to
         // stay in cache and to come from the allocator's free lists)
         let k = self.checked.k();
         let chunk = (SPARSE_CHUNK_ELEMENTS / k.max(1)).clamp(1, n.max(1));
         let mut buffer = vec![0; chunk * k];
+        let select = sparse::select_fn(&sp);
         for r0 in (0..n).step_by(chunk) {
             let r1 = (r0 + chunk).min(n);
             let from = |x| from_record(x, r0);
             let (c, d) = (&c[r0..r1], &mut d[r0..r1]);
             match sp.walk {
                 Walk::Selected => {
-                    // a as it is; b's selected elements, record by record
+                    // a as it is; b's selected elements, record by record, each record's
+                    // positions checked in the same pass (positions every record shares,
+                    // once)
                     for (r, out) in (r0..r1).zip(buffer.chunks_exact_mut(k.max(1))) {
-                        sparse::select(slice(b, r, columns), check(r)?, out);
+                        let (b, p) = (slice(b, r, columns), slice(positions, r, stored));
+                        if positions.1 == 0 && r > 0 {
+                            sparse::select(b, p, out);
+                        } else if !select(b, p, out) {
+                            return Err(explained(r));
+                        }
                     }
                     let kb = &buffer[..(r1 - r0) * k];
                     self.batch_strided(c, from(a), (kb, k), from(sa), from(sb), d)?;
@@ -320,7 +325,11 @@ impl<'a> Engine<'a> {
                     let zero = self.checked.arithmetic().a.positive_zero();
                     let mut ka = Vec::with_capacity(chunk * k);
                     for r in if shared { r0..r0 + 1 } else { r0..r1 } {
-                        sparse::expand(slice(a, r, stored), check(r)?, columns, zero, &mut ka);
+                        let p = slice(positions, r, stored);
+                        if (positions.1 > 0 || r == 0) && !sparse::fits(&sp, columns, p) {
+                            return Err(explained(r));
+                        }
+                        sparse::expand(slice(a, r, stored), p, columns, zero, &mut ka);
                     }
                     let stride = if shared { 0 } else { k };
                     self.batch_strided(c, (&ka, stride), from(b), from(sa), from(sb), d)?;

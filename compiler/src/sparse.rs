@@ -22,46 +22,98 @@ pub fn check(s: &Sparsity, columns: usize, positions: &[u64]) -> Result<(), Stri
     Err(format!("the positions break the {s} pattern"))
 }
 
-/// Do `positions` fit `s` (what [`check`] checks), without saying why not: one pass with
-/// no early exit, for the engines' batches. With exactly `kept` elements in every group
-/// (what the count and at most `kept` per group imply), element i lies in group
-/// i / kept_columns; within a group the positions increase, and with `pairs` element
-/// 2j + 1 is its pair partner's column + 1.
+/// Do `positions` fit `s` (what [`check`] checks), without saying why not (see
+/// [`select_fn`] for how).
 pub fn fits(s: &Sparsity, columns: usize, positions: &[u64]) -> bool {
-    positions.len() == s.stored(columns as u32) as usize && fits_fn(s)(positions)
+    positions.len() == s.stored(columns as u32) as usize
+        && match pattern(s) {
+            Some((1, 2, false)) => pass::<1, 2, false>(positions, None),
+            Some((2, 4, false)) => pass::<2, 4, false>(positions, None),
+            Some((4, 8, true)) => pass::<4, 8, true>(positions, None),
+            _ => false,
+        }
 }
 
-/// [`fits`] for position lists of the right length, its pattern resolved once (for a
-/// batch of records).
-pub fn fits_fn(s: &Sparsity) -> impl Fn(&[u64]) -> bool + use<> {
-    // every pattern the checker accepts spans a power of two: 2, 4 or 8 columns
-    debug_assert!(s.span().is_power_of_two());
-    let (shift, pairs) = (s.span().trailing_zeros(), s.pairs);
-    let f: fn(&[u64], u32, bool) -> bool = match s.kept_columns() {
-        1 => fits_groups::<1>,
-        2 => fits_groups::<2>,
-        4 => fits_groups::<4>,
+/// A record's selected elements for the engines' batches: `f(b, positions, out)` puts
+/// the elements of `b` (a record's `columns`) at `positions` (its `stored`) into `out`
+/// (`stored` long), checking the positions against `s` in the same pass, and returns
+/// whether they fit it (if not, `out` is meaningless and [`check`] says why).
+///
+/// One pass with no early exit, monomorphised per pattern. With exactly `kept` elements in
+/// every group (what the count and at most `kept` per group imply), element i lies in
+/// group g = i / kept_columns: its offset in the group, position - g * span, must be below
+/// the span (wrapping, a position below the group is a huge offset), the offsets must
+/// increase, and with `pairs` element 2j + 1 is its pair partner's column + 1. The offset,
+/// masked to the span, picks b's element, so a wrong position never reads outside the
+/// record.
+pub fn select_fn(s: &Sparsity) -> fn(&[u64], &[u64], &mut [u64]) -> bool {
+    match pattern(s) {
+        Some((1, 2, false)) => |b, p, out| pass::<1, 2, false>(p, Some((b, out))),
+        Some((2, 4, false)) => |b, p, out| pass::<2, 4, false>(p, Some((b, out))),
+        Some((4, 8, true)) => |b, p, out| pass::<4, 8, true>(p, Some((b, out))),
         _ => |_, _, _| false,
-    };
-    move |positions| f(positions, shift, pairs)
+    }
 }
 
-/// [`fits`] for `KEPT` positions per group of `1 << shift` columns, branch-free so that it
-/// costs a few instructions per position.
-fn fits_groups<const KEPT: usize>(positions: &[u64], shift: u32, pairs: bool) -> bool {
+/// The engines' patterns (those [`Sparsity::is_known`] accepts): kept columns, span, pairs.
+fn pattern(s: &Sparsity) -> Option<(u32, u32, bool)> {
+    s.is_known()
+        .then_some((s.kept_columns(), s.span(), s.pairs))
+}
+
+/// [`select_fn`]'s pass for `KEPT` positions per group of `SPAN` columns, gathering b's
+/// elements into `out` when given them. `positions` must be a whole number of groups
+/// (and then b `SPAN` and out `KEPT` elements for each).
+#[inline(always)]
+fn pass<const KEPT: usize, const SPAN: usize, const PAIRS: bool>(
+    positions: &[u64],
+    gather: Option<(&[u64], &mut [u64])>,
+) -> bool {
     let mut bad = 0u64;
-    for (g, group) in positions.chunks_exact(KEPT).enumerate() {
-        for j in 0..KEPT {
-            bad |= (group[j] >> shift) ^ g as u64;
-            if j > 0 {
-                bad |= (group[j] <= group[j - 1]) as u64;
+    let mut first = 0u64;
+    let groups = positions.chunks_exact(KEPT);
+    match gather {
+        Some((b, out)) => {
+            let (columns, kept) = (b.chunks_exact(SPAN), out.chunks_exact_mut(KEPT));
+            for ((group, columns), kept) in groups.zip(columns).zip(kept) {
+                let offsets = group_offsets::<KEPT, SPAN, PAIRS>(group, first, &mut bad);
+                for (o, &offset) in kept.iter_mut().zip(&offsets) {
+                    *o = columns[offset as usize & (SPAN - 1)];
+                }
+                first += SPAN as u64;
             }
-            if pairs && j % 2 == 1 {
-                bad |= (group[j - 1] & 1) | (group[j] != group[j - 1] + 1) as u64;
+        }
+        None => {
+            for group in groups {
+                group_offsets::<KEPT, SPAN, PAIRS>(group, first, &mut bad);
+                first += SPAN as u64;
             }
         }
     }
     bad == 0
+}
+
+/// The offsets of a group's positions from its first column `first`, with any break of
+/// the pattern ored into `bad`.
+#[inline(always)]
+fn group_offsets<const KEPT: usize, const SPAN: usize, const PAIRS: bool>(
+    group: &[u64],
+    first: u64,
+    bad: &mut u64,
+) -> [u64; KEPT] {
+    let outside = !(SPAN as u64 - 1);
+    let offsets: [u64; KEPT] = std::array::from_fn(|j| group[j].wrapping_sub(first));
+    for j in 0..KEPT {
+        *bad |= offsets[j] & outside;
+        if j > 0 {
+            // offsets below the span that do not increase wrap to a huge difference
+            *bad |= offsets[j].wrapping_sub(offsets[j - 1]).wrapping_sub(1) & outside;
+        }
+        if PAIRS && j % 2 == 1 {
+            *bad |= (offsets[j - 1] & 1) | (offsets[j] ^ offsets[j - 1].wrapping_add(1));
+        }
+    }
+    offsets
 }
 
 /// Why `positions` do not fit `s`: the first position or group that breaks the pattern.
@@ -273,8 +325,24 @@ mod tests {
         );
     }
 
-    /// The one-pass test and the explanation agree on every position list of 4 elements
-    /// in 8 columns (and on random ones of the other patterns).
+    /// The one-pass test and the explanation agree; where they accept, the gather picks
+    /// the elements at the positions.
+    fn agree(pattern: &Sparsity, columns: usize, p: &[u64]) {
+        let explained = explain(pattern, columns, p).is_ok();
+        assert_eq!(fits(pattern, columns, p), explained, "{pattern:?} {p:?}");
+        if p.len() == pattern.stored(columns as u32) as usize {
+            let b: Vec<u64> = (0..columns as u64).map(|c| 1000 + c).collect();
+            let mut out = vec![0; p.len()];
+            assert_eq!(select_fn(pattern)(&b, p, &mut out), explained, "{p:?}");
+            if explained {
+                let want: Vec<u64> = p.iter().map(|&c| 1000 + c).collect();
+                assert_eq!(out, want, "{pattern:?} {p:?}");
+            }
+        }
+    }
+
+    /// [`agree`] on every position list of 4 elements in 8 columns (and on random ones
+    /// of the other patterns, some with positions far outside).
     #[test]
     fn fits_agrees_with_the_explanation() {
         let mut all = vec![];
@@ -286,8 +354,7 @@ mod tests {
             );
         }
         for p in &all {
-            let explained = explain(&TWO_OF_FOUR, 8, p).is_ok();
-            assert_eq!(fits(&TWO_OF_FOUR, 8, p), explained, "{p:?}");
+            agree(&TWO_OF_FOUR, 8, p);
         }
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for (pattern, columns) in [
@@ -314,14 +381,17 @@ mod tests {
                         x ^= x << 13;
                         x ^= x >> 7;
                         x ^= x << 17;
-                        x % (columns as u64 + 1)
+                        if x.is_multiple_of(64) {
+                            x.wrapping_neg() >> (x % 7)
+                        } else {
+                            x % (columns as u64 + 1)
+                        }
                     })
                     .collect();
                 if x.is_multiple_of(2) {
                     p.sort_unstable();
                 }
-                let explained = explain(&pattern, columns, &p).is_ok();
-                assert_eq!(fits(&pattern, columns, &p), explained, "{pattern:?} {p:?}");
+                agree(&pattern, columns, &p);
             }
         }
     }
