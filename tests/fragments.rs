@@ -9,49 +9,226 @@ use support::{mmac, mmac_ok, stderr, stdout};
 
 use mmac_compiler::engine::{Choice, Engine};
 use mmac_compiler::random::Rng;
-use mmac_runtime::fragments::{self, Fragment, LANES, Library};
+use mmac_runtime::fragments::{self, Fragment, Library};
 use mmac_runtime::gemm::{self, Problem};
 use mmac_runtime::matrix::Matrix;
 use mmac_runtime::specs;
 use std::collections::BTreeSet;
 
-/// The 32-bit words of one element (one word, or two for 64 bits, low first): this
-/// test's own reading of the register image, independent of `Fragment::unpack`.
+/// Where a slot's register starts in an image: this test's own reading of the register
+/// image, independent of `Fragment::unpack`.
 fn word_at(f: &Fragment, lane: usize, register: usize) -> usize {
-    lane * f.words() + register * (f.width.max(32) as usize / 32)
+    lane * f.words() + register * (f.container.max(32) as usize / 32)
 }
 
-fn decode(f: &Fragment, image: &[u32]) -> Matrix {
-    assert_eq!(image.len(), LANES * f.words());
-    let mut m = Matrix::filled(f.rows, f.cols, 0);
+fn mask(width: u32) -> u64 {
+    if width == 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    }
+}
+
+/// The matrices an image holds, one per set (the first lane holding an element gives it).
+fn decode(f: &Fragment, image: &[u32]) -> Vec<Matrix> {
+    assert_eq!(image.len(), f.lanes * f.words());
+    let mut m = vec![Matrix::filled(f.rows, f.cols, u64::MAX); f.sets];
     for s in &f.slots {
         let w = word_at(f, s.lane, s.register);
-        let v = if f.width == 64 {
+        let reg = if f.container == 64 {
             image[w] as u64 | (image[w + 1] as u64) << 32
         } else {
-            let width = s.bits.1 - s.bits.0;
-            (image[w] as u64 >> s.bits.0) & ((1u64 << width) - 1)
+            image[w] as u64
         };
-        m.data[s.row * f.cols + s.col] = v;
+        let cell = &mut m[s.set].data[s.row * f.cols + s.col];
+        if *cell == u64::MAX {
+            *cell = (reg >> s.bits.0) & mask(f.width);
+        }
     }
     m
 }
 
-/// An image whose every element is a random finite encoding of `format` (so that D is
-/// not all NaN), placed by this test's own code.
-fn finite_image(f: &Fragment, format: &mmac_compiler::format::Format, rng: &mut Rng) -> Vec<u32> {
-    let mut image = vec![0u32; LANES * f.words()];
+/// `background` with every slot's bits replaced by its element of `m` (one matrix per
+/// set), as this test places them.
+fn encode(f: &Fragment, m: &[Matrix], mut background: Vec<u32>) -> Vec<u32> {
+    assert_eq!(background.len(), f.lanes * f.words());
     for s in &f.slots {
-        let v = rng.finite(format);
         let w = word_at(f, s.lane, s.register);
-        if f.width == 64 {
-            image[w] = v as u32;
-            image[w + 1] = (v >> 32) as u32;
+        let v = m[s.set].data[s.row * f.cols + s.col] & mask(f.width);
+        let keep = !(mask(f.width) << s.bits.0);
+        if f.container == 64 {
+            let reg =
+                (background[w] as u64 | (background[w + 1] as u64) << 32) & keep | v << s.bits.0;
+            background[w] = reg as u32;
+            background[w + 1] = (reg >> 32) as u32;
         } else {
-            image[w] |= (v as u32) << s.bits.0;
+            background[w] = (background[w] as u64 & keep | v << s.bits.0) as u32;
         }
     }
-    image
+    background
+}
+
+/// Matrices of random finite encodings of `format` (so that D is not all NaN), or of
+/// random bit patterns, one per set.
+fn matrices(
+    f: &Fragment,
+    format: &mmac_compiler::format::Format,
+    finite: bool,
+    rng: &mut Rng,
+) -> Vec<Matrix> {
+    (0..f.sets)
+        .map(|_| {
+            let mut m = Matrix::filled(f.rows, f.cols, 0);
+            for x in &mut m.data {
+                *x = if finite {
+                    rng.finite(format)
+                } else {
+                    rng.next_u64() & mask(f.width)
+                };
+            }
+            m
+        })
+        .collect()
+}
+
+fn random_words(f: &Fragment, rng: &mut Rng) -> Vec<u32> {
+    (0..f.lanes * f.words())
+        .map(|_| rng.next_u64() as u32)
+        .collect()
+}
+
+/// A sparse instruction's stored-element columns (one matrix per set) and the metadata
+/// fields that give them.
+fn sparse_meta(
+    inst: &mmac_compiler::ir::Instruction,
+    layout: &fragments::Layout,
+    f: &Fragment,
+    rng: &mut Rng,
+) -> (Vec<Matrix>, Vec<Matrix>) {
+    let (s, m) = (inst.sparsity.unwrap(), layout.meta.as_ref().unwrap());
+    let (k, span) = (inst.columns(), s.span() as u64);
+    let mut positions = vec![];
+    let mut fields = vec![];
+    for _ in 0..f.sets {
+        let mut p = Matrix::filled(f.rows, inst.stored(), 0);
+        let mut e = Matrix::filled(f.rows, f.cols, 0);
+        for r in 0..f.rows {
+            let row = mmac_runtime::sparse::random_positions(&s, k, rng);
+            for (j, &x) in row.iter().enumerate() {
+                p.data[r * inst.stored() + j] = x;
+                if j % m.unit == 0 {
+                    e.data[r * f.cols + j / m.unit] = m.codes[(x % span) as usize / m.unit];
+                }
+            }
+        }
+        positions.push(p);
+        fields.push(e);
+    }
+    (positions, fields)
+}
+
+/// One random draw of every operand of `inst` through its layout: `warp_mma` on the
+/// images against `gemm` on the matrices this test put in them, set by set (the
+/// interpreter; on the JIT the same bits but for NaN payloads the spec leaves open).
+fn check_warp(
+    jit: &Engine,
+    interp: &Engine,
+    layout: &fragments::Layout,
+    finite: bool,
+    rng: &mut Rng,
+) {
+    let inst = interp.checked().instruction();
+    let ar = &inst.arithmetic;
+    let pick = |n: usize, rng: &mut Rng| (rng.next_u64() % n.max(1) as u64) as usize;
+    let count = |family: Option<&fragments::Family>, name: &str| {
+        family.map_or(1, |f| {
+            f.selectors
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(1, |x| x.1)
+        })
+    };
+    let meta_family = layout.meta.as_ref().map(|m| &*m.family);
+    let scales = layout.scales.as_ref();
+    let sel = fragments::Selectors {
+        sparsity: pick(count(meta_family, "selector"), rng),
+        byte_id_a: pick(count(scales.map(|s| &*s[0]), "byte_id"), rng),
+        thread_id_a: pick(count(scales.map(|s| &*s[0]), "thread_id"), rng),
+        byte_id_b: pick(count(scales.map(|s| &*s[1]), "byte_id"), rng),
+        thread_id_b: pick(count(scales.map(|s| &*s[1]), "thread_id"), rng),
+    };
+    let extras = layout.extras(&sel).unwrap();
+    let extra = |n: &str| extras.iter().find(|(x, _)| *x == n).map(|(_, f)| f);
+    let [a, b, c] = [(&layout.a, &ar.a), (&layout.b, &ar.b), (&layout.c, &ar.c)]
+        .map(|(f, format)| matrices(f, format, finite, rng));
+    let image = |f: &Fragment, m: &[Matrix], rng: &mut Rng| encode(f, m, random_words(f, rng));
+    let (ia, ib, ic) = (
+        image(&layout.a, &a, rng),
+        image(&layout.b, &b, rng),
+        image(&layout.c, &c, rng),
+    );
+    let (positions, imeta) = match extra("meta") {
+        Some(f) => {
+            let (p, e) = sparse_meta(inst, layout, f, rng);
+            (Some(p), Some(image(f, &e, rng)))
+        }
+        None => (None, None),
+    };
+    let scale = |n: &str, rng: &mut Rng| {
+        extra(n).map(|f| {
+            let m = matrices(f, &ar.scale.as_ref().unwrap().format, true, rng);
+            let i = image(f, &m, rng);
+            (m, i)
+        })
+    };
+    let (sa, sb) = (scale("sa", rng), scale("sb", rng));
+    let inputs = fragments::WarpInputs {
+        a: &ia,
+        b: &ib,
+        c: &ic,
+        meta: imeta.as_deref(),
+        sa: sa.as_ref().map(|x| &x.1[..]),
+        sb: sb.as_ref().map(|x| &x.1[..]),
+    };
+    let d = fragments::warp_mma(interp, layout, &inputs, &sel)
+        .unwrap_or_else(|e| panic!("{}: {e}", inst.name));
+    let fast = fragments::warp_mma(jit, layout, &inputs, &sel).unwrap();
+    let (got, fast) = (decode(&layout.d, &d), decode(&layout.d, &fast));
+    for set in 0..layout.d.sets {
+        let problem = Problem {
+            a: a[set].clone(),
+            b: b[set].clone(),
+            c: Some(c[set].clone()),
+            sa: sa.as_ref().map(|x| x.0[set].clone()),
+            sb: sb.as_ref().map(|x| x.0[set].clone()),
+            meta: positions.as_ref().map(|p| p[set].clone()),
+        };
+        gemm::check_shapes(inst, &problem, true).unwrap();
+        let want = gemm::gemm(interp, &problem, &|_| {}).unwrap();
+        assert_eq!(got[set].data, want.data, "{} set {set} {sel:?}", inst.name);
+        for (x, y) in fast[set].data.iter().zip(&want.data) {
+            let both_nan = ar.d.decode(*x).is_nan() && ar.d.decode(*y).is_nan();
+            assert!(x == y || both_nan, "{} (JIT): {x:#x} vs {y:#x}", inst.name);
+        }
+    }
+    // the round trip, for every operand
+    for (f, image) in [
+        (&layout.a, &ia),
+        (&layout.b, &ib),
+        (&layout.c, &ic),
+        (&layout.d, &d),
+    ] {
+        let m = f.unpack(image, "x").unwrap();
+        let again = f.pack(&m, "x").unwrap();
+        assert_eq!(f.unpack(&again, "x").unwrap().len(), m.len());
+        assert_eq!(
+            decode(f, &again),
+            decode(f, image),
+            "{}: `{}`",
+            inst.name,
+            f.name
+        );
+    }
 }
 
 #[test]
@@ -60,7 +237,14 @@ fn warp_mma_equals_mma_on_the_matrices_the_fragments_hold() {
     let mut rng = Rng::new(27);
     let mut shapes = BTreeSet::new();
     let mut tested = 0;
-    for file in ["volta", "turing", "ampere", "ada", "hopper"] {
+    for file in [
+        "volta",
+        "turing",
+        "ampere",
+        "ada",
+        "hopper",
+        "rtx_blackwell",
+    ] {
         let path = support::root().join(format!("specs/{file}.mma"));
         let spec = specs::load_file(&path).unwrap_or_else(|e| panic!("{file}: {e:?}"));
         for checked in spec.instructions() {
@@ -70,75 +254,19 @@ fn warp_mma_equals_mma_on_the_matrices_the_fragments_hold() {
             };
             let ar = &inst.arithmetic;
             shapes.insert(format!(
-                "m{}n{}k{}.{}.{}",
-                inst.m, inst.n, ar.k, ar.a.name, ar.c.name
+                "{}m{}n{}k{}.{}.{}",
+                if inst.sparsity.is_some() { "sp." } else { "" },
+                inst.m,
+                inst.n,
+                inst.columns(),
+                ar.a.name,
+                ar.c.name
             ));
             tested += 1;
-            let jit = Engine::new(checked, Choice::OPTIMISED);
+            let jit = Engine::new(checked, Choice::QUICK);
             let interp = Engine::interpreter(checked);
-            let raw = |f: &Fragment, rng: &mut Rng| -> Vec<u32> {
-                (0..LANES * f.words())
-                    .map(|_| rng.next_u64() as u32)
-                    .collect()
-            };
-            let images = [
-                [
-                    raw(&layout.a, &mut rng),
-                    raw(&layout.b, &mut rng),
-                    raw(&layout.c, &mut rng),
-                ],
-                [
-                    finite_image(&layout.a, &ar.a, &mut rng),
-                    finite_image(&layout.b, &ar.b, &mut rng),
-                    finite_image(&layout.c, &ar.c, &mut rng),
-                ],
-            ];
-            for [a, b, c] in images {
-                let d = fragments::warp_mma(&interp, &layout, &a, &b, &c)
-                    .unwrap_or_else(|e| panic!("{}: {e}", inst.name));
-                let problem = Problem {
-                    a: decode(&layout.a, &a),
-                    b: decode(&layout.b, &b),
-                    c: Some(decode(&layout.c, &c)),
-                    sa: None,
-                    sb: None,
-                    meta: None,
-                };
-                gemm::check_shapes(inst, &problem, true).unwrap();
-                let want = gemm::gemm(&interp, &problem, &|_| {}).unwrap();
-                assert_eq!(
-                    decode(&layout.d, &d).data,
-                    want.data,
-                    "{file}: {}",
-                    inst.name
-                );
-                // on the JIT (what `mmac mma` runs) the same bits, except the payload of
-                // a NaN where the spec does not pin it (`nan ieee`, docs/language.md)
-                let fast = fragments::warp_mma(&jit, &layout, &a, &b, &c).unwrap();
-                for (x, y) in decode(&layout.d, &fast).data.iter().zip(&want.data) {
-                    let both_nan = ar.d.decode(*x).is_nan() && ar.d.decode(*y).is_nan();
-                    assert!(
-                        x == y || both_nan,
-                        "{file}: {} (JIT): {x:#x} vs {y:#x}",
-                        inst.name
-                    );
-                }
-                // the round trip, for every operand
-                for (f, image) in [
-                    (&layout.a, &a),
-                    (&layout.b, &b),
-                    (&layout.c, &c),
-                    (&layout.d, &d),
-                ] {
-                    let m = f.unpack(image, "x").unwrap();
-                    assert_eq!(
-                        &f.pack(&m, "x").unwrap(),
-                        image,
-                        "{}: `{}`",
-                        inst.name,
-                        f.name
-                    );
-                }
+            for finite in [false, true] {
+                check_warp(&jit, &interp, &layout, finite, &mut rng);
             }
         }
     }
@@ -190,7 +318,13 @@ fn warp_mma_refuses_images_of_the_wrong_size() {
         .find(checked.instruction())
         .unwrap();
     let engine = Engine::interpreter(checked);
-    let e = fragments::warp_mma(&engine, &layout, &[0; 128], &[0; 64], &[0; 127]).unwrap_err();
+    let inputs = fragments::WarpInputs {
+        a: &[0; 128],
+        b: &[0; 64],
+        c: &[0; 127],
+        ..Default::default()
+    };
+    let e = fragments::warp_mma(&engine, &layout, &inputs, &Default::default()).unwrap_err();
     assert_eq!(
         e.to_string(),
         "the register image of c has 127 words, but its fragment `m16n8.cd.f32` takes 128 (32 lanes x 4 words)"
@@ -302,20 +436,30 @@ fn layout_json_has_every_element_with_lane_register_bits_row_col() {
     );
 }
 
+const TCGEN05: &str = "tcgen05.mma.m64n8k8.kind::tf32.f32.tf32.tf32";
+/// An instruction no layout file covers.
+const RDNA4: &str = "v_wmma_f32_16x16x16_f16";
+
 #[test]
 fn layout_of_an_instruction_without_one_is_an_error() {
-    let o = mmac(&[
-        "layout",
-        "specs/volta.mma",
-        "--instr",
-        "mma.m8n8k4.f32.f16.f16.f32",
-        "--json",
-    ]);
+    let o = mmac(&["layout", "specs/rdna4.mma", "--instr", RDNA4, "--json"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_eq!(stdout(&o), "");
     assert_eq!(
         stderr(&o),
-        "error: no fragment layout is known for `mma.m8n8k4.f32.f16.f16.f32` (the layouts cover the dense mma.sync shapes listed in docs/layouts.md)\n"
+        format!(
+            "error: no fragment layout is known for `{RDNA4}` (docs/layouts.md lists the instructions the layouts cover)\n"
+        )
+    );
+    // an instruction whose operands live in tensor memory: where they are instead
+    let o = mmac(&["layout", "specs/blackwell.mma", "--instr", TCGEN05]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with(&format!(
+            "error: `{TCGEN05}` has no register fragments: tcgen05.mma reads A from tensor memory or shared memory"
+        )),
+        "{}",
+        stderr(&o)
     );
     // a name the spec does not declare: the usage error of every subcommand
     let o = mmac(&[

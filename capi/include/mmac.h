@@ -67,34 +67,49 @@ int mmac_sparse_dot(const mmac_instruction *ins, uint64_t c, const uint64_t *a,
 
 /* Warp-level execution on register images, as a warp runs mma.sync (docs/layouts.md).
  *
- * Each of the MMAC_WARP_LANES lanes holds a fragment of every operand in its registers,
- * laid out as the PTX ISA specifies (`mmac layout FILE --instr NAME` prints where each
- * element lives). A register image is a lane-major uint32_t array: lane 0's words, then
- * lane 1's, ..., lane 31's, each lane's being its fragment registers r0, r1, ... in order;
- * narrow elements fill a register from the low bits up (for f16, a0 in bits 0-15 of r0,
- * a1 in bits 16-31). A 64-bit register (f64) is two consecutive words, its low 32 bits
- * first. So an image of operand X has MMAC_WARP_LANES * mmac_fragment_words(ins, 'X')
- * words. The layouts cover the dense mma.sync shapes listed in docs/layouts.md; the
- * objects of `mmac compile --emit obj` have no warp entry. */
+ * Each lane of the warp (MMAC_WARP_LANES; mmac_fragment_lanes gives an instruction's)
+ * holds a fragment of every operand in its registers, laid out as the vendor's ISA
+ * specifies (`mmac layout FILE --instr NAME` prints where each element lives). A register
+ * image is a lane-major uint32_t array: lane 0's words, then lane 1's, ..., each lane's
+ * being its fragment registers r0, r1, ... in order; narrow elements fill a register from
+ * the low bits up (for f16, a0 in bits 0-15 of r0, a1 in bits 16-31). A 64-bit register
+ * (f64) is two consecutive words, its low 32 bits first. So an image of an operand has
+ * mmac_fragment_lanes(ins) * mmac_fragment_words(ins, operand) words. Operands are named
+ * "a", "b", "c", "d", and "meta" (a sparse instruction's metadata, PTX's operand e),
+ * "sa" and "sb" (a block-scaled instruction's scale factors of A and B). The layouts
+ * cover the instructions docs/layouts.md lists; the objects of `mmac compile --emit obj`
+ * have no warp entry. */
 #define MMAC_WARP_LANES 32
 
-/* Registers per lane of operand 'a', 'b', 'c' or 'd' (64-bit registers counted once),
- * or -1 when the instruction has no known layout, the operand is none of those, or ins
- * is NULL (mmac_last_error() says which). */
-int mmac_fragment_registers(const mmac_instruction *ins, char operand);
+/* Lanes of the instruction's register images (32 for a warp), or -1 when it has no known
+ * layout or ins is NULL (mmac_last_error() says which). */
+int mmac_fragment_lanes(const mmac_instruction *ins);
+/* Registers per lane of an operand (64-bit registers counted once), or -1 when the
+ * instruction has no known layout or no such operand, or ins or operand is NULL
+ * (mmac_last_error() says which). */
+int mmac_fragment_registers(const mmac_instruction *ins, const char *operand);
 /* 32-bit words per lane of the operand's register image: its registers, twice for
  * 64-bit registers; -1 as mmac_fragment_registers. */
-int mmac_fragment_words(const mmac_instruction *ins, char operand);
+int mmac_fragment_words(const mmac_instruction *ins, const char *operand);
 
 /* The whole instruction on register images: a_regs, b_regs, c_regs are read (each
- * MMAC_WARP_LANES * mmac_fragment_words(ins, op) words, owned by the caller), unpacked
- * into the matrices A (m x k), B (k x n) and C (m x n) they hold, D = the instruction on
- * them (bit for bit what mmac_dot gives for each element), packed into d_regs (the
- * caller's MMAC_WARP_LANES * mmac_fragment_words(ins, 'd') words; written only on
- * success). Returns MMAC_OK, MMAC_ERR_NULL, MMAC_ERR_LAYOUT (no layout is known for
- * the instruction) or MMAC_ERR_ENGINE; mmac_last_error() says why. */
+ * lanes * mmac_fragment_words(ins, op) words, owned by the caller), and for a sparse
+ * instruction meta_regs with `selector` (mma.sp's sparsity selector: which lanes hold
+ * the metadata), for a block-scaled one sa_regs and sb_regs with scale_selectors
+ * {byte-id-a, thread-id-a, byte-id-b, thread-id-b} (NULL for all 0); pass NULL and 0 for
+ * the operands an instruction lacks. They are unpacked into the matrices A (m x k, or a
+ * sparse A's m x k/2 stored elements and the columns the metadata give them), B (k x n),
+ * C (m x n) and the scale factors they hold; D = the instruction on them (bit for bit what
+ * mmac_dot gives for each element), packed into d_regs (the caller's lanes *
+ * mmac_fragment_words(ins, "d") words; written only on success). Returns MMAC_OK,
+ * MMAC_ERR_NULL, MMAC_ERR_LAYOUT (no layout is known for the instruction) or
+ * MMAC_ERR_ENGINE (also for metadata codes the instruction does not define, positions
+ * that break its pattern, a selector out of range, a missing or extra operand);
+ * mmac_last_error() says why. */
 int mmac_warp_mma(const mmac_instruction *ins, const uint32_t *a_regs, const uint32_t *b_regs,
-                  const uint32_t *c_regs, uint32_t *d_regs);
+                  const uint32_t *c_regs, const uint32_t *meta_regs, uint32_t selector,
+                  const uint32_t *sa_regs, const uint32_t *sb_regs,
+                  const uint32_t *scale_selectors, uint32_t *d_regs);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,7 @@
 //! reports it as an error.
 
 use mmac_compiler::engine::{Choice, Engine, Engines, Operands, Prepared};
-use mmac_runtime::fragments::{self, Fragment, LANES, Layout, LayoutError};
+use mmac_runtime::fragments::{self, Fragment, Layout, LayoutError, Selectors, WarpInputs};
 use mmac_runtime::specs::{self, LoadedSpec};
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_int};
@@ -369,23 +369,43 @@ unsafe fn dot(
     })
 }
 
-/// The fragment of operand `a`, `b`, `c` or `d` (a C `char`), or the error text.
-fn fragment(ins: &Instruction, operand: c_char) -> Result<&Fragment, String> {
+/// The fragment of operand `a`, `b`, `c`, `d`, `meta`, `sa` or `sb` (a C string; the
+/// metadata and scale factors with every selector 0), or the error text.
+fn fragment(ins: &Instruction, operand: *const c_char) -> Result<Fragment, String> {
+    if operand.is_null() {
+        return Err("operand is NULL".into());
+    }
+    // SAFETY: a NUL-terminated string (checked non-NULL above).
+    let name = unsafe { CStr::from_ptr(operand) }.to_string_lossy();
     let layout = ins.layout().as_ref().map_err(|e| e.to_string())?;
-    match operand as u8 {
-        b'a' => Ok(&layout.a),
-        b'b' => Ok(&layout.b),
-        b'c' => Ok(&layout.c),
-        b'd' => Ok(&layout.d),
+    match name.as_ref() {
+        "a" => Ok((*layout.a).clone()),
+        "b" => Ok((*layout.b).clone()),
+        "c" => Ok((*layout.c).clone()),
+        "d" => Ok((*layout.d).clone()),
+        "meta" | "sa" | "sb" => {
+            let extras = layout
+                .extras(&Selectors::default())
+                .map_err(|e| e.to_string())?;
+            extras
+                .into_iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, f)| f)
+                .ok_or_else(|| format!("`{}` has no {name} operand", ins.name.to_string_lossy()))
+        }
         other => Err(format!(
-            "unknown operand {:?}: one of 'a', 'b', 'c', 'd'",
-            other as char
+            "unknown operand {other:?}: one of a, b, c, d, meta, sa, sb"
         )),
     }
 }
 
-/// Registers (`words`: false) or 32-bit words (true) per lane of an operand's fragment.
-fn fragment_size(ins: *const Instruction, operand: c_char, words: bool, entry: &str) -> c_int {
+/// Lanes, registers or 32-bit words per lane of an operand's fragment.
+fn fragment_size(
+    ins: *const Instruction,
+    operand: *const c_char,
+    size: fn(&Fragment) -> usize,
+    entry: &str,
+) -> c_int {
     guarded(-1, || {
         // SAFETY: a handle of a live spec or NULL.
         let Some(ins) = (unsafe { ins.as_ref() }) else {
@@ -395,11 +415,10 @@ fn fragment_size(ins: *const Instruction, operand: c_char, words: bool, entry: &
         match fragment(ins, operand) {
             Ok(f) => {
                 set_error("");
-                let n = if words { f.words() } else { f.registers() };
-                c_int::try_from(n).unwrap_or(-1)
+                c_int::try_from(size(&f)).unwrap_or(-1)
             }
             Err(e) => {
-                set_error(e);
+                set_error(format!("{entry}: {e}"));
                 -1
             }
         }
@@ -409,30 +428,48 @@ fn fragment_size(ins: *const Instruction, operand: c_char, words: bool, entry: &
 /// # Safety
 /// `ins` is NULL or a handle of a live spec.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mmac_fragment_registers(
-    ins: *const Instruction,
-    operand: c_char,
-) -> c_int {
-    fragment_size(ins, operand, false, "mmac_fragment_registers")
+pub unsafe extern "C" fn mmac_fragment_lanes(ins: *const Instruction) -> c_int {
+    fragment_size(ins, c"a".as_ptr(), |f| f.lanes, "mmac_fragment_lanes")
 }
 
 /// # Safety
-/// `ins` is NULL or a handle of a live spec.
+/// `ins` is NULL or a handle of a live spec; `operand` NULL or a NUL-terminated string.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mmac_fragment_words(ins: *const Instruction, operand: c_char) -> c_int {
-    fragment_size(ins, operand, true, "mmac_fragment_words")
+pub unsafe extern "C" fn mmac_fragment_registers(
+    ins: *const Instruction,
+    operand: *const c_char,
+) -> c_int {
+    fragment_size(ins, operand, |f| f.registers, "mmac_fragment_registers")
+}
+
+/// # Safety
+/// `ins` is NULL or a handle of a live spec; `operand` NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_fragment_words(
+    ins: *const Instruction,
+    operand: *const c_char,
+) -> c_int {
+    fragment_size(ins, operand, Fragment::words, "mmac_fragment_words")
 }
 
 /// # Safety
 /// `ins` is NULL or a handle of a live spec; `a_regs`, `b_regs` and `c_regs` point to
-/// 32 x `mmac_fragment_words` of their operand readable words, `d_regs` to as many
-/// writable words for d (or are NULL).
+/// lanes x `mmac_fragment_words` of their operand readable words, as do `meta_regs` for a
+/// sparse instruction and `sa_regs`, `sb_regs` for a block-scaled one (NULL otherwise);
+/// `scale_selectors` is NULL or points to 4 readable words; `d_regs` points to lanes x
+/// words of d writable words (or is NULL).
 #[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn mmac_warp_mma(
     ins: *const Instruction,
     a_regs: *const u32,
     b_regs: *const u32,
     c_regs: *const u32,
+    meta_regs: *const u32,
+    selector: u32,
+    sa_regs: *const u32,
+    sb_regs: *const u32,
+    scale_selectors: *const u32,
     d_regs: *mut u32,
 ) -> c_int {
     guarded(MMAC_ERR_ENGINE, || {
@@ -452,20 +489,50 @@ pub unsafe extern "C" fn mmac_warp_mma(
                 return MMAC_ERR_LAYOUT;
             }
         };
-        // SAFETY: the caller passes 32 x words of each operand.
-        let image = |p: *const u32, f: &Fragment| unsafe {
-            std::slice::from_raw_parts(p, LANES * f.words())
+        let scale = if scale_selectors.is_null() {
+            [0; 4]
+        } else {
+            // SAFETY: the caller passes 4 readable words.
+            unsafe { std::ptr::read_unaligned(scale_selectors.cast::<[u32; 4]>()) }
         };
-        let (a, b, c) = (
-            image(a_regs, &layout.a),
-            image(b_regs, &layout.b),
-            image(c_regs, &layout.c),
-        );
+        let sel = Selectors {
+            sparsity: selector as usize,
+            byte_id_a: scale[0] as usize,
+            thread_id_a: scale[1] as usize,
+            byte_id_b: scale[2] as usize,
+            thread_id_b: scale[3] as usize,
+        };
+        let extras = match layout.extras(&sel) {
+            Ok(x) => x,
+            Err(e) => {
+                set_error(format!("mmac_warp_mma: {e}"));
+                return MMAC_ERR_ENGINE;
+            }
+        };
+        let words = |name: &str| -> Option<usize> {
+            let f = extras.iter().find(|(n, _)| *n == name)?;
+            Some(f.1.image_words())
+        };
+        // SAFETY: the caller passes lanes x words of each operand it has.
+        let image = |p: *const u32, n: usize| unsafe { std::slice::from_raw_parts(p, n) };
+        let optional = |p: *const u32, name: &str| {
+            // (given for an operand the instruction lacks: warp_mma says so; its length
+            // is then not read)
+            (!p.is_null()).then(|| image(p, words(name).unwrap_or(0)))
+        };
+        let inputs = WarpInputs {
+            a: image(a_regs, layout.a.image_words()),
+            b: image(b_regs, layout.b.image_words()),
+            c: image(c_regs, layout.c.image_words()),
+            meta: optional(meta_regs, "meta"),
+            sa: optional(sa_regs, "sa"),
+            sb: optional(sb_regs, "sb"),
+        };
         let checked = ins.spec().loaded.checked.get(ins.index);
         let engine = Engine::prepared(checked, &ins.prepared);
-        match fragments::warp_mma(&engine, layout, a, b, c) {
+        match fragments::warp_mma(&engine, layout, &inputs, &sel) {
             Ok(d) => {
-                // SAFETY: d_regs holds 32 x words of d, the length of the image.
+                // SAFETY: d_regs holds lanes x words of d, the length of the image.
                 unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), d_regs, d.len()) };
                 set_error("");
                 MMAC_OK

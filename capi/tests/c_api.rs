@@ -194,8 +194,8 @@ fn c_program_runs_a_warp_on_register_images() {
         &exe,
         &[
             "specs/ampere.mma",
-            "specs/volta.mma",
-            "mma.m8n8k4.f32.f16.f16.f32",
+            "specs/rdna4.mma",
+            "v_wmma_f32_16x16x16_f16",
         ],
     );
     assert_eq!(code, Some(0), "{out}");

@@ -69,7 +69,7 @@ static int run_f16(const mmac_instruction *ins, int finite) {
     }
     for (int i = 0; i < 32 * 2; i++) b[i] = finite ? next() & 0x3BFF3BFFu : next();
     memset(d, 0xAB, sizeof d);
-    int rc = mmac_warp_mma(ins, a, b, c, d);
+    int rc = mmac_warp_mma(ins, a, b, c, NULL, 0, NULL, NULL, NULL, d);
     if (rc != MMAC_OK) {
         printf("mmac_warp_mma: rc=%d %s\n", rc, mmac_last_error());
         return 0;
@@ -109,38 +109,38 @@ int main(int argc, char **argv) {
         printf("%s\n", mmac_last_error());
         return 2;
     }
-    check(mmac_fragment_registers(ins, 'a') == 4 && mmac_fragment_words(ins, 'a') == 4, "a: 4 registers");
-    check(mmac_fragment_registers(ins, 'b') == 2 && mmac_fragment_words(ins, 'b') == 2, "b: 2 registers");
-    check(mmac_fragment_words(ins, 'c') == 4 && mmac_fragment_words(ins, 'd') == 4, "c, d: 4 words");
+    check(mmac_fragment_registers(ins, "a") == 4 && mmac_fragment_words(ins, "a") == 4, "a: 4 registers");
+    check(mmac_fragment_registers(ins, "b") == 2 && mmac_fragment_words(ins, "b") == 2, "b: 2 registers");
+    check(mmac_fragment_words(ins, "c") == 4 && mmac_fragment_words(ins, "d") == 4, "c, d: 4 words");
     for (int trial = 0; trial < 8; trial++)
         if (!run_f16(ins, trial % 2)) return 1;
 
     /* f64: one 64-bit register per lane for A is two words, low word first */
     const mmac_instruction *f64 = mmac_find(spec, "mma.m8n8k4.f64.f64.f64.f64");
-    check(f64 && mmac_fragment_registers(f64, 'a') == 1 && mmac_fragment_words(f64, 'a') == 2,
+    check(f64 && mmac_fragment_registers(f64, "a") == 1 && mmac_fragment_words(f64, "a") == 2,
           "f64 a: 1 register, 2 words");
-    check(f64 && mmac_fragment_registers(f64, 'd') == 2 && mmac_fragment_words(f64, 'd') == 4,
+    check(f64 && mmac_fragment_registers(f64, "d") == 2 && mmac_fragment_words(f64, "d") == 4,
           "f64 d: 2 registers, 4 words");
 
     /* errors */
     uint32_t z[32 * 4] = {0}, d[32 * 4];
-    check(mmac_fragment_words(ins, 'x') == -1 && strstr(mmac_last_error(), "unknown operand"),
+    check(mmac_fragment_words(ins, "x") == -1 && strstr(mmac_last_error(), "unknown operand"),
           "operand 'x' refused");
-    check(mmac_fragment_words(NULL, 'a') == -1 && strstr(mmac_last_error(), "NULL"), "NULL ins");
-    check(mmac_warp_mma(NULL, z, z, z, d) == MMAC_ERR_NULL, "NULL ins: MMAC_ERR_NULL");
-    check(mmac_warp_mma(ins, z, NULL, z, d) == MMAC_ERR_NULL && strstr(mmac_last_error(), "NULL"),
+    check(mmac_fragment_words(NULL, "a") == -1 && strstr(mmac_last_error(), "NULL"), "NULL ins");
+    check(mmac_warp_mma(NULL, z, z, z, NULL, 0, NULL, NULL, NULL, d) == MMAC_ERR_NULL, "NULL ins: MMAC_ERR_NULL");
+    check(mmac_warp_mma(ins, z, NULL, z, NULL, 0, NULL, NULL, NULL, d) == MMAC_ERR_NULL && strstr(mmac_last_error(), "NULL"),
           "NULL b_regs: MMAC_ERR_NULL");
     const mmac_instruction *none = mmac_find(other, argv[3]);
     check(none != NULL, "the instruction without a layout is found");
     if (none) {
-        check(mmac_fragment_registers(none, 'a') == -1, "no layout: -1");
+        check(mmac_fragment_registers(none, "a") == -1, "no layout: -1");
         char want[512];
         snprintf(want, sizeof want, "no fragment layout is known for `%s`", argv[3]);
         check(strstr(mmac_last_error(), want) != NULL, "no layout: the error names it");
-        check(mmac_warp_mma(none, z, z, z, d) == MMAC_ERR_LAYOUT, "no layout: MMAC_ERR_LAYOUT");
+        check(mmac_warp_mma(none, z, z, z, NULL, 0, NULL, NULL, NULL, d) == MMAC_ERR_LAYOUT, "no layout: MMAC_ERR_LAYOUT");
         check(strstr(mmac_last_error(), want) != NULL, "no layout: mmac_warp_mma names it");
     }
-    check(mmac_warp_mma(ins, z, z, z, d) == MMAC_OK && mmac_last_error()[0] == 0,
+    check(mmac_warp_mma(ins, z, z, z, NULL, 0, NULL, NULL, NULL, d) == MMAC_OK && mmac_last_error()[0] == 0,
           "success clears the error");
 
     printf("%ld passed, %ld failed\n", passed, failed);

@@ -170,7 +170,6 @@ class Instruction:
         scale = native.scale
         self._scale_format = scale[0] if scale else None
         self._warned = False
-        self._words = None
 
     # ---------------------------------------------------------------- description
 
@@ -395,62 +394,93 @@ class Instruction:
 
     # ---------------------------------------------------------------- warp fragments
 
-    def layout(self) -> dict:
-        """The warp fragment layout of the instruction (the data ``mmac layout --json``
-        prints), from the layouts built into mmac (docs/layouts.md): for each operand
-        ``"a"``, ``"b"``, ``"c"``, ``"d"`` a dict with ``fragment`` (the family's name),
-        ``evidence`` (the PTX ISA section and figure), ``rows`` and ``cols`` (its
-        matrix), ``width`` (bits of one element), ``elements`` and ``registers`` (per
-        lane), ``words`` (32-bit words per lane in a register image: ``registers``, or
-        twice that for 64-bit registers) and ``slots``: every (lane, element), lane-major,
-        as a dict ``{"lane", "register", "element", "bits": (lo, hi), "row", "col"}``
-        where ``element`` is the index in the PTX fragment (a0, a1, ...) and ``bits`` its
-        place in the register. Raises ``ValueError`` naming the instruction when no
-        layout is known for it."""
-        return self._native.layout()
+    def layout(self, selector: int = 0, scale_selectors=(0, 0, 0, 0)) -> dict:
+        """The register fragment layout of the instruction (the data ``mmac layout
+        --json`` prints), from the layouts built into mmac (docs/layouts.md): for each
+        operand ``"a"``, ``"b"``, ``"c"``, ``"d"`` (and ``"meta"`` for a sparse
+        instruction, ``"sa"`` and ``"sb"`` for a block-scaled one, as ``selector`` and
+        ``scale_selectors`` = (byte-id-a, thread-id-a, byte-id-b, thread-id-b) place them)
+        a dict with ``fragment`` (the family's name), ``evidence`` (the ISA section and
+        figure), ``rows`` and ``cols`` (its matrix), ``sets`` (independent matrices of the
+        warp: 4 for ``mma.m8n8k4``'s quadpairs, else 1), ``width`` (bits of one element),
+        ``container`` (bits it takes in its register), ``lanes`` (of the image),
+        ``copies`` (lanes holding each element), ``elements`` and ``registers`` (per lane),
+        ``words`` (32-bit words per lane in a register image: ``registers``, or twice
+        that for 64-bit registers) and ``slots``: every (lane, element) held, lane-major,
+        as a dict ``{"lane", "register", "element", "bits": (lo, hi), "row", "col",
+        "set"}`` where ``element`` is the index in the PTX fragment (a0, a1, ...) and
+        ``bits`` its place in the register. Raises ``ValueError`` naming the instruction
+        when no layout is known for it, or for a selector out of range."""
+        return self._native.layout(selector, tuple(scale_selectors))
 
-    def warp_mma(self, a, b, c, *, engine: str = "auto") -> np.ndarray:
+    def warp_mma(
+        self,
+        a,
+        b,
+        c,
+        meta=None,
+        selector: int = 0,
+        sa=None,
+        sb=None,
+        scale_selectors=(0, 0, 0, 0),
+        *,
+        engine: str = "auto",
+    ) -> np.ndarray:
         """One whole instruction on register images, as a warp executes ``mma.sync``.
 
-        ``a``, ``b`` and ``c`` are ``uint32`` NumPy arrays of shape ``(32, words)``: row
-        ``lane`` holds that lane's fragment registers in order (r0, r1, ...), each
-        element in its register's bits as :meth:`layout` says (elements narrower than 32
-        bits fill a register from the low bits up: a0 in bits 0-15 of r0 for f16). A
-        64-bit register (f64) takes two consecutive words, its low 32 bits first, so an
-        f64 fragment of one register per lane is ``(32, 2)``; ``words`` is
-        ``layout()[op]["words"]``. The registers are unpacked into the matrices they
-        hold, the instruction runs on them exactly as :meth:`mma` does, and D is packed
-        back: returns d's image, ``uint32`` of shape ``(32, layout()["d"]["words"])``.
-        Raises ``ValueError`` for an instruction without a known layout (naming it) and
-        for arrays of another dtype or shape."""
-        lay = self._warp_words()
+        ``a``, ``b`` and ``c`` are ``uint32`` NumPy arrays of shape ``(lanes, words)``
+        (``lanes`` is 32 for a warp): row ``lane`` holds that lane's fragment registers
+        in order (r0, r1, ...), each element in its register's bits as :meth:`layout`
+        says (elements narrower than 32 bits fill a register from the low bits up: a0 in
+        bits 0-15 of r0 for f16). A 64-bit register (f64) takes two consecutive words,
+        its low 32 bits first, so an f64 fragment of one register per lane is
+        ``(32, 2)``; ``words`` is ``layout()[op]["words"]``. A sparse instruction
+        (``mma.sp``) also takes ``meta``, the metadata registers (PTX's operand e), and
+        ``selector``, the sparsity selector (which lanes hold them); a block-scaled one
+        ``sa`` and ``sb``, the scale-factor registers, and ``scale_selectors``
+        (byte-id-a, thread-id-a, byte-id-b, thread-id-b). The registers are unpacked
+        into the matrices they hold (a sparse A's stored elements at the columns the
+        metadata give), the instruction runs on them exactly as :meth:`mma` does, and D
+        is packed back: returns d's image, ``uint32`` of shape ``(lanes,
+        layout()["d"]["words"])``. Raises ``ValueError`` for an instruction without a
+        known layout (naming it), for arrays of another dtype or shape, for metadata
+        codes the instruction does not define and for a missing or extra operand."""
+        lay = self._native.layout(selector, tuple(scale_selectors))
         images = []
-        for op, x in (("a", a), ("b", b), ("c", c)):
-            arr = x
-            if not isinstance(arr, np.ndarray):
+        for op, x in (("a", a), ("b", b), ("c", c), ("meta", meta), ("sa", sa), ("sb", sb)):
+            if x is None and op in ("meta", "sa", "sb"):
+                images.append(None)
+                continue
+            if op not in lay:
+                raise ValueError(f"`{self.name}` takes no {op} registers")
+            shape = (lay[op]["lanes"], lay[op]["words"])
+            if not isinstance(x, np.ndarray):
                 raise ValueError(
                     f"{op}: a register image is a uint32 NumPy array of shape "
-                    f"(32, {lay[op]}), not {type(x).__name__}"
+                    f"{shape}, not {type(x).__name__}"
                 )
-            if arr.dtype != np.uint32:
+            if x.dtype != np.uint32:
                 raise ValueError(
-                    f"{op}: a register image is a uint32 array, not {arr.dtype} "
+                    f"{op}: a register image is a uint32 array, not {x.dtype} "
                     "(view 32-bit registers of other types with .view(np.uint32))"
                 )
-            if arr.shape != (32, lay[op]):
+            if x.shape != shape:
                 raise ValueError(
                     f"{op}: the register image of `{self.name}` is (lanes, words) = "
-                    f"(32, {lay[op]}), not {arr.shape}"
+                    f"{shape}, not {x.shape}"
                 )
-            images.append(np.ascontiguousarray(arr, dtype="<u4").tobytes())
-        raw = self._native.warp_mma(*images, self._engine(engine))
-        return np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(32, lay["d"])
-
-    def _warp_words(self) -> dict:
-        if self._words is None:
-            lay = self._native.layout()
-            self._words = {op: lay[op]["words"] for op in _OPERANDS}
-        return self._words
+            images.append(np.ascontiguousarray(x, dtype="<u4").tobytes())
+        raw = self._native.warp_mma(
+            *images[:3],
+            images[3],
+            selector,
+            images[4],
+            images[5],
+            tuple(scale_selectors),
+            self._engine(engine),
+        )
+        d = lay["d"]
+        return np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(d["lanes"], d["words"])
 
     def gemm(
         self,

@@ -139,6 +139,20 @@ impl NativeSpec {
 /// A layout error as Python sees it: the instruction failing on the matrices is a
 /// `RuntimeError`, everything else (no layout, register images of the wrong size, a
 /// layout file that does not validate) a `ValueError`.
+/// The selector operands of a warp-level MMA from Python's arguments.
+fn selectors(
+    sparsity: usize,
+    (ba, ta, bb, tb): (usize, usize, usize, usize),
+) -> fragments::Selectors {
+    fragments::Selectors {
+        sparsity,
+        byte_id_a: ba,
+        thread_id_a: ta,
+        byte_id_b: bb,
+        thread_id_b: tb,
+    }
+}
+
 fn layout_error(e: LayoutError) -> PyErr {
     match e {
         LayoutError::Eval(_) => PyRuntimeError::new_err(e.to_string()),
@@ -552,24 +566,44 @@ impl NativeInstruction {
         Ok(out)
     }
 
-    /// The fragment layout: for each operand `a`, `b`, `c`, `d` a dict with `fragment`
-    /// (the family's name), `evidence`, `rows`, `cols`, `width` (bits of an element),
-    /// `elements` (per lane), `registers` (per lane), `words` (32-bit words per lane in a
-    /// register image) and `slots`: every (lane, element) as `mmac layout --json` prints
-    /// it, lane-major, `{"lane", "register", "element", "bits": (lo, hi), "row", "col"}`.
-    /// A `ValueError` names an instruction without a known layout.
-    fn layout<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// The fragment layout: for each operand `a`, `b`, `c`, `d` (and `meta`, `sa`, `sb`
+    /// where the instruction has them, for the given selectors) a dict with `fragment`
+    /// (the family's name), `evidence`, `rows`, `cols`, `sets`, `width` (bits of an
+    /// element), `container` (bits it takes in its register), `lanes`, `copies`,
+    /// `elements` (per lane that holds any), `registers` (per lane), `words` (32-bit
+    /// words per lane in a register image) and `slots`: every (lane, element) as `mmac
+    /// layout --json` prints it, lane-major, `{"lane", "register", "element", "bits":
+    /// (lo, hi), "row", "col", "set"}`. A `ValueError` names an instruction without a
+    /// known layout, or a selector out of range.
+    #[pyo3(signature = (selector = 0, scale_selectors = (0, 0, 0, 0)))]
+    fn layout<'py>(
+        &self,
+        py: Python<'py>,
+        selector: usize,
+        scale_selectors: (usize, usize, usize, usize),
+    ) -> PyResult<Bound<'py, PyDict>> {
         let layout = self.warp_layout()?;
+        let extras = layout
+            .extras(&selectors(selector, scale_selectors))
+            .map_err(layout_error)?;
         let out = PyDict::new(py);
-        for (operand, f) in layout.operands() {
+        let all = layout
+            .operands()
+            .into_iter()
+            .chain(extras.iter().map(|(n, f)| (*n, f)));
+        for (operand, f) in all {
             let d = PyDict::new(py);
             d.set_item("fragment", &f.name)?;
             d.set_item("evidence", &f.evidence)?;
             d.set_item("rows", f.rows)?;
             d.set_item("cols", f.cols)?;
+            d.set_item("sets", f.sets)?;
             d.set_item("width", f.width)?;
+            d.set_item("container", f.container)?;
+            d.set_item("lanes", f.lanes)?;
+            d.set_item("copies", f.copies)?;
             d.set_item("elements", f.elements)?;
-            d.set_item("registers", f.registers())?;
+            d.set_item("registers", f.registers)?;
             d.set_item("words", f.words())?;
             let slots = PyList::empty(py);
             for s in &f.slots {
@@ -580,6 +614,7 @@ impl NativeInstruction {
                 e.set_item("bits", s.bits)?;
                 e.set_item("row", s.row)?;
                 e.set_item("col", s.col)?;
+                e.set_item("set", s.set)?;
                 slots.append(e)?;
             }
             d.set_item("slots", slots)?;
@@ -589,25 +624,47 @@ impl NativeInstruction {
     }
 
     /// The whole instruction on register images, as a warp runs `mma.sync`: `a`, `b`,
-    /// `c` are lane-major little-endian `u32` words (32 lanes x the fragment's words,
-    /// see `layout`); returns d's image the same way.
-    #[pyo3(signature = (a, b, c, engine))]
+    /// `c` (and `meta`, `sa`, `sb` where the instruction has them) are lane-major
+    /// little-endian `u32` words (lanes x the fragment's words, see `layout`); returns
+    /// d's image the same way.
+    #[pyo3(signature = (a, b, c, meta, selector, sa, sb, scale_selectors, engine))]
+    #[allow(clippy::too_many_arguments)]
     fn warp_mma<'py>(
         &self,
         py: Python<'py>,
         a: &[u8],
         b: &[u8],
         c: &[u8],
+        meta: Option<&[u8]>,
+        selector: usize,
+        sa: Option<&[u8]>,
+        sb: Option<&[u8]>,
+        scale_selectors: (usize, usize, usize, usize),
         engine: &str,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let choice = compute::Engine::parse(engine)?;
         let layout = self.warp_layout()?;
         let (a, b, c) = (words(a, "a")?, words(b, "b")?, words(c, "c")?);
+        let optional = |x: Option<&[u8]>, what| x.map(|x| words(x, what)).transpose();
+        let (meta, sa, sb) = (
+            optional(meta, "meta")?,
+            optional(sa, "sa")?,
+            optional(sb, "sb")?,
+        );
+        let sel = selectors(selector, scale_selectors);
         let spec = &self.spec;
         let index = self.index;
         let d = py.detach(|| -> PyResult<Vec<u32>> {
             let engine = compute::engine(spec, index, choice)?;
-            fragments::warp_mma(&engine, &layout, &a, &b, &c).map_err(layout_error)
+            let inputs = fragments::WarpInputs {
+                a: &a,
+                b: &b,
+                c: &c,
+                meta: meta.as_deref(),
+                sa: sa.as_deref(),
+                sb: sb.as_deref(),
+            };
+            fragments::warp_mma(&engine, &layout, &inputs, &sel).map_err(layout_error)
         })?;
         let bytes: Vec<u8> = d.iter().flat_map(|w| w.to_le_bytes()).collect();
         Ok(PyBytes::new(py, &bytes))

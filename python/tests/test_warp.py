@@ -20,7 +20,7 @@ CASES = [
     ("ampere", "mma.m16n8k8.f32.tf32.tf32.f32"),
     ("ampere", "mma.m8n8k4.f64.f64.f64.f64"),
 ]
-NO_LAYOUT = ("volta", "mma.m8n8k4.f32.f16.f16.f32")
+NO_LAYOUT = ("rdna4", "v_wmma_f32_16x16x16_f16")
 
 
 # --------------------------------------------------------------- m16n8k16 f16 by hand
@@ -111,8 +111,9 @@ def test_layout_of_m16n8k16_f16_is_the_ptx_formulas(spec):
     assert lay["a"]["fragment"] == "m16n8k16.a.16bit"
     assert "9.7.14.5.8" in lay["a"]["evidence"]
     assert lay["a"]["slots"][1] == {
-        "lane": 0, "register": 0, "element": 1, "bits": (16, 32), "row": 0, "col": 1,
+        "lane": 0, "register": 0, "element": 1, "bits": (16, 32), "row": 0, "col": 1, "set": 0,
     }
+    assert (lay["a"]["lanes"], lay["a"]["copies"], lay["a"]["sets"]) == (32, 1, 1)
 
 
 @pytest.mark.parametrize("arch", ["ampere", "hopper"])

@@ -2,27 +2,32 @@
 //!
 //! An `mma.sync` takes no matrices: each of a warp's 32 lanes holds a fragment of every
 //! operand in its registers. This module owns the layouts (which lane, register and bits
-//! hold which (row, column) of A, B, C and D), read from the spec library's data files
+//! hold which (row, column) of A, B, C and D, and of a sparse instruction's metadata and
+//! a block-scaled one's scale factors), read from the spec library's data files
 //! (`specs/layouts/*.json`, one description per fragment family, written as the PTX ISA
-//! writes its formulas over `groupID`, `threadID_in_group` and the fragment index `i`),
-//! the validator every loaded file passes (each matrix element held exactly once by one
-//! (lane, element), registers full, all 32 lanes used), and [`warp_mma`]: register
-//! images unpacked through a layout, the whole instruction run by [`crate::gemm`], D
-//! packed back into registers.
+//! writes its formulas over `groupID`, `threadID_in_group`, the fragment index `i` and
+//! the selector operands; [`library`]), the validator every loaded file passes (each
+//! matrix element held by exactly as many (lane, element) as the family says, for every
+//! value of its selectors), and [`warp_mma`]: register images unpacked through a layout,
+//! the whole instruction run by [`crate::gemm`], D packed back into registers.
+
+mod expr;
+mod library;
 
 use crate::gemm::{self, Problem};
 use crate::matrix::Matrix;
+pub use library::{Family, Library};
 use mmac_compiler::engine::Engine;
-use mmac_compiler::ir::Instruction;
-use serde::Deserialize;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// Lanes of a warp.
 pub const LANES: usize = 32;
 
-/// The layout file built into the library, by its path in the repository.
-pub const BUILTIN_FILE: &str = "specs/layouts/ptx-mma.json";
-const BUILTIN_TEXT: &str = include_str!("../../specs/layouts/ptx-mma.json");
+/// The layout files built into the library: their paths in the repository and texts.
+pub const BUILTIN_FILES: &[(&str, &str)] = &[(
+    "specs/layouts/ptx-mma.json",
+    include_str!("../../specs/layouts/ptx-mma.json"),
+)];
 
 /// What can go wrong with layouts: a data file that does not validate, an instruction
 /// without a layout, register images of the wrong size.
@@ -38,9 +43,13 @@ pub enum LayoutError {
     },
     /// No layout file describes this instruction's fragments.
     #[error(
-        "no fragment layout is known for `{0}` (the layouts cover the dense mma.sync shapes listed in docs/layouts.md)"
+        "no fragment layout is known for `{0}` (docs/layouts.md lists the instructions the layouts cover)"
     )]
     Unknown(String),
+    /// An instruction whose operands no thread holds in registers (the name, and where
+    /// they are instead).
+    #[error("`{0}` has no register fragments: {1}")]
+    WithoutRegisters(String, String),
     /// Register images that do not fit the layout.
     #[error("{0}")]
     Registers(String),
@@ -58,39 +67,75 @@ pub struct Slot {
     pub register: usize,
     /// The index in the PTX fragment (a0, a1, ...).
     pub element: usize,
-    /// `[lo, hi)` inside the register.
+    /// `[lo, hi)` of the value inside the register.
     pub bits: (u32, u32),
     pub row: usize,
     pub col: usize,
+    /// Which of the warp's independent matrices (`mma.m8n8k4`'s four quadpairs each
+    /// compute their own; 0 for every other instruction).
+    pub set: usize,
 }
 
-/// One fragment family: how an operand's matrix is spread over the lanes.
+/// One fragment family, built for given selector values: how an operand's matrix (or
+/// matrices) is spread over the lanes.
 #[derive(Debug, Clone)]
 pub struct Fragment {
     pub name: String,
     pub evidence: String,
     pub rows: usize,
     pub cols: usize,
-    /// Bits of one element.
+    /// Bits of one element's value.
     pub width: u32,
-    /// Elements per lane.
+    /// Bits an element takes in its register (at least `width`: an FP6 or FP4 value in
+    /// an 8-bit container).
+    pub container: u32,
+    /// Lanes of the register image (32 for a warp, 128 for a warpgroup).
+    pub lanes: usize,
+    /// How many lanes hold each element (2 where two halves of a wave hold copies).
+    pub copies: usize,
+    /// Independent matrices of the operand ([`Slot::set`]).
+    pub sets: usize,
+    /// Elements per lane that holds any.
     pub elements: usize,
-    /// Every (lane, element), lane-major: `slots[lane * elements + element]`.
+    /// Registers per lane.
+    pub registers: usize,
+    /// The selector values it was built for (sparsity selector, scale factors' byte and
+    /// thread selectors), by name.
+    pub selectors: Vec<(String, usize)>,
+    /// Every (lane, element) held, lane-major.
     pub slots: Vec<Slot>,
 }
 
 impl Fragment {
+    /// A placeholder, replaced while its family is validated.
+    fn empty() -> Fragment {
+        Fragment {
+            name: String::new(),
+            evidence: String::new(),
+            rows: 0,
+            cols: 0,
+            width: 32,
+            container: 32,
+            lanes: LANES,
+            copies: 1,
+            sets: 1,
+            elements: 0,
+            registers: 0,
+            selectors: vec![],
+            slots: vec![],
+        }
+    }
     /// Bits of one register: 32, or 64 for 64-bit elements.
     pub fn register_bits(&self) -> u32 {
-        self.width.max(32)
-    }
-    /// Registers per lane.
-    pub fn registers(&self) -> usize {
-        self.elements * self.width as usize / self.register_bits() as usize
+        self.container.max(32)
     }
     /// 32-bit words per lane in a register image.
     pub fn words(&self) -> usize {
-        self.registers() * self.register_bits() as usize / 32
+        self.registers * self.register_bits() as usize / 32
+    }
+    /// 32-bit words of a whole register image (every lane's, held or not).
+    pub fn image_words(&self) -> usize {
+        self.lanes * self.words()
     }
 
     fn mask(&self) -> u64 {
@@ -101,53 +146,78 @@ impl Fragment {
         }
     }
 
+    /// The register of a slot in an image, as a 64-bit value.
+    fn register(&self, image: &[u32], s: &Slot) -> u64 {
+        let base = s.lane * self.words() + s.register * (self.register_bits() as usize / 32);
+        if self.register_bits() == 64 {
+            image[base] as u64 | (image[base + 1] as u64) << 32
+        } else {
+            image[base] as u64
+        }
+    }
+
     /// The register image of a lane-major `u32` array (lanes x [`Fragment::words`])
-    /// unpacked into the matrix of encodings it holds.
-    pub fn unpack(&self, image: &[u32], operand: &str) -> Result<Matrix, LayoutError> {
+    /// unpacked into the matrices of encodings it holds, one per set. Where lanes hold
+    /// copies of an element, they must agree.
+    pub fn unpack(&self, image: &[u32], operand: &str) -> Result<Vec<Matrix>, LayoutError> {
         self.check_image(image.len(), operand)?;
-        let words = self.words();
-        let mut m = Matrix::filled(self.rows, self.cols, 0);
+        let mut m = vec![Matrix::filled(self.rows, self.cols, 0); self.sets];
+        let mut holder = vec![usize::MAX; self.sets * self.rows * self.cols];
         for s in &self.slots {
-            let base = s.lane * words + s.register * (self.register_bits() as usize / 32);
-            let reg = if self.width == 64 {
-                image[base] as u64 | (image[base + 1] as u64) << 32
-            } else {
-                image[base] as u64
-            };
-            m.data[s.row * self.cols + s.col] = (reg >> s.bits.0) & self.mask();
+            let v = (self.register(image, s) >> s.bits.0) & self.mask();
+            let cell = &mut m[s.set].data[s.row * self.cols + s.col];
+            let first = &mut holder[(s.set * self.rows + s.row) * self.cols + s.col];
+            if *first == usize::MAX {
+                (*first, *cell) = (s.lane, v);
+            } else if *cell != v {
+                return Err(LayoutError::Registers(format!(
+                    "{operand}: lanes {} and {} hold copies of ({}, {}) that differ ({:#x} and {v:#x})",
+                    *first, s.lane, s.row, s.col, *cell
+                )));
+            }
         }
         Ok(m)
     }
 
-    /// The register image (lanes x [`Fragment::words`], lane-major) that holds a matrix of
-    /// encodings (bits above the element's width are dropped).
-    pub fn pack(&self, m: &Matrix, operand: &str) -> Result<Vec<u32>, LayoutError> {
-        if (m.rows, m.cols) != (self.rows, self.cols) {
+    /// The register image (lanes x [`Fragment::words`], lane-major) that holds matrices of
+    /// encodings, one per set (bits above the element's width are dropped; bits no
+    /// element uses are 0).
+    pub fn pack(&self, m: &[Matrix], operand: &str) -> Result<Vec<u32>, LayoutError> {
+        if m.len() != self.sets || m.iter().any(|m| (m.rows, m.cols) != (self.rows, self.cols)) {
+            let got: Vec<String> = m
+                .iter()
+                .map(|m| format!("{} x {}", m.rows, m.cols))
+                .collect();
             return Err(LayoutError::Registers(format!(
-                "{operand} is {} x {}, but its fragment `{}` holds {} x {}",
-                m.rows, m.cols, self.name, self.rows, self.cols
+                "{operand} is {}, but its fragment `{}` holds {} of {} x {}",
+                got.join(", "),
+                self.name,
+                self.sets,
+                self.rows,
+                self.cols
             )));
         }
         let words = self.words();
-        let mut image = vec![0u32; LANES * words];
+        let mut image = vec![0u32; self.image_words()];
         for s in &self.slots {
             let base = s.lane * words + s.register * (self.register_bits() as usize / 32);
-            let v = (m.data[s.row * self.cols + s.col] & self.mask()) << s.bits.0;
+            let v = (m[s.set].data[s.row * self.cols + s.col] & self.mask()) << s.bits.0;
             image[base] |= v as u32;
-            if self.width == 64 {
-                image[base + 1] = (v >> 32) as u32;
+            if self.register_bits() == 64 {
+                image[base + 1] |= (v >> 32) as u32;
             }
         }
         Ok(image)
     }
 
     fn check_image(&self, len: usize, operand: &str) -> Result<(), LayoutError> {
-        if len != LANES * self.words() {
+        if len != self.image_words() {
             return Err(LayoutError::Registers(format!(
                 "the register image of {operand} has {len} words, but its fragment `{}` takes {} \
-                 ({LANES} lanes x {} words)",
+                 ({} lanes x {} words)",
                 self.name,
-                LANES * self.words(),
+                self.image_words(),
+                self.lanes,
                 self.words()
             )));
         }
@@ -155,13 +225,39 @@ impl Fragment {
     }
 }
 
-/// The fragments of one instruction's four operands.
+/// A sparse instruction's metadata: the family that lays it out (a matrix of M rows and
+/// one field per `unit` stored elements of a row), and the code of each place a unit can
+/// take in its group (`codes[offset / unit]`).
+#[derive(Debug, Clone)]
+pub struct Meta {
+    pub family: Arc<Family>,
+    pub unit: usize,
+    pub codes: Vec<u64>,
+}
+
+/// The fragments of one instruction's operands.
 #[derive(Debug, Clone)]
 pub struct Layout {
     pub a: Arc<Fragment>,
     pub b: Arc<Fragment>,
     pub c: Arc<Fragment>,
     pub d: Arc<Fragment>,
+    /// A sparse instruction's metadata.
+    pub meta: Option<Meta>,
+    /// A block-scaled instruction's scale factors of A (M x blocks) and B (blocks x N).
+    pub scales: Option<[Arc<Family>; 2]>,
+}
+
+/// The selector operands of a warp-level MMA (each 0 where the instruction has none):
+/// `mma.sp`'s sparsity selector, and the block-scaled `mma`'s byte and thread selectors
+/// of A's and B's scale factors.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Selectors {
+    pub sparsity: usize,
+    pub byte_id_a: usize,
+    pub thread_id_a: usize,
+    pub byte_id_b: usize,
+    pub thread_id_b: usize,
 }
 
 impl Layout {
@@ -174,477 +270,149 @@ impl Layout {
             ("d", &self.d),
         ]
     }
-}
 
-/// A validated layout file: fragment families and the instructions they serve.
-#[derive(Debug, Clone)]
-pub struct Library {
-    pub file: String,
-    fragments: Vec<Arc<Fragment>>,
-    /// Name patterns (`*` matches any run of characters) and the fragments of a, b, c, d.
-    entries: Vec<(Vec<String>, [usize; 4])>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileData {
-    #[serde(default)]
-    #[allow(dead_code)]
-    about: String,
-    fragments: Vec<FragmentData>,
-    instructions: Vec<EntryData>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FragmentData {
-    name: String,
-    evidence: String,
-    rows: usize,
-    cols: usize,
-    width: u32,
-    elements: usize,
-    row: Vec<Case>,
-    col: Vec<Case>,
-}
-
-/// A formula for the elements `i` lists (all of them when `i` is left out).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Case {
-    i: Option<Vec<usize>>,
-    expr: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EntryData {
-    names: Vec<String>,
-    a: String,
-    b: String,
-    c: String,
-    d: String,
-}
-
-impl Library {
-    /// The library's own layouts ([`BUILTIN_FILE`]), parsed and validated once.
-    pub fn builtin() -> Result<&'static Library, LayoutError> {
-        static LIB: OnceLock<Result<Library, LayoutError>> = OnceLock::new();
-        LIB.get_or_init(|| Library::parse(BUILTIN_FILE, BUILTIN_TEXT))
-            .as_ref()
-            .map_err(Clone::clone)
-    }
-
-    /// Parse and validate a layout file; every error names the file and, where the fault
-    /// is in one, the fragment family.
-    pub fn parse(file: &str, text: &str) -> Result<Library, LayoutError> {
-        let invalid = |family: Option<&str>, what: String| LayoutError::Invalid {
-            file: file.to_string(),
-            family: family.map(str::to_string),
-            what,
-        };
-        let data: FileData =
-            serde_json::from_str(text).map_err(|e| invalid(None, e.to_string()))?;
-        let mut fragments: Vec<Arc<Fragment>> = Vec::new();
-        for f in data.fragments {
-            if fragments.iter().any(|g| g.name == f.name) {
-                return Err(invalid(Some(&f.name), "declared twice".into()));
-            }
-            let frag = build_fragment(&f).map_err(|what| invalid(Some(&f.name), what))?;
-            fragments.push(Arc::new(frag));
+    /// The metadata's and scale factors' fragments for these selectors (none for an
+    /// instruction without them), by operand name.
+    pub fn extras(&self, sel: &Selectors) -> Result<Vec<(&'static str, Fragment)>, LayoutError> {
+        let mut out = vec![];
+        let built =
+            |f: &Family, values: &[(&str, usize)]| f.build(values).map_err(LayoutError::Registers);
+        if let Some(m) = &self.meta {
+            out.push(("meta", built(&m.family, &[("selector", sel.sparsity)])?));
+        } else if sel.sparsity != 0 {
+            return Err(LayoutError::Registers(format!(
+                "sparsity selector {}: the instruction is dense",
+                sel.sparsity
+            )));
         }
-        let mut entries = Vec::new();
-        for e in data.instructions {
-            let mut ids = [0; 4];
-            for (slot, (operand, name)) in
-                ids.iter_mut()
-                    .zip([("a", &e.a), ("b", &e.b), ("c", &e.c), ("d", &e.d)])
-            {
-                *slot = fragments
-                    .iter()
-                    .position(|f| &f.name == name)
-                    .ok_or_else(|| {
-                        invalid(
-                            None,
-                            format!(
-                                "operand {operand} of `{}` names no fragment `{name}`",
-                                e.names.join("`, `")
-                            ),
-                        )
-                    })?;
-            }
-            let [a, b, c, d] = ids.map(|i| &fragments[i]);
-            let shapes_agree = a.rows == c.rows
-                && a.cols == b.rows
-                && b.cols == c.cols
-                && (c.rows, c.cols) == (d.rows, d.cols);
-            if !shapes_agree {
-                return Err(invalid(
-                    None,
-                    format!(
-                        "the fragments of `{}` do not make one m x n x k (a {} x {}, b {} x {}, c {} x {}, d {} x {})",
-                        e.names.join("`, `"),
-                        a.rows,
-                        a.cols,
-                        b.rows,
-                        b.cols,
-                        c.rows,
-                        c.cols,
-                        d.rows,
-                        d.cols
-                    ),
-                ));
-            }
-            entries.push((e.names, ids));
-        }
-        Ok(Library {
-            file: file.to_string(),
-            fragments,
-            entries,
-        })
-    }
-
-    /// The fragment family of this name.
-    pub fn fragment(&self, name: &str) -> Option<&Fragment> {
-        self.fragments().find(|f| f.name == name)
-    }
-
-    /// Every fragment family of the file.
-    pub fn fragments(&self) -> impl Iterator<Item = &Fragment> {
-        self.fragments.iter().map(|f| &**f)
-    }
-
-    /// The layout of an instruction: the first entry with a name pattern that matches,
-    /// checked against the instruction's shape and operand widths.
-    pub fn find(&self, inst: &Instruction) -> Result<Layout, LayoutError> {
-        let Some((_, ids)) = self
-            .entries
-            .iter()
-            .find(|(names, _)| names.iter().any(|p| glob(p, &inst.name)))
-        else {
-            return Err(LayoutError::Unknown(inst.name.clone()));
-        };
-        let [a, b, c, d] = ids.map(|i| self.fragments[i].clone());
-        let ar = &inst.arithmetic;
-        let (m, n, k) = (inst.m as usize, inst.n as usize, ar.k as usize);
-        for (operand, f, (rows, cols), format) in [
-            ("a", &a, (m, k), &ar.a),
-            ("b", &b, (k, n), &ar.b),
-            ("c", &c, (m, n), &ar.c),
-            ("d", &d, (m, n), &ar.d),
-        ] {
-            if (f.rows, f.cols) != (rows, cols) || f.width != format.storage_bits() {
-                return Err(LayoutError::Invalid {
-                    file: self.file.clone(),
-                    family: Some(f.name.clone()),
-                    what: format!(
-                        "serves operand {operand} of `{}` ({rows} x {cols} of {}, {} bits), but holds {} x {} of {} bits",
-                        inst.name,
-                        format.name,
-                        format.storage_bits(),
-                        f.rows,
-                        f.cols,
-                        f.width
-                    ),
-                });
-            }
-        }
-        Ok(Layout { a, b, c, d })
-    }
-}
-
-/// `*` matches any run of characters; everything else itself.
-fn glob(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((head, tail)) => {
-            let Some(rest) = name.strip_prefix(head) else {
-                return false;
-            };
-            (0..=rest.len()).any(|at| rest.is_char_boundary(at) && glob(tail, &rest[at..]))
-        }
-    }
-}
-
-/// The most rows, columns or elements per lane a fragment may have (the largest PTX
-/// fragment, b1 m16n8k256's A, is 16 x 256 with 128 elements per lane).
-const MAX_SIDE: usize = 4096;
-
-fn build_fragment(f: &FragmentData) -> Result<Fragment, String> {
-    if ![1, 2, 4, 8, 16, 32, 64].contains(&f.width) {
-        return Err(format!(
-            "width {} is not a power of two from 1 to 64 bits",
-            f.width
-        ));
-    }
-    if f.rows > MAX_SIDE || f.cols > MAX_SIDE || f.elements > MAX_SIDE {
-        return Err(format!(
-            "{} x {} with {} elements per lane: more than {MAX_SIDE} is not a fragment",
-            f.rows, f.cols, f.elements
-        ));
-    }
-    if f.elements == 0 || f.rows * f.cols != LANES * f.elements {
-        return Err(format!(
-            "{} x {} elements over {LANES} lanes is not {} elements per lane",
-            f.rows, f.cols, f.elements
-        ));
-    }
-    let register_bits = f.width.max(32) as usize;
-    if !(f.elements * f.width as usize).is_multiple_of(register_bits) {
-        return Err(format!(
-            "{} elements of {} bits do not fill whole {register_bits}-bit registers",
-            f.elements, f.width
-        ));
-    }
-    let rows = formulas(&f.row, f.elements, "row")?;
-    let cols = formulas(&f.col, f.elements, "col")?;
-    let mut holder: Vec<Option<(usize, usize)>> = vec![None; f.rows * f.cols];
-    let mut slots = Vec::with_capacity(LANES * f.elements);
-    for lane in 0..LANES {
-        for i in 0..f.elements {
-            let vars = Vars { lane, i };
-            let row = rows[i].eval(vars);
-            let col = cols[i].eval(vars);
-            let (Ok(row), Ok(col)) = (usize::try_from(row), usize::try_from(col)) else {
-                return Err(format!(
-                    "lane {lane}, element {i}: row {row}, col {col} is negative"
-                ));
-            };
-            if row >= f.rows || col >= f.cols {
-                return Err(format!(
-                    "lane {lane}, element {i}: ({row}, {col}) is outside the {} x {} matrix",
-                    f.rows, f.cols
-                ));
-            }
-            if let Some((l, e)) = holder[row * f.cols + col].replace((lane, i)) {
-                return Err(format!(
-                    "({row}, {col}) is held twice: by lane {l}, element {e} and by lane {lane}, element {i}"
-                ));
-            }
-            let lo = (i * f.width as usize % register_bits) as u32;
-            slots.push(Slot {
-                lane,
-                register: i * f.width as usize / register_bits,
-                element: i,
-                bits: (lo, lo + f.width),
-                row,
-                col,
-            });
-        }
-    }
-    // rows * cols == lanes * elements and no element twice: every element is held, and
-    // every lane holds `elements` of them; checked again so that a change above cannot
-    // slip through
-    if let Some(at) = holder.iter().position(Option::is_none) {
-        return Err(format!(
-            "({}, {}) is held by no lane",
-            at / f.cols,
-            at % f.cols
-        ));
-    }
-    Ok(Fragment {
-        name: f.name.clone(),
-        evidence: f.evidence.clone(),
-        rows: f.rows,
-        cols: f.cols,
-        width: f.width,
-        elements: f.elements,
-        slots,
-    })
-}
-
-/// One formula per element index, from cases that must cover each index exactly once.
-fn formulas(cases: &[Case], elements: usize, what: &str) -> Result<Vec<Expr>, String> {
-    let mut out: Vec<Option<Expr>> = vec![None; elements];
-    for case in cases {
-        let expr = Expr::parse(&case.expr).map_err(|e| format!("{what} `{}`: {e}", case.expr))?;
-        let indices: Vec<usize> = match &case.i {
-            Some(list) => list.clone(),
-            None => (0..elements).collect(),
-        };
-        for i in indices {
-            if i >= elements {
-                return Err(format!(
-                    "{what}: element {i} does not exist (a lane holds {elements})"
-                ));
-            }
-            if out[i].replace(expr.clone()).is_some() {
-                return Err(format!("{what}: element {i} has two formulas"));
-            }
-        }
-    }
-    out.into_iter()
-        .enumerate()
-        .map(|(i, e)| e.ok_or_else(|| format!("{what}: element {i} has no formula")))
-        .collect()
-}
-
-#[derive(Clone, Copy)]
-struct Vars {
-    lane: usize,
-    i: usize,
-}
-
-/// A formula of the PTX ISA's fragment sections: integers, `lane` (`%laneid`),
-/// `groupID`, `threadID_in_group`, `i`, parentheses and `* / % + - >> &` with C's
-/// precedence.
-#[derive(Clone, Debug)]
-enum Expr {
-    Num(i64),
-    Lane,
-    Group,
-    InGroup,
-    Index,
-    Bin(char, Box<Expr>, Box<Expr>),
-}
-
-impl Expr {
-    fn parse(text: &str) -> Result<Expr, String> {
-        let tokens = tokenize(text)?;
-        let mut pos = 0;
-        let e = parse_level(&tokens, &mut pos, 0)?;
-        if pos != tokens.len() {
-            return Err(format!("unexpected `{}`", tokens[pos]));
-        }
-        Ok(e)
-    }
-
-    fn eval(&self, v: Vars) -> i64 {
-        match self {
-            Expr::Num(n) => *n,
-            Expr::Lane => v.lane as i64,
-            Expr::Group => (v.lane >> 2) as i64,
-            Expr::InGroup => (v.lane % 4) as i64,
-            Expr::Index => v.i as i64,
-            Expr::Bin(op, l, r) => {
-                let (l, r) = (l.eval(v), r.eval(v));
-                // wrapping: an absurd constant gives an absurd row, which the validator
-                // refuses, never an overflow panic
-                match op {
-                    '+' => l.wrapping_add(r),
-                    '-' => l.wrapping_sub(r),
-                    '*' => l.wrapping_mul(r),
-                    // divisors are checked non-zero literals or variables; a zero one
-                    // gives -1, which the validator refuses as a negative row or column
-                    '/' => l.checked_div(r).unwrap_or(-1),
-                    '%' => l.checked_rem(r).unwrap_or(-1),
-                    '&' => l & r,
-                    _ => l.checked_shr(r as u32).unwrap_or(0), // '>'
-                }
-            }
-        }
-    }
-}
-
-/// Binary operators from loosest to tightest binding, as in C.
-const LEVELS: [&[char]; 4] = [&['&'], &['>'], &['+', '-'], &['*', '/', '%']];
-
-fn parse_level(t: &[String], pos: &mut usize, level: usize) -> Result<Expr, String> {
-    if level == LEVELS.len() {
-        return parse_atom(t, pos);
-    }
-    let mut left = parse_level(t, pos, level + 1)?;
-    while let Some(op) = t.get(*pos).and_then(|s| {
-        let c = if s == ">>" { '>' } else { s.chars().next()? };
-        (s.len() == 1 || s == ">>").then_some(c)
-    }) {
-        if !LEVELS[level].contains(&op) {
-            break;
-        }
-        *pos += 1;
-        let right = parse_level(t, pos, level + 1)?;
-        left = Expr::Bin(op, Box::new(left), Box::new(right));
-    }
-    Ok(left)
-}
-
-fn parse_atom(t: &[String], pos: &mut usize) -> Result<Expr, String> {
-    let Some(tok) = t.get(*pos) else {
-        return Err("the formula ends too early".into());
-    };
-    *pos += 1;
-    Ok(match tok.as_str() {
-        "(" => {
-            let e = parse_level(t, pos, 0)?;
-            if t.get(*pos).map(String::as_str) != Some(")") {
-                return Err("a `(` is not closed".into());
-            }
-            *pos += 1;
-            e
-        }
-        "lane" | "%laneid" => Expr::Lane,
-        "groupID" => Expr::Group,
-        "threadID_in_group" => Expr::InGroup,
-        "i" => Expr::Index,
-        s if s.starts_with("0x") => Expr::Num(
-            i64::from_str_radix(&s[2..], 16).map_err(|_| format!("`{s}` is not a number"))?,
-        ),
-        s if s.starts_with(|c: char| c.is_ascii_digit()) => {
-            Expr::Num(s.parse().map_err(|_| format!("`{s}` is not a number"))?)
-        }
-        s => {
-            return Err(format!(
-                "unknown name `{s}` (lane, groupID, threadID_in_group, i)"
+        if let Some([sa, sb]) = &self.scales {
+            out.push((
+                "sa",
+                built(
+                    sa,
+                    &[("byte_id", sel.byte_id_a), ("thread_id", sel.thread_id_a)],
+                )?,
+            ));
+            out.push((
+                "sb",
+                built(
+                    sb,
+                    &[("byte_id", sel.byte_id_b), ("thread_id", sel.thread_id_b)],
+                )?,
+            ));
+        } else if (
+            sel.byte_id_a,
+            sel.thread_id_a,
+            sel.byte_id_b,
+            sel.thread_id_b,
+        ) != (0, 0, 0, 0)
+        {
+            return Err(LayoutError::Registers(
+                "scale-factor selectors: the instruction has no scale factors".into(),
             ));
         }
-    })
-}
-
-fn tokenize(text: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    let mut chars = text.char_indices().peekable();
-    while let Some((at, c)) = chars.next() {
-        if c.is_whitespace() {
-            continue;
-        }
-        if c.is_ascii_alphanumeric() || c == '_' || c == '%' {
-            let mut end = at + c.len_utf8();
-            while let Some(&(j, d)) = chars.peek() {
-                if !(d.is_ascii_alphanumeric() || d == '_') {
-                    break;
-                }
-                end = j + d.len_utf8();
-                chars.next();
-            }
-            out.push(text[at..end].to_string());
-        } else if c == '>' {
-            if chars.next_if(|&(_, d)| d == '>').is_none() {
-                return Err("`>` alone (did you mean `>>`?)".into());
-            }
-            out.push(">>".into());
-        } else if "()+-*/%&".contains(c) {
-            out.push(c.to_string());
-        } else {
-            return Err(format!("unexpected character `{c}`"));
-        }
+        Ok(out)
     }
-    Ok(out)
 }
 
-/// Run a whole instruction on register images, the way a warp executes `mma.sync`:
-/// `a`, `b` and `c` are lane-major `u32` arrays (32 lanes x the fragment's words; a
-/// 64-bit register is two words, low word first), unpacked through `layout` into the
-/// matrices they hold; D = the instruction on them ([`gemm::check_shapes`] with the whole
-/// instruction, then [`gemm::gemm`], as `mmac mma`), packed back into d's registers.
+/// The register images of a warp-level MMA: lane-major `u32` arrays (lanes x a
+/// fragment's words; a 64-bit register is two words, low word first). `meta` for a
+/// sparse instruction, `sa` and `sb` for a block-scaled one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WarpInputs<'x> {
+    pub a: &'x [u32],
+    pub b: &'x [u32],
+    pub c: &'x [u32],
+    pub meta: Option<&'x [u32]>,
+    pub sa: Option<&'x [u32]>,
+    pub sb: Option<&'x [u32]>,
+}
+
+/// Run a whole instruction on register images, the way a warp executes `mma.sync`: the
+/// images are unpacked through `layout` (the metadata and scale factors through the
+/// fragments `sel` selects) into the matrices they hold; D = the instruction on them
+/// ([`gemm::check_shapes`] with the whole instruction, then [`gemm::gemm`], as `mmac
+/// mma`), once per set, packed back into d's registers. Metadata become the columns of
+/// A's stored elements (a code the instruction does not define is an error naming the
+/// lane); the positions are then checked against the pattern as `mmac mma --meta` checks
+/// them.
 pub fn warp_mma(
     engine: &Engine,
     layout: &Layout,
-    a: &[u32],
-    b: &[u32],
-    c: &[u32],
+    inputs: &WarpInputs,
+    sel: &Selectors,
 ) -> Result<Vec<u32>, LayoutError> {
     let inst = engine.checked().instruction();
-    let problem = Problem {
-        a: layout.a.unpack(a, "a")?,
-        b: layout.b.unpack(b, "b")?,
-        c: Some(layout.c.unpack(c, "c")?),
-        sa: None,
-        sb: None,
-        meta: None,
+    let extras = layout.extras(sel)?;
+    let extra = |name: &str| extras.iter().find(|(n, _)| *n == name).map(|(_, f)| f);
+    let given = |name: &str, image: Option<&[u32]>| -> Result<Option<Vec<Matrix>>, LayoutError> {
+        match (extra(name), image) {
+            (Some(f), Some(image)) => Ok(Some(f.unpack(image, name)?)),
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(LayoutError::Registers(format!(
+                "`{}` takes {name} registers",
+                inst.name
+            ))),
+            (None, Some(_)) => Err(LayoutError::Registers(format!(
+                "`{}` takes no {name} registers",
+                inst.name
+            ))),
+        }
     };
-    gemm::check_shapes(inst, &problem, true).map_err(|e| LayoutError::Registers(e.0))?;
-    let d = gemm::gemm(engine, &problem, &|_| {}).map_err(|e| LayoutError::Eval(e.to_string()))?;
+    let a = layout.a.unpack(inputs.a, "a")?;
+    let b = layout.b.unpack(inputs.b, "b")?;
+    let c = layout.c.unpack(inputs.c, "c")?;
+    let meta = given("meta", inputs.meta)?;
+    let sa = given("sa", inputs.sa)?;
+    let sb = given("sb", inputs.sb)?;
+    let mut d = Vec::with_capacity(layout.d.sets);
+    for set in 0..layout.d.sets {
+        let positions = match (&meta, &layout.meta, &inst.sparsity) {
+            (Some(fields), Some(m), Some(s)) => Some(positions(m, s, &fields[set])?),
+            _ => None,
+        };
+        let problem = Problem {
+            a: a[set].clone(),
+            b: b[set].clone(),
+            c: Some(c[set].clone()),
+            sa: sa.as_ref().map(|x| x[set].clone()),
+            sb: sb.as_ref().map(|x| x[set].clone()),
+            meta: positions,
+        };
+        gemm::check_shapes(inst, &problem, true).map_err(|e| LayoutError::Registers(e.0))?;
+        d.push(
+            gemm::gemm(engine, &problem, &|_| {}).map_err(|e| LayoutError::Eval(e.to_string()))?,
+        );
+    }
     layout.d.pack(&d, "d")
+}
+
+/// The columns of A's stored elements from the metadata fields (one per `unit` stored
+/// elements of a row, the code of the unit's place in its group).
+fn positions(
+    m: &Meta,
+    s: &mmac_compiler::ir::Sparsity,
+    fields: &Matrix,
+) -> Result<Matrix, LayoutError> {
+    let (kept, span) = (s.kept_columns() as usize, s.span() as usize);
+    let stored = fields.cols * m.unit;
+    let mut out = Matrix::filled(fields.rows, stored, 0);
+    for r in 0..fields.rows {
+        for f in 0..fields.cols {
+            let code = fields.data[r * fields.cols + f];
+            let Some(place) = m.codes.iter().position(|&x| x == code) else {
+                return Err(LayoutError::Registers(format!(
+                    "meta: row {r}, field {f} holds {code:#b}, which is none of the codes {:?} of the {s} pattern",
+                    m.codes
+                )));
+            };
+            for e in 0..m.unit {
+                let j = f * m.unit + e;
+                out.data[r * stored + j] = ((j / kept) * span + place * m.unit + e) as u64;
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
-//! `layout`: the warp fragments of an instruction (which lane, register, element and bits
-//! hold which row and column of A, B, C and D), as a lane x register grid per operand or
-//! as JSON. The layouts themselves are data of the spec library
+//! `layout`: the register fragments of an instruction (which lane, register, element and
+//! bits hold which row and column of A, B, C and D, of a sparse instruction's metadata and
+//! of a block-scaled one's scale factors), as a lane x register grid per operand or as
+//! JSON. The layouts themselves are data of the spec library
 //! (`mmac_runtime::fragments`).
 
 use super::common::{EXIT_FAILED, EXIT_OK, Outcome, instruction, load};
-use mmac_runtime::fragments::{Fragment, Layout, Library};
+use mmac_runtime::fragments::{Fragment, Layout, Library, Selectors};
 use std::io::Write;
 use std::path::Path;
 
@@ -16,19 +17,14 @@ struct Entry {
     bits: [u32; 2],
     row: usize,
     col: usize,
-}
-
-#[derive(serde::Serialize)]
-struct Operands {
-    a: Vec<Entry>,
-    b: Vec<Entry>,
-    c: Vec<Entry>,
-    d: Vec<Entry>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    set: Option<usize>,
 }
 
 #[derive(serde::Serialize)]
 struct Json {
-    operands: Operands,
+    operands: std::collections::BTreeMap<&'static str, Vec<Entry>>,
+    lanes: usize,
 }
 
 fn entries(f: &Fragment) -> Vec<Entry> {
@@ -41,101 +37,173 @@ fn entries(f: &Fragment) -> Vec<Entry> {
             bits: [s.bits.0, s.bits.1],
             row: s.row,
             col: s.col,
+            set: (f.sets > 1).then_some(s.set),
         })
         .collect()
 }
 
-pub fn layout(file: &Path, name: &str, json: bool, color: bool) -> Outcome {
+pub fn layout(file: &Path, name: &str, json: bool, sel: &Selectors, color: bool) -> Outcome {
     let s = load(file, color)?;
     let checked = instruction(&s, name)?;
     let inst = checked.instruction();
-    let found = Library::builtin().and_then(|lib| lib.find(inst));
-    let frags = match found {
+    let found = Library::builtin().and_then(|lib| {
+        let layout = lib.find(inst)?;
+        let extras = layout.extras(sel)?;
+        Ok((layout, extras))
+    });
+    let (frags, extras) = match found {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: {e}");
             return Ok(EXIT_FAILED);
         }
     };
+    let ar = &inst.arithmetic;
+    let mut operands: Vec<(&str, &Fragment, String)> = frags
+        .operands()
+        .into_iter()
+        .zip([&ar.a, &ar.b, &ar.c, &ar.d])
+        .map(|((op, f), format)| (op, f, format.name.clone()))
+        .collect();
+    for (op, f) in &extras {
+        operands.push((op, f, extra_format(inst, &frags, op, f)));
+    }
     let mut out = std::io::stdout().lock();
     if json {
         let doc = Json {
-            operands: Operands {
-                a: entries(&frags.a),
-                b: entries(&frags.b),
-                c: entries(&frags.c),
-                d: entries(&frags.d),
-            },
+            lanes: frags.a.lanes,
+            operands: operands
+                .iter()
+                .map(|(op, f, _)| (*op, entries(f)))
+                .collect(),
         };
         let text = serde_json::to_string(&doc).map_err(std::io::Error::other)?;
         writeln!(out, "{text}")?;
     } else {
-        write!(out, "{}", grids(inst, &frags))?;
+        let grids: Vec<String> = operands
+            .iter()
+            .map(|(op, f, format)| grid(op, f, format))
+            .collect();
+        write!(out, "{}", grids.join("\n"))?;
     }
     out.flush()?;
     Ok(EXIT_OK)
 }
 
-/// Per operand: a heading (shape, format, fragment family, registers, evidence), then
-/// one line per lane with the (row, col) of each register's elements, low to high.
-fn grids(inst: &mmac_compiler::ir::Instruction, frags: &Layout) -> String {
-    let ar = &inst.arithmetic;
-    let formats = [&ar.a, &ar.b, &ar.c, &ar.d];
-    let mut text = String::new();
-    for ((op, f), format) in frags.operands().into_iter().zip(formats) {
-        let per = f.elements / f.registers();
-        text += &format!(
-            "{op}: {} x {} {}, fragment `{}`: {} register{} of {} bits per lane, {per} element{} each\n  evidence {}\n",
-            f.rows,
-            f.cols,
-            format.name,
-            f.name,
-            f.registers(),
-            if f.registers() == 1 { "" } else { "s" },
-            f.register_bits(),
-            if per == 1 { "" } else { "s" },
-            f.evidence
-        );
-        let cell = |lane: usize, r: usize| -> String {
-            (0..per)
-                .map(|j| {
-                    let s = f.slots[lane * f.elements + r * per + j];
-                    format!("{},{}", s.row, s.col)
-                })
+/// What the elements of the metadata and the scale factors are.
+fn extra_format(
+    inst: &mmac_compiler::ir::Instruction,
+    l: &Layout,
+    op: &str,
+    f: &Fragment,
+) -> String {
+    match (op, &l.meta, &inst.sparsity, &inst.arithmetic.scale) {
+        ("meta", Some(m), Some(s), _) => format!(
+            "metadata fields (one per {} stored element{} of a row, {s}: codes {})",
+            m.unit,
+            if m.unit == 1 { "" } else { "s" },
+            m.codes
+                .iter()
+                .map(|c| format!("{c:#0w$b}", w = f.width as usize + 2))
                 .collect::<Vec<_>>()
                 .join(" ")
-        };
-        let heads: Vec<String> = (0..f.registers())
-            .map(|r| {
-                let names: Vec<String> = (0..per).map(|j| format!("{op}{}", r * per + j)).collect();
-                format!("r{r}: {}", names.join(" "))
-            })
-            .collect();
-        let widths: Vec<usize> = (0..f.registers())
-            .map(|r| {
-                (0..32)
-                    .map(|lane| cell(lane, r).len())
-                    .chain([heads[r].len()])
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let line = |first: String, cells: Vec<String>| -> String {
-            let mut l = format!("  {first:>4}");
-            for (c, w) in cells.iter().zip(&widths) {
-                l += &format!("  {c:<w$}");
-            }
-            l.trim_end().to_string() + "\n"
-        };
-        text += &line("lane".into(), heads.clone());
-        for lane in 0..32 {
-            text += &line(
-                lane.to_string(),
-                (0..f.registers()).map(|r| cell(lane, r)).collect(),
-            );
-        }
-        text += "\n";
+        ),
+        (_, _, _, Some(s)) => format!(
+            "{} scale factors (one per {} elements of k)",
+            s.format.name,
+            inst.scale_block().unwrap_or(s.block)
+        ),
+        _ => String::new(),
     }
-    text.pop();
+}
+
+/// An operand's heading (shape, format, fragment family, registers, selectors, evidence),
+/// then one line per lane with the (row, col) of each register's elements, low to high
+/// (`row,col@set` where the warp computes several matrices; `-` for a register no element
+/// uses, and for the lanes that hold none).
+fn grid(op: &str, f: &Fragment, format: &str) -> String {
+    let per = (f.register_bits() / f.container) as usize;
+    let mut text = format!(
+        "{op}: {}{} x {} {format}, fragment `{}`: {} register{} of {} bits per lane, {per} element{} each{}{}\n  evidence {}\n",
+        if f.sets > 1 {
+            format!("{} sets of ", f.sets)
+        } else {
+            String::new()
+        },
+        f.rows,
+        f.cols,
+        f.name,
+        f.registers,
+        if f.registers == 1 { "" } else { "s" },
+        f.register_bits(),
+        if per == 1 { "" } else { "s" },
+        if f.copies > 1 {
+            format!(", each element held by {} lanes", f.copies)
+        } else {
+            String::new()
+        },
+        f.selectors
+            .iter()
+            .map(|(n, v)| format!(", {n} {v}"))
+            .collect::<String>(),
+        f.evidence
+    );
+    // each lane's registers: the slots in them, low bits first
+    let mut cells = vec![vec![Vec::new(); f.registers]; f.lanes];
+    for s in &f.slots {
+        cells[s.lane][s.register].push(*s);
+    }
+    let cell = |lane: usize, r: usize| -> String {
+        let mut slots = cells[lane][r].clone();
+        slots.sort_by_key(|s| s.bits.0);
+        if slots.is_empty() {
+            return "-".into();
+        }
+        slots
+            .iter()
+            .map(|s| {
+                if f.sets > 1 {
+                    format!("{},{}@{}", s.row, s.col, s.set)
+                } else {
+                    format!("{},{}", s.row, s.col)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    // the heading names the elements of lane 0's registers (or the first lane's that
+    // holds any), as the PTX ISA names them
+    let named = f.slots.first().map_or(0, |s| s.lane);
+    let heads: Vec<String> = (0..f.registers)
+        .map(|r| {
+            let mut slots = cells[named][r].clone();
+            slots.sort_by_key(|s| s.bits.0);
+            let names: Vec<String> = slots.iter().map(|s| format!("{op}{}", s.element)).collect();
+            format!("r{r}: {}", names.join(" ")).trim_end().to_string()
+        })
+        .collect();
+    let widths: Vec<usize> = (0..f.registers)
+        .map(|r| {
+            (0..f.lanes)
+                .map(|lane| cell(lane, r).len())
+                .chain([heads[r].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |first: String, cells: Vec<String>| -> String {
+        let mut l = format!("  {first:>4}");
+        for (c, w) in cells.iter().zip(&widths) {
+            l += &format!("  {c:<w$}");
+        }
+        l.trim_end().to_string() + "\n"
+    };
+    text += &line("lane".into(), heads.clone());
+    for lane in 0..f.lanes {
+        text += &line(
+            lane.to_string(),
+            (0..f.registers).map(|r| cell(lane, r)).collect(),
+        );
+    }
     text
 }

@@ -180,20 +180,33 @@ pub enum Command {
         #[arg(long)]
         cost: bool,
     },
-    /// Print the warp fragments of an mma.sync instruction: for every operand (a, b, c, d),
-    /// which lane, register and element (the PTX fragment index a0, a1, ...) holds which
-    /// (row, col), and the element's bits in its register; from the layouts of the spec
-    /// library (specs/layouts/, transcribed from the PTX ISA). Exit 1 for an instruction
-    /// without a known layout.
+    /// Print the register fragments of a warp-level MMA: for every operand (a, b, c, d,
+    /// and a sparse instruction's metadata, a block-scaled one's scale factors sa and
+    /// sb), which lane, register and element (the PTX fragment index a0, a1, ...) holds
+    /// which (row, col), and the element's bits in its register; from the layouts of the
+    /// spec library (specs/layouts/, transcribed from the vendors' ISA documents). Exit 1
+    /// for an instruction without a known layout.
     Layout {
         file: PathBuf,
         /// Instruction name, as in `mmac list`.
         #[arg(long)]
         instr: String,
         /// One JSON object: {"operands": {"a": [{"lane", "register", "element", "bits":
-        /// [lo, hi], "row", "col"}, ...], "b": ..., "c": ..., "d": ...}}.
+        /// [lo, hi], "row", "col"}, ...], "b": ..., "c": ..., "d": ..., "meta", "sa", "sb"
+        /// where the instruction has them}, "lanes": L} (entries of an operand whose warp
+        /// computes several independent matrices also give their "set").
         #[arg(long)]
         json: bool,
+        /// The sparsity selector (`mma.sp`'s last operand): which lanes hold the metadata.
+        #[arg(long, default_value_t = 0)]
+        selector: usize,
+        /// Block-scaled `mma`: the byte and thread selectors of A's scale factors
+        /// (byte-id-a, thread-id-a) and of B's.
+        #[arg(long, value_names = ["BYTE", "THREAD"], num_args = 2, value_delimiter = ',')]
+        scale_a: Option<Vec<usize>>,
+        /// See --scale-a.
+        #[arg(long, value_names = ["BYTE", "THREAD"], num_args = 2, value_delimiter = ',')]
+        scale_b: Option<Vec<usize>>,
     },
     /// Compare two instructions that take the same operands: search for an input on which
     /// they differ (structured candidates from both specs, then random inputs), shrink it to
@@ -511,7 +524,26 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
         } => jit::bench(&file, &instr, engine, &dist, json, color),
         Command::Probe { file, instr } => commands::probe(&file, instr.as_deref(), color),
         Command::Show { file, instr, cost } => commands::show(&file, &instr, cost, color),
-        Command::Layout { file, instr, json } => layout::layout(&file, &instr, json, color),
+        Command::Layout {
+            file,
+            instr,
+            json,
+            selector,
+            scale_a,
+            scale_b,
+        } => {
+            let pair = |v: Option<Vec<usize>>| v.map_or((0, 0), |v| (v[0], v[1]));
+            let ((byte_id_a, thread_id_a), (byte_id_b, thread_id_b)) =
+                (pair(scale_a), pair(scale_b));
+            let sel = mmac_runtime::fragments::Selectors {
+                sparsity: selector,
+                byte_id_a,
+                thread_id_a,
+                byte_id_b,
+                thread_id_b,
+            };
+            layout::layout(&file, &instr, json, &sel, color)
+        }
         Command::Prove {
             operands,
             instr,

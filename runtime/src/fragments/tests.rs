@@ -355,7 +355,7 @@ fn layouts_match_the_figures_of_the_ptx_isa() {
     let l = layout(&turing, "mma.m8n8k128.s32.b1.b1.s32.xor.popc");
     check_all(&l, [A_M8N8K128_B1, B_M8N8K128_B1, CD_M8N8_S32, CD_M8N8_S32]);
     assert_eq!(l.a.slots[31 * 32 + 31].bits, (31, 32));
-    assert_eq!(l.a.registers(), 1);
+    assert_eq!(l.a.registers, 1);
     // the sub-byte m16n8 shapes (sm_80 on): accumulators as m16n8k32's s32
     for name in [
         "mma.m16n8k32.s32.s4.s4.s32",
@@ -398,54 +398,45 @@ fn registers_and_bits() {
         (s.register, s.bits)
     };
     let l = layout(&ampere, "mma.m16n8k16.f32.f16.f16.f32");
-    assert_eq!(
-        (l.a.registers(), l.b.registers(), l.c.registers()),
-        (4, 2, 4)
-    );
+    assert_eq!((l.a.registers, l.b.registers, l.c.registers), (4, 2, 4));
     assert_eq!(slot(&l.a, 5, 0), (0, (0, 16)));
     assert_eq!(slot(&l.a, 5, 1), (0, (16, 32)));
     assert_eq!(slot(&l.a, 5, 7), (3, (16, 32)));
     assert_eq!(slot(&l.d, 5, 3), (3, (0, 32)));
     let l = layout(&ampere, "mma.m16n8k16.f16.f16.f16.f16");
-    assert_eq!(l.d.registers(), 2);
+    assert_eq!(l.d.registers, 2);
     assert_eq!(slot(&l.d, 9, 3), (1, (16, 32)));
     let l = layout(&ampere, "mma.m16n8k32.s32.s8.s8.s32");
-    assert_eq!((l.a.registers(), l.b.registers()), (4, 2));
+    assert_eq!((l.a.registers, l.b.registers), (4, 2));
     assert_eq!(slot(&l.a, 0, 5), (1, (8, 16)));
     assert_eq!(slot(&l.a, 31, 15), (3, (24, 32)));
     let l = layout(&ampere, "mma.m8n8k4.f64.f64.f64.f64");
-    assert_eq!((l.a.registers(), l.a.words(), l.c.words()), (1, 2, 4));
+    assert_eq!((l.a.registers, l.a.words(), l.c.words()), (1, 2, 4));
     assert_eq!(slot(&l.c, 0, 1), (1, (0, 64)));
     let l = layout(&ampere, "mma.m16n8k32.s32.s4.s4.s32");
-    assert_eq!(
-        (l.a.registers(), l.b.registers(), l.c.registers()),
-        (2, 1, 4)
-    );
+    assert_eq!((l.a.registers, l.b.registers, l.c.registers), (2, 1, 4));
     assert_eq!(slot(&l.a, 0, 9), (1, (4, 8)));
     assert_eq!(slot(&l.a, 31, 15), (1, (28, 32)));
     assert_eq!(slot(&l.b, 31, 7), (0, (28, 32)));
     let l = layout(&ampere, "mma.m16n8k64.s32.s4.s4.s32");
-    assert_eq!((l.a.registers(), l.b.registers()), (4, 2));
+    assert_eq!((l.a.registers, l.b.registers), (4, 2));
     assert_eq!(slot(&l.a, 0, 17), (2, (4, 8)));
     assert_eq!(slot(&l.a, 31, 31), (3, (28, 32)));
     assert_eq!(slot(&l.b, 31, 15), (1, (28, 32)));
     let l = layout(&ampere, "mma.m16n8k128.s32.b1.b1.s32.xor.popc");
-    assert_eq!((l.a.registers(), l.b.registers()), (2, 1));
+    assert_eq!((l.a.registers, l.b.registers), (2, 1));
     assert_eq!(slot(&l.a, 0, 33), (1, (1, 2)));
     assert_eq!(slot(&l.a, 31, 63), (1, (31, 32)));
     let l = layout(&ampere, "mma.m16n8k256.s32.b1.b1.s32.xor.popc");
-    assert_eq!(
-        (l.a.registers(), l.b.registers(), l.d.registers()),
-        (4, 2, 4)
-    );
+    assert_eq!((l.a.registers, l.b.registers, l.d.registers), (4, 2, 4));
     assert_eq!(slot(&l.a, 0, 65), (2, (1, 2)));
     assert_eq!(slot(&l.a, 31, 127), (3, (31, 32)));
     assert_eq!(slot(&l.b, 31, 63), (1, (31, 32)));
     assert_eq!(slot(&l.d, 31, 3), (3, (0, 32)));
     let hopper = spec("hopper.mma");
     let l = layout(&hopper, "mma.m16n8k16.f64.f64.f64.f64");
-    assert_eq!((l.a.registers(), l.a.words()), (8, 16));
-    assert_eq!((l.b.registers(), l.b.words(), l.c.words()), (4, 8, 8));
+    assert_eq!((l.a.registers, l.a.words()), (8, 16));
+    assert_eq!((l.b.registers, l.b.words(), l.c.words()), (4, 8, 8));
     assert_eq!(slot(&l.a, 0, 7), (7, (0, 64)));
     assert_eq!(slot(&l.c, 31, 3), (3, (0, 64)));
     let l = layout(&hopper, "mma.m16n8k4.f64.f64.f64.f64");
@@ -501,7 +492,7 @@ fn pack_of_unpack_is_the_identity() {
     ] {
         let l = layout(&ampere, name);
         for (op, f) in l.operands() {
-            let image: Vec<u32> = (0..LANES * f.words())
+            let image: Vec<u32> = (0..f.image_words())
                 .map(|_| {
                     x ^= x << 13;
                     x ^= x >> 17;
@@ -511,6 +502,7 @@ fn pack_of_unpack_is_the_identity() {
                 .collect();
             let m = f.unpack(&image, op).unwrap();
             assert_eq!(f.pack(&m, op).unwrap(), image, "{name} {op}");
+            assert_eq!(m.len(), 1);
         }
         assert!(matches!(
             l.a.unpack(&[0; 3], "a"),
@@ -588,12 +580,13 @@ fn the_validator_names_file_family_and_fault() {
 fn a_wrong_formula_turns_the_figure_tables_red() {
     // a0/a2 and a1/a3 of the tf32 A fragment swapped: still one element per place, so
     // the validator accepts it, and only the tables from the figures can catch it
-    let text = BUILTIN_TEXT.replacen(
+    let builtin = BUILTIN_FILES[0].1;
+    let text = builtin.replacen(
         "{\"i\": [0, 2], \"expr\": \"groupID\"},\n    {\"i\": [1, 3], \"expr\": \"groupID + 8\"}",
         "{\"i\": [1, 3], \"expr\": \"groupID\"},\n    {\"i\": [0, 2], \"expr\": \"groupID + 8\"}",
         1,
     );
-    assert_ne!(text, BUILTIN_TEXT, "the formula to break was not found");
+    assert_ne!(text, builtin, "the formula to break was not found");
     let lib = Library::parse("mutated.json", &text).unwrap();
     let f = lib.fragment("m16n8k8.a.tf32").unwrap();
     assert!(check(f, A_M16N8K8_TF32).is_err());
@@ -606,12 +599,24 @@ fn a_wrong_formula_turns_the_figure_tables_red() {
 
 #[test]
 fn formulas_follow_c_precedence() {
-    let v = Vars { lane: 13, i: 5 };
-    let e = |s: &str| Expr::parse(s).unwrap().eval(v);
+    let v = expr::Vars {
+        lane: 13,
+        i: 5,
+        selectors: &[3],
+    };
+    let names = ["selector".to_string()];
+    let e = |s: &str| expr::Expr::parse(s, &names).unwrap().eval(v);
     assert_eq!(e("threadID_in_group * 2 + (i & 0x1) + 8"), 11);
     assert_eq!(e("lane >> 2"), 3);
     assert_eq!(e("1 + i & 2"), 2);
     assert_eq!(e("%laneid % 4 * 4 + i - 1"), 8);
-    assert!(Expr::parse("(i").is_err());
-    assert!(Expr::parse("i >").is_err());
+    assert_eq!(e("selector * 2 + warp"), 6);
+    assert_eq!(e("(lane + 64) / 32 + groupID"), 5);
+    assert!(expr::Expr::parse("(i", &names).is_err());
+    assert!(expr::Expr::parse("i >", &names).is_err());
+    assert!(
+        expr::Expr::parse("byte_id", &names).unwrap_err().contains(
+            "unknown name `byte_id` (lane, groupID, threadID_in_group, warp, i, selector)"
+        )
+    );
 }
