@@ -564,3 +564,146 @@ fn objects_reproduce_every_public_vector() {
     }
     assert_eq!(files_run, 326, "every public vector file");
 }
+
+/// The object's warp entry on random register images (every bit pattern) equals the
+/// runtime's `warp_mma` (the interpreter) on the same images, for every layout family of
+/// `specs/ampere.mma` (16-bit, tf32, 8-bit, 4-bit, b1 and f64 elements, 64-bit registers
+/// as two words) and Volta's or Turing's f16 `mma.m8n8k4` when it has a layout (four
+/// independent matrices per warp); a sparse instruction, one without a layout and
+/// operands it does not take are refused with their codes.
+#[test]
+fn warp_entry_runs_register_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = mmac_runtime::fragments::Library::builtin().unwrap();
+    let mut rng = Rng::new(0x77a9);
+    let mut tested = 0;
+    for (spec, arch) in [
+        ("specs/ampere.mma", "ampere"),
+        ("specs/turing.mma", "turing"),
+    ] {
+        let o = object(spec, arch, dir.path());
+        let header = format!("-DMMAC_HEADER=\"{arch}.h\"");
+        let prefix = format!("-DMMAC_PREFIX=mmac_{arch}_");
+        let src = root().join("tests/c/warp_check.c");
+        let exe = build(
+            dir.path(),
+            &format!("warp_{arch}"),
+            &[&header, &prefix, src.to_str().unwrap(), o.to_str().unwrap()],
+        );
+        let loaded = specs::load_file(&root().join(spec)).unwrap();
+        // one instruction per fragment family of a
+        let mut families = std::collections::BTreeSet::new();
+        for checked in loaded.checked.instructions() {
+            let inst = checked.instruction();
+            let Ok(layout) = lib.find(inst) else { continue };
+            if inst.sparsity.is_some()
+                || inst.arithmetic.scale.is_some()
+                || !families.insert(layout.a.name.clone())
+            {
+                continue;
+            }
+            let images: Vec<Vec<u32>> = [&layout.a, &layout.b, &layout.c]
+                .iter()
+                .map(|f| {
+                    let random: Vec<u32> = (0..f.image_words())
+                        .map(|_| rng.next_u64() as u32)
+                        .collect();
+                    // lanes that hold copies of an element must agree
+                    f.pack(&f.unpack(&random, "x").unwrap(), "x").unwrap()
+                })
+                .collect();
+            let mut stdin = format!("{}\n", inst.name);
+            for w in images.iter().flatten() {
+                stdin.push_str(&format!("{w:x} "));
+            }
+            let mut child = Command::new(&exe)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            std::io::Write::write_all(child.stdin.as_mut().unwrap(), stdin.as_bytes()).unwrap();
+            let o = child.wait_with_output().unwrap();
+            assert!(o.status.success(), "{}: {}", inst.name, text(&o.stderr));
+            let out = text(&o.stdout);
+            let mut lines = out.lines();
+            assert_eq!(lines.next(), Some("rc 0"), "{}: {out}", inst.name);
+            let got: Vec<u32> = lines.map(|l| u32::from_str_radix(l, 16).unwrap()).collect();
+            let engine = mmac_compiler::engine::Engine::interpreter(checked);
+            let inputs = mmac_runtime::fragments::WarpInputs {
+                a: &images[0],
+                b: &images[1],
+                c: &images[2],
+                ..Default::default()
+            };
+            let want =
+                mmac_runtime::fragments::warp_mma(&engine, &layout, &inputs, &Default::default())
+                    .unwrap();
+            assert_eq!(got.len(), want.len(), "{}", inst.name);
+            // the same bits, but for NaN payloads the spec leaves open
+            let (got_d, want_d) = (
+                layout.d.unpack(&got, "d").unwrap(),
+                layout.d.unpack(&want, "d").unwrap(),
+            );
+            let nan = |v: u64| inst.arithmetic.d.decode(v).is_nan();
+            for (g, w) in got_d
+                .iter()
+                .flat_map(|m| &m.data)
+                .zip(want_d.iter().flat_map(|m| &m.data))
+            {
+                assert!(
+                    g == w || (nan(*g) && nan(*w)),
+                    "{}: {g:x} vs {w:x}",
+                    inst.name
+                );
+            }
+            tested += 1;
+        }
+        if arch == "ampere" {
+            let mut child = Command::new(&exe)
+                .arg("errors")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            std::io::Write::write_all(
+                child.stdin.as_mut().unwrap(),
+                b"mma.sp.m16n8k16.f32.f16.f16.f32 mma.m8n8k4.f64.f64.f64.f64 mma.m16n8k16.f32.f16.f16.f32",
+            )
+            .unwrap();
+            let out = text(&child.wait_with_output().unwrap().stdout);
+            assert!(out.contains("sparse 8\n"), "{out}");
+            assert!(out.contains("null 1\n"), "{out}");
+            assert!(out.contains("meta 8\nselector 8\n"), "{out}");
+            assert!(out.contains("operand -1 -1 -1\n"), "{out}");
+            assert!(
+                out.contains("message the object's warp entry runs dense instructions"),
+                "{out}"
+            );
+        }
+    }
+    assert!(tested >= 8, "{tested} families");
+    // an object whose instruction has no layout
+    let o = object("specs/examples/kulisch.mma", "kulisch", dir.path());
+    let header = "-DMMAC_HEADER=\"kulisch.h\"".to_string();
+    let prefix = "-DMMAC_PREFIX=mmac_kulisch_".to_string();
+    let src = root().join("tests/c/warp_check.c");
+    let exe = build(
+        dir.path(),
+        "warp_kulisch",
+        &[&header, &prefix, src.to_str().unwrap(), o.to_str().unwrap()],
+    );
+    let mut child = Command::new(&exe)
+        .arg("errors")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        child.stdin.as_mut().unwrap(),
+        b"none kulisch.m16n8k16.f32.f16.f16.f32 kulisch.m16n8k16.f32.f16.f16.f32",
+    )
+    .unwrap();
+    let out = text(&child.wait_with_output().unwrap().stdout);
+    assert!(out.contains("none 5 -1\n"), "{out}");
+}

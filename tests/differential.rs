@@ -131,7 +131,7 @@ fn check_object(
         header_name: "fuzz.h".into(),
         object_name: "fuzz.o".into(),
     };
-    let object = match mmac_compiler::aot::compile_object(v, &names) {
+    let object = match mmac_compiler::aot::compile_object(v, &names, &|_| None) {
         Ok(o) => o,
         // a host without the FP control helpers has no objects
         Err(e) if e.message.contains("host") => return 0,

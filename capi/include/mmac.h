@@ -26,7 +26,9 @@ extern "C" {
 #define MMAC_ERR_NOMEM   3  /* out of memory */
 #endif
 #define MMAC_ERR_ENGINE  4  /* the engine refused the operands: mmac_last_error() says why */
+#ifndef MMAC_ERR_LAYOUT
 #define MMAC_ERR_LAYOUT  5  /* no warp fragment layout is known for the instruction */
+#endif
 
 typedef struct mmac_spec mmac_spec;
 typedef struct mmac_instruction mmac_instruction;
@@ -77,8 +79,9 @@ int mmac_sparse_dot(const mmac_instruction *ins, uint64_t c, const uint64_t *a,
  * mmac_fragment_lanes(ins) * mmac_fragment_words(ins, operand) words. Operands are named
  * "a", "b", "c", "d", and "meta" (a sparse instruction's metadata, PTX's operand e),
  * "sa" and "sb" (a block-scaled instruction's scale factors of A and B). The layouts
- * cover the instructions docs/layouts.md lists; the objects of `mmac compile --emit obj`
- * have no warp entry. */
+ * cover the instructions docs/layouts.md lists. The objects of `mmac compile --emit obj`
+ * have the same entry (mmac_<arch>_warp_mma) for dense instructions without scale
+ * factors. */
 #define MMAC_WARP_LANES 32
 
 /* Lanes of the instruction's register images (32 for a warp), or -1 when it has no known

@@ -387,6 +387,47 @@ pub fn warp_mma(
     layout.d.pack(&d, "d")
 }
 
+/// The layout as an object file's warp entry takes it ([`mmac_compiler::aot::WarpLayout`]),
+/// for a dense instruction without scale factors (the object runs no others: `None`).
+pub fn aot_layout(layout: &Layout) -> Option<mmac_compiler::aot::WarpLayout> {
+    use mmac_compiler::aot::{WarpOperand, WarpSlot};
+    if layout.meta.is_some() || layout.scales.is_some() {
+        return None;
+    }
+    let operand = |f: &Fragment| {
+        let mut seen = std::collections::HashSet::new();
+        WarpOperand {
+            words: f.words() as u32,
+            width: f.width,
+            wide: f.register_bits() == 64,
+            slots: f
+                .slots
+                .iter()
+                .map(|s| {
+                    let cell = (s.set * f.rows + s.row) * f.cols + s.col;
+                    WarpSlot {
+                        word: (s.lane * f.words() + s.register * (f.register_bits() as usize / 32))
+                            as u32,
+                        shift: s.bits.0,
+                        cell: cell as u32,
+                        copy: !seen.insert(cell),
+                    }
+                })
+                .collect(),
+        }
+    };
+    Some(mmac_compiler::aot::WarpLayout {
+        lanes: layout.a.lanes as u32,
+        sets: layout.a.sets as u32,
+        operands: [
+            operand(&layout.a),
+            operand(&layout.b),
+            operand(&layout.c),
+            operand(&layout.d),
+        ],
+    })
+}
+
 /// The columns of A's stored elements from the metadata fields (one per `unit` stored
 /// elements of a row, the code of the unit's place in its group).
 fn positions(

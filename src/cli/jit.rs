@@ -134,7 +134,11 @@ fn write_object(file: &Path, s: &LoadedSpec, kind: Emit, output: Option<&Path>) 
     let object_out = create_output(&output, &[("FILE", file)])?;
     let header_out = create_output(&header_path, &[("FILE", file), ("-o", &output)])?;
     let start = Instant::now();
-    let object = match aot::compile_object(&s.checked, &names) {
+    let warp = |inst: &mmac_compiler::ir::Instruction| {
+        let library = mmac_runtime::fragments::Library::builtin().ok()?;
+        mmac_runtime::fragments::aot_layout(&library.find(inst).ok()?)
+    };
+    let object = match aot::compile_object(&s.checked, &names, &warp) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");

@@ -58,13 +58,16 @@ pub(crate) mod layout {
     /// hold an element.
     pub const SPAN: u32 = 148;
     pub const KEPT_COLUMNS: u32 = 152;
-    pub const SIZE: u32 = 160;
+    /// The instruction's register fragments ([`super::warp`]), or NULL.
+    pub const WARP: u32 = 160;
+    pub const SIZE: u32 = 168;
 }
 
 /// The error codes of the entries, with their messages (`mmac_<arch>_error`).
 /// The first four are libmmac's too (its header defines them under the same guard); the
-/// sparse ones have a guard of their own.
-pub(crate) const ERRORS: [(&str, i64, &str); 6] = [
+/// sparse ones have a guard of their own, as do the warp entry's (`MMAC_ERR_LAYOUT` is
+/// libmmac's too).
+pub(crate) const ERRORS: [(&str, i64, &str); 9] = [
     ("MMAC_OK", 0, "success"),
     ("MMAC_ERR_NULL", 1, "a required pointer is NULL"),
     (
@@ -83,12 +86,32 @@ pub(crate) const ERRORS: [(&str, i64, &str); 6] = [
         7,
         "the positions break the instruction's sparsity pattern",
     ),
+    (
+        "MMAC_ERR_LAYOUT",
+        5,
+        "no warp fragment layout is known for the instruction",
+    ),
+    (
+        "MMAC_ERR_WARP",
+        8,
+        "the object's warp entry runs dense instructions without scale factors (libmmac's mmac_warp_mma runs sparse and block-scaled ones)",
+    ),
+    (
+        "MMAC_ERR_REGISTERS",
+        9,
+        "lanes holding copies of one element disagree",
+    ),
 ];
 const ERR_NULL: i64 = 1;
 const ERR_SCALES: i64 = 2;
 const ERR_NOMEM: i64 = 3;
 const ERR_SPARSE: i64 = 6;
 const ERR_PATTERN: i64 = 7;
+const ERR_LAYOUT: i64 = 5;
+const ERR_WARP: i64 = 8;
+const ERR_REGISTERS: i64 = 9;
+
+mod warp;
 
 /// The machine code of the two control-register helpers for this host:
 /// `read() -> u64` and `write(u64)`.
@@ -193,6 +216,8 @@ struct TableContents {
     string_fields: Vec<(u32, u32)>,
     /// Each field that points at a kernel, with the kernel.
     function_fields: Vec<(u32, FuncId)>,
+    /// Each descriptor's warp field, with the index of its instruction in `present`.
+    warp_fields: Vec<(u32, usize)>,
 }
 
 impl TableContents {
@@ -203,6 +228,7 @@ impl TableContents {
             bytes: vec![0u8; present.len().max(1) * layout::SIZE as usize],
             string_fields: vec![],
             function_fields: vec![],
+            warp_fields: vec![],
         };
         for (i, p) in present.iter().enumerate() {
             let base = i as u32 * layout::SIZE;
@@ -210,6 +236,9 @@ impl TableContents {
             table.put_strings(base, p, arch, strings);
             table.function_fields.push((base + layout::DOT, p.dot));
             table.function_fields.push((base + layout::BATCH, p.batch));
+            if p.warp.is_some() {
+                table.warp_fields.push((base + layout::WARP, i));
+            }
         }
         table
     }
@@ -348,6 +377,18 @@ impl<'m> Api<'m> {
             let r = table.import_function(ModuleRelocTarget::user(0, f.as_u32()));
             table.write_function_addr(at, r);
         }
+        for (at, i) in contents.warp_fields {
+            let id = self.declare_data(&format!("warp{i}"))?;
+            let mut desc = DataDescription::new();
+            desc.set_align(8);
+            desc.define(
+                warp::table(present[i].warp.as_ref().expect("a warp field has a layout"))
+                    .into_boxed_slice(),
+            );
+            self.module.define_data(id, &desc).map_err(module_error)?;
+            let gv = table.import_global_value(ModuleRelocTarget::user(1, id.as_u32()));
+            table.write_data_addr(at, gv, 0);
+        }
         self.module
             .define_data(table_id, &table)
             .map_err(module_error)?;
@@ -440,7 +481,7 @@ impl<'m> Api<'m> {
             &[types::I32],
             &|e| e.batch(),
         )?;
-        self.export(
+        let mma = self.export(
             refs,
             "mma",
             &[ptr, ptr, ptr, ptr, ptr, ptr, ptr],
@@ -449,12 +490,26 @@ impl<'m> Api<'m> {
         )?;
         self.export(
             refs,
+            "warp_mma",
+            &[ptr, ptr, ptr, ptr, ptr, types::I32, ptr, ptr, ptr, ptr],
+            &[types::I32],
+            &|e| e.warp_mma(mma),
+        )?;
+        self.export(refs, "fragment_lanes", &[ptr], &[types::I32], &|e| {
+            e.fragment_size(None)
+        })?;
+        self.export(refs, "fragment_words", &[ptr, ptr], &[types::I32], &|e| {
+            e.fragment_size(Some(e.args[1]))
+        })?;
+        self.export(
+            refs,
             "sparse_dot",
             &[ptr, types::I64, ptr, ptr, ptr, ptr, ptr, ptr],
             &[types::I32],
             &|e| e.sparse_dot(),
         )?;
-        self.export(refs, "error", &[types::I32], &[ptr], &|e| e.error())
+        self.export(refs, "error", &[types::I32], &[ptr], &|e| e.error())?;
+        Ok(())
     }
 
     /// Define the exported function `<prefix><name>`, whose body `body` writes.
@@ -465,7 +520,7 @@ impl<'m> Api<'m> {
         params: &[Type],
         returns: &[Type],
         body: &dyn Fn(&mut Entry),
-    ) -> Result<(), String> {
+    ) -> Result<FuncId, String> {
         let sig = self.sig(params, returns);
         let id = self
             .module
@@ -493,7 +548,7 @@ impl<'m> Api<'m> {
         self.module
             .define_function(id, &mut ctx)
             .map_err(|e| format!("cannot compile the entry `{}{name}`: {e:?}", self.prefix))?;
-        Ok(())
+        Ok(id)
     }
 }
 

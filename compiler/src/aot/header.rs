@@ -74,15 +74,23 @@ pub(crate) fn write(
         let _ = writeln!(h, "#define {name:<16} {code}  /* {message} */");
     }
     let _ = writeln!(h, "#endif");
-    let _ = writeln!(h, "#ifndef MMAC_ERR_SPARSE");
-    for (name, code, message) in &ERRORS[4..] {
-        let _ = writeln!(h, "#define {name:<16} {code}  /* {message} */");
+    // then the sparse entries', libmmac's layout error, the warp entry's: a guard each
+    for (guard, range) in [
+        ("MMAC_ERR_SPARSE", 4..6),
+        ("MMAC_ERR_LAYOUT", 6..7),
+        ("MMAC_ERR_WARP", 7..9),
+    ] {
+        let _ = writeln!(h, "#ifndef {guard}");
+        for (name, code, message) in &ERRORS[range] {
+            let _ = writeln!(h, "#define {name:<16} {code}  /* {message} */");
+        }
+        let _ = writeln!(h, "#endif");
     }
-    let _ = writeln!(h, "#endif\n");
+    let _ = writeln!(h);
 
     let _ = writeln!(
         h,
-        "/* One instruction. Read the public fields; the last two are the object's own. */\n\
+        "/* One instruction. Read the public fields; the private ones are the object's own. */\n\
          typedef struct {t} {{\n\
          \x20   const char *name;       /* the instruction's name, e.g. \"mma.m16n8k16.f32.f16.f16.f32\" */\n\
          \x20   const char *arch;       /* \"{arch}\" */\n\
@@ -101,6 +109,7 @@ pub(crate) fn write(
          \x20   const void *kernel_[2]; /* private */\n\
          \x20   uint64_t zero_;         /* private */\n\
          \x20   uint32_t sparse_[4];    /* private */\n\
+         \x20   const void *warp_;      /* private */\n\
          }} {t};\n",
         arch = spec.arch,
     );
@@ -161,6 +170,25 @@ pub(crate) fn write(
          int {prefix}sparse_dot(const {t} *ins, uint64_t c, const uint64_t *a, const uint64_t *b,\n\
          \x20                      const uint64_t *sa, const uint64_t *sb, const uint32_t *positions,\n\
          \x20                      uint64_t *d);\n\n\
+         /* Warp-level execution on register images, as a warp runs mma.sync (libmmac's\n\
+         \x20* mmac_warp_mma, whose header documents the images: lane-major uint32_t words, a\n\
+         \x20* lane's registers r0, r1, ... in order, narrow elements from the low bits up, a\n\
+         \x20* 64-bit register as two words, low first; `mmac layout` prints each instruction's\n\
+         \x20* layout). The images of a, b, c and d have fragment_lanes(ins) *\n\
+         \x20* fragment_words(ins, \"a\") ... words. The object runs dense instructions without\n\
+         \x20* scale factors: meta_regs, sa_regs and sb_regs must be NULL and selector 0\n\
+         \x20* (MMAC_ERR_WARP otherwise; libmmac runs sparse and block-scaled ones);\n\
+         \x20* scale_selectors is not read. Allocates the matrices (malloc). Returns MMAC_OK,\n\
+         \x20* MMAC_ERR_NULL, MMAC_ERR_LAYOUT (no layout known), MMAC_ERR_WARP, MMAC_ERR_NOMEM\n\
+         \x20* or MMAC_ERR_REGISTERS (lanes holding copies of an element disagree). */\n\
+         int {prefix}warp_mma(const {t} *ins, const uint32_t *a_regs, const uint32_t *b_regs,\n\
+         \x20                    const uint32_t *c_regs, const uint32_t *meta_regs, uint32_t selector,\n\
+         \x20                    const uint32_t *sa_regs, const uint32_t *sb_regs,\n\
+         \x20                    const uint32_t *scale_selectors, uint32_t *d_regs);\n\
+         /* Lanes of the instruction's register images, and 32-bit words per lane of operand\n\
+         \x20* \"a\", \"b\", \"c\" or \"d\"; -1 for NULL, another operand, or no layout. */\n\
+         int {prefix}fragment_lanes(const {t} *ins);\n\
+         int {prefix}fragment_words(const {t} *ins, const char *operand);\n\n\
          /* The text of a return code. */\n\
          const char *{prefix}error(int code);\n"
     );

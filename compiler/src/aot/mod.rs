@@ -18,11 +18,51 @@ use crate::jit::{self, Built, JitError, Lowered, Options, Target};
 use cranelift_module::{FuncId, default_libcall_names};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 
-/// An instruction of the object, with the kernel functions it calls.
+/// An instruction of the object, with the kernel functions it calls and its register
+/// fragments, where known.
 pub(crate) struct Present<'s> {
     pub inst: &'s Instruction,
     pub dot: FuncId,
     pub batch: FuncId,
+    pub warp: Option<WarpLayout>,
+}
+
+/// An instruction's register fragments as the object's warp entry reads and writes them.
+/// The caller builds it from its layout data (the CLI from `mmac_runtime::fragments`):
+/// the compiler crate knows no layouts.
+#[derive(Clone, Debug)]
+pub struct WarpLayout {
+    /// Lanes of an image (32 for a warp).
+    pub lanes: u32,
+    /// Independent matrices per warp (4 for `mma.m8n8k4`'s quadpairs, else 1).
+    pub sets: u32,
+    /// a, b, c and d.
+    pub operands: [WarpOperand; 4],
+}
+
+/// One operand of a [`WarpLayout`].
+#[derive(Clone, Debug)]
+pub struct WarpOperand {
+    /// 32-bit words per lane.
+    pub words: u32,
+    /// Bits of an element's value.
+    pub width: u32,
+    /// 64-bit registers (two words, the low one first).
+    pub wide: bool,
+    pub slots: Vec<WarpSlot>,
+}
+
+/// Where one element of an operand lies in its image.
+#[derive(Clone, Copy, Debug)]
+pub struct WarpSlot {
+    /// The register's (first) word in the image.
+    pub word: u32,
+    /// The value's lowest bit in the register.
+    pub shift: u32,
+    /// The element: `(set * rows + row) * cols + col`.
+    pub cell: u32,
+    /// A later copy of an element an earlier slot holds: compared when read.
+    pub copy: bool,
 }
 
 /// A compiled object file and its header.
@@ -64,7 +104,13 @@ pub fn symbol_prefix(arch: &str) -> String {
 
 /// Compile every instruction of a spec into an object file with the C API of
 /// [`api`]. Instructions the code generator cannot lower are left out and listed.
-pub fn compile_object(checked: &CheckedSpec, names: &ObjectNames) -> Result<Object, JitError> {
+/// `warp` gives an instruction's register fragments for the warp entry (`None`: the
+/// entry answers that no layout is known).
+pub fn compile_object(
+    checked: &CheckedSpec,
+    names: &ObjectNames,
+    warp: &dyn Fn(&Instruction) -> Option<WarpLayout>,
+) -> Result<Object, JitError> {
     let (spec, info) = (checked.spec(), checked.info());
     let backend = |m: String| JitError {
         instruction: None,
@@ -111,6 +157,7 @@ pub fn compile_object(checked: &CheckedSpec, names: &ObjectNames) -> Result<Obje
                 inst,
                 dot: *dot,
                 batch: *batch,
+                warp: warp(inst),
             }),
             Err(why) => absent.push((inst.name.clone(), why.clone())),
         }
