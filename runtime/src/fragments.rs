@@ -24,10 +24,16 @@ use std::sync::Arc;
 pub const LANES: usize = 32;
 
 /// The layout files built into the library: their paths in the repository and texts.
-pub const BUILTIN_FILES: &[(&str, &str)] = &[(
-    "specs/layouts/ptx-mma.json",
-    include_str!("../../specs/layouts/ptx-mma.json"),
-)];
+pub const BUILTIN_FILES: &[(&str, &str)] = &[
+    (
+        "specs/layouts/ptx-mma.json",
+        include_str!("../../specs/layouts/ptx-mma.json"),
+    ),
+    (
+        "specs/layouts/ptx-ldmatrix.json",
+        include_str!("../../specs/layouts/ptx-ldmatrix.json"),
+    ),
+];
 
 /// What can go wrong with layouts: a data file that does not validate, an instruction
 /// without a layout, register images of the wrong size.

@@ -90,6 +90,66 @@ pub fn layout(file: &Path, name: &str, json: bool, sel: &Selectors, color: bool)
     Ok(EXIT_OK)
 }
 
+/// `layout --movement NAME`: the registers of a warp-level data movement (`ldmatrix`,
+/// `stmatrix`), and which lanes give the rows' addresses.
+pub fn movement(name: &str, json: bool) -> Outcome {
+    let (f, matrices) = match Library::builtin().and_then(|lib| lib.movement(name)) {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!(
+                "error: {}",
+                e.to_string()
+                    .replace("fragment layout", "register layout of a data movement")
+            );
+            return Ok(EXIT_FAILED);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let addresses: Vec<Address> = (0..8 * matrices)
+        .map(|lane| Address {
+            lane,
+            matrix: lane / 8,
+            row: lane % 8,
+        })
+        .collect();
+    if json {
+        #[derive(serde::Serialize)]
+        struct MovementJson {
+            operands: std::collections::BTreeMap<&'static str, Vec<Entry>>,
+            lanes: usize,
+            addresses: Vec<Address>,
+        }
+        let doc = MovementJson {
+            operands: [("r", entries(&f))].into_iter().collect(),
+            lanes: f.lanes,
+            addresses,
+        };
+        let text = serde_json::to_string(&doc).map_err(std::io::Error::other)?;
+        writeln!(out, "{text}")?;
+    } else {
+        let format = format!(
+            "b16 ({matrices} {} of 8 x 8, matrix j in rows 8j..8j+7 and register j)",
+            if matrices == 1 { "matrix" } else { "matrices" }
+        );
+        write!(out, "{}", grid_named("r", "e", &f, &format))?;
+        writeln!(
+            out,
+            "\naddresses: lanes 0..{} each give the address of one row: lane l, row l % 8 of matrix l / 8",
+            8 * matrices - 1
+        )?;
+    }
+    out.flush()?;
+    Ok(EXIT_OK)
+}
+
+/// A lane that gives a row's address to a data movement.
+#[derive(serde::Serialize)]
+struct Address {
+    lane: usize,
+    matrix: usize,
+    row: usize,
+}
+
 /// What the elements of the metadata and the scale factors are.
 fn extra_format(
     inst: &mmac_compiler::ir::Instruction,
@@ -122,6 +182,11 @@ fn extra_format(
 /// (`row,col@set` where the warp computes several matrices; `-` for a register no element
 /// uses, and for the lanes that hold none).
 fn grid(op: &str, f: &Fragment, format: &str) -> String {
+    grid_named(op, op, f, format)
+}
+
+/// [`grid`], the elements in the heading named `element` and their index.
+fn grid_named(op: &str, element: &str, f: &Fragment, format: &str) -> String {
     let per = (f.register_bits() / f.container) as usize;
     let mut text = format!(
         "{op}: {}{} x {} {format}, fragment `{}`: {} register{} of {} bits per lane, {per} element{} each{}{}\n  evidence {}\n",
@@ -178,7 +243,10 @@ fn grid(op: &str, f: &Fragment, format: &str) -> String {
         .map(|r| {
             let mut slots = cells[named][r].clone();
             slots.sort_by_key(|s| s.bits.0);
-            let names: Vec<String> = slots.iter().map(|s| format!("{op}{}", s.element)).collect();
+            let names: Vec<String> = slots
+                .iter()
+                .map(|s| format!("{element}{}", s.element))
+                .collect();
             format!("r{r}: {}", names.join(" ")).trim_end().to_string()
         })
         .collect();

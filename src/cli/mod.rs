@@ -185,12 +185,23 @@ pub enum Command {
     /// sb), which lane, register and element (the PTX fragment index a0, a1, ...) holds
     /// which (row, col), and the element's bits in its register; from the layouts of the
     /// spec library (specs/layouts/, transcribed from the vendors' ISA documents). Exit 1
-    /// for an instruction without a known layout.
+    /// for an instruction without a known layout. `--movement NAME` (no FILE) prints the
+    /// registers of a warp-level data movement instead (`ldmatrix.sync.aligned.m8n8.x4.b16`,
+    /// `stmatrix...`).
     Layout {
-        file: PathBuf,
+        #[arg(required_unless_present = "movement", conflicts_with = "movement")]
+        file: Option<PathBuf>,
         /// Instruction name, as in `mmac list`.
+        #[arg(
+            long,
+            required_unless_present = "movement",
+            conflicts_with = "movement"
+        )]
+        instr: Option<String>,
+        /// A warp-level data movement of the PTX ISA (ldmatrix, stmatrix with .m8n8 .b16,
+        /// .x1/.x2/.x4, .trans), e.g. `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`.
         #[arg(long)]
-        instr: String,
+        movement: Option<String>,
         /// One JSON object: {"operands": {"a": [{"lane", "register", "element", "bits":
         /// [lo, hi], "row", "col"}, ...], "b": ..., "c": ..., "d": ..., "meta", "sa", "sb"
         /// where the instruction has them}, "lanes": L} (entries of an operand whose warp
@@ -525,12 +536,18 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
         Command::Probe { file, instr } => commands::probe(&file, instr.as_deref(), color),
         Command::Show { file, instr, cost } => commands::show(&file, &instr, cost, color),
         Command::Layout {
-            file,
-            instr,
+            movement: Some(name),
+            json,
+            ..
+        } => layout::movement(&name, json),
+        Command::Layout {
+            file: Some(file),
+            instr: Some(instr),
             json,
             selector,
             scale_a,
             scale_b,
+            ..
         } => {
             let pair = |v: Option<Vec<usize>>| v.map_or((0, 0), |v| (v[0], v[1]));
             let ((byte_id_a, thread_id_a), (byte_id_b, thread_id_b)) =
@@ -543,6 +560,11 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
                 thread_id_b,
             };
             layout::layout(&file, &instr, json, &sel, color)
+        }
+        Command::Layout { .. } => {
+            // (clap requires FILE and --instr unless --movement is given)
+            eprintln!("error: give FILE and --instr, or --movement");
+            Ok(common::EXIT_USAGE)
         }
         Command::Prove {
             operands,

@@ -27,6 +27,17 @@ struct FileData {
     /// Instructions whose operands no thread holds in registers, and why.
     #[serde(default)]
     without_registers: Vec<WithoutData>,
+    /// Warp-level data movements (ldmatrix, stmatrix) and the registers they fill.
+    #[serde(default)]
+    movements: Vec<MovementData>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MovementData {
+    names: Vec<String>,
+    fragment: String,
+    matrices: usize,
 }
 
 #[derive(Deserialize)]
@@ -507,6 +518,8 @@ pub struct Library {
     entries: Vec<Entry>,
     /// Name patterns of instructions without register fragments, and why.
     without: Vec<(Vec<String>, String)>,
+    /// Name patterns of data movements, their family and how many 8-row matrices it holds.
+    movements: Vec<(Vec<String>, usize, usize)>,
 }
 
 impl std::fmt::Debug for Library {
@@ -565,6 +578,24 @@ impl Library {
         }
         for w in data.without_registers {
             self.without.push((w.names, w.why));
+        }
+        for m in data.movements {
+            let at = self
+                .index(&m.fragment, "registers", &m.names)
+                .map_err(|what| invalid(None, what))?;
+            let f = &self.families[at];
+            if m.matrices == 0 || f.rows != 8 * m.matrices || f.lanes < 8 * m.matrices {
+                return Err(invalid(
+                    Some(&f.name),
+                    format!(
+                        "serves `{}`, {} matrices of 8 rows, but holds {} rows",
+                        m.names.join("`, `"),
+                        m.matrices,
+                        f.rows
+                    ),
+                ));
+            }
+            self.movements.push((m.names, at, m.matrices));
         }
         Ok(())
     }
@@ -661,6 +692,16 @@ impl Library {
             meta,
             scales,
         })
+    }
+
+    /// The registers a warp-level data movement (`ldmatrix`, `stmatrix`) fills or reads:
+    /// the fragment of its matrices (matrix j in rows 8j..8j+7) and how many there are.
+    pub fn movement(&self, name: &str) -> Result<(Arc<Fragment>, usize), LayoutError> {
+        self.movements
+            .iter()
+            .find(|(names, _, _)| names.iter().any(|p| glob(p, name)))
+            .map(|(_, at, n)| (self.families[*at].fragment().clone(), *n))
+            .ok_or_else(|| LayoutError::Unknown(name.to_string()))
     }
 
     /// The fragment family of this name, built with every selector 0.
