@@ -595,7 +595,9 @@ fn warp_entry_runs_register_images() {
         let mut families = std::collections::BTreeSet::new();
         for checked in loaded.checked.instructions() {
             let inst = checked.instruction();
-            let Ok(layout) = lib.find(inst) else { continue };
+            let Ok(layout) = lib.find_for(arch, inst) else {
+                continue;
+            };
             if inst.sparsity.is_some()
                 || inst.arithmetic.scale.is_some()
                 || !families.insert(layout.a.name.clone())

@@ -11,14 +11,16 @@ use support::{mmac, mmac_ok, stderr};
 /// .trans a thread holds two adjacent elements of a row (row groupID, columns
 /// 2 * threadID_in_group and + 1) of each matrix, in the register of that matrix; with
 /// .trans the same two places of the transposed matrix.
-const X1: &[((usize, usize), (usize, usize))] = &[
+type Table = &'static [((usize, usize), (usize, usize))];
+
+const X1: Table = &[
     ((0, 0), (0, 0)),
     ((0, 1), (0, 1)),
     ((5, 0), (1, 2)),
     ((5, 1), (1, 3)),
     ((31, 1), (7, 7)),
 ];
-const X4_TRANS: &[((usize, usize), (usize, usize))] = &[
+const X4_TRANS: Table = &[
     ((0, 0), (0, 0)),
     ((0, 1), (1, 0)),
     ((4, 0), (0, 1)),
@@ -26,8 +28,7 @@ const X4_TRANS: &[((usize, usize), (usize, usize))] = &[
     ((31, 6), (30, 7)),
     ((31, 7), (31, 7)),
 ];
-const X2: &[((usize, usize), (usize, usize))] =
-    &[((0, 2), (8, 0)), ((7, 3), (9, 7)), ((31, 2), (15, 6))];
+const X2: Table = &[((0, 2), (8, 0)), ((7, 3), (9, 7)), ((31, 2), (15, 6))];
 
 #[test]
 fn ldmatrix_and_stmatrix_registers_match_the_figures() {

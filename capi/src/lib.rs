@@ -58,7 +58,8 @@ impl Instruction {
     fn layout(&self) -> &Result<Layout, LayoutError> {
         self.layout.get_or_init(|| {
             let inst = self.spec().loaded.checked.get(self.index).instruction();
-            fragments::Library::builtin()?.find(inst)
+            let arch = &self.spec().loaded.spec().arch;
+            fragments::Library::builtin()?.find_for(arch, inst)
         })
     }
 }

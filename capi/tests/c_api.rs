@@ -194,8 +194,8 @@ fn c_program_runs_a_warp_on_register_images() {
         &exe,
         &[
             "specs/ampere.mma",
-            "specs/rdna4.mma",
-            "v_wmma_f32_16x16x16_f16",
+            "specs/examples/dp4.mma",
+            "dp4.f32.e4m3.e4m3.f32",
         ],
     );
     assert_eq!(code, Some(0), "{out}");

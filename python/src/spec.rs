@@ -247,7 +247,9 @@ impl NativeInstruction {
     /// `ValueError` naming the instruction when none is known.
     fn warp_layout(&self) -> PyResult<Layout> {
         let library = fragments::Library::builtin().map_err(layout_error)?;
-        library.find(self.inst()).map_err(layout_error)
+        library
+            .find_for(&self.spec.spec.spec().arch, self.inst())
+            .map_err(layout_error)
     }
 
     /// The operands of a GEMM as matrices of checked encodings; a missing C is +0.
@@ -605,6 +607,7 @@ impl NativeInstruction {
             d.set_item("elements", f.elements)?;
             d.set_item("registers", f.registers)?;
             d.set_item("words", f.words())?;
+            d.set_item("memory", f.memory.as_deref())?;
             let slots = PyList::empty(py);
             for s in &f.slots {
                 let e = PyDict::new(py);

@@ -20,7 +20,7 @@ CASES = [
     ("ampere", "mma.m16n8k8.f32.tf32.tf32.f32"),
     ("ampere", "mma.m8n8k4.f64.f64.f64.f64"),
 ]
-NO_LAYOUT = ("rdna4", "v_wmma_f32_16x16x16_f16")
+NO_LAYOUT = ("examples/dp4", "dp4.f32.e4m3.e4m3.f32")
 
 
 # --------------------------------------------------------------- m16n8k16 f16 by hand
@@ -232,3 +232,36 @@ def test_no_layout_is_named(spec):
     z = np.zeros((32, 4), np.uint32)
     with pytest.raises(ValueError, match=rf"no fragment layout is known for `{name}`"):
         ins.warp_mma(z, z, z)
+
+
+def test_sparse_warp_mma_takes_metadata_and_a_selector(spec):
+    """``mma.sp``: the metadata registers (2-bit indices of each kept element in its group
+    of 4, placed by ``layout(selector)``'s slots) and the sparsity selector; warp_mma equals
+    ``mma`` with ``meta`` on the matrices this test packed."""
+    ins = spec("ampere")["mma.sp.m16n8k32.f32.f16.f16.f32"]
+    rng = np.random.default_rng(26)
+    for selector in (0, 1):
+        lay = ins.layout(selector)
+        # stored A (16 x 16 finite f16), its columns (2 of every 4), B (32 x 8), C
+        A = rng.integers(0, 0x3BFF, size=(16, 16), dtype=np.uint64)
+        E = np.array(
+            [np.sort(rng.choice(4, 2, replace=False)) + 4 * g for _ in range(16) for g in range(8)],
+            dtype=np.uint64,
+        ).reshape(16, 16)
+        B = rng.integers(0, 0x3BFF, size=(32, 8), dtype=np.uint64)
+        C = np.zeros((16, 8), np.uint64)
+        meta = pack(E % 4, lay["meta"])
+        d = ins.warp_mma(pack(A, lay["a"]), pack(B, lay["b"]), pack(C, lay["c"]), meta, selector)
+        D = codes_of(ins.mma(A, B, C, meta=E))
+        np.testing.assert_array_equal(unpack(d, lay["d"]), D)
+        # a thread pair of every quad holds the metadata: the selector names which
+        held = {s["lane"] for s in lay["meta"]["slots"]}
+        assert held == {lane for lane in range(32) if lane % 4 // 2 == selector}
+    a, b, c = (pack(np.zeros((f["rows"], f["cols"]), np.uint64), f) for f in (lay["a"], lay["b"], lay["c"]))
+    with pytest.raises(ValueError, match="takes meta registers"):
+        ins.warp_mma(a, b, c)
+    with pytest.raises(ValueError, match="selector 2 is out of range"):
+        ins.warp_mma(a, b, c, meta, 2)
+    bad = pack(np.full((16, 16), 3, np.uint64), lay["meta"])  # index 3 twice in a group
+    with pytest.raises(ValueError, match="do not increase|positions"):
+        ins.warp_mma(a, b, c, bad, selector)

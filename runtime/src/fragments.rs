@@ -30,6 +30,18 @@ pub const BUILTIN_FILES: &[(&str, &str)] = &[
         include_str!("../../specs/layouts/ptx-mma.json"),
     ),
     (
+        "specs/layouts/ptx-mma-sparse-scaled.json",
+        include_str!("../../specs/layouts/ptx-mma-sparse-scaled.json"),
+    ),
+    (
+        "specs/layouts/ptx-wgmma.json",
+        include_str!("../../specs/layouts/ptx-wgmma.json"),
+    ),
+    (
+        "specs/layouts/amd.json",
+        include_str!("../../specs/layouts/amd.json"),
+    ),
+    (
         "specs/layouts/ptx-ldmatrix.json",
         include_str!("../../specs/layouts/ptx-ldmatrix.json"),
     ),
@@ -105,6 +117,9 @@ pub struct Fragment {
     pub elements: usize,
     /// Registers per lane.
     pub registers: usize,
+    /// Where the operand lies when no thread holds it in registers (wgmma's B, in shared
+    /// memory): then no lane holds an element.
+    pub memory: Option<String>,
     /// The selector values it was built for (sparsity selector, scale factors' byte and
     /// thread selectors), by name.
     pub selectors: Vec<(String, usize)>,
@@ -127,8 +142,24 @@ impl Fragment {
             sets: 1,
             elements: 0,
             registers: 0,
+            memory: None,
             selectors: vec![],
             slots: vec![],
+        }
+    }
+
+    /// An operand that lies in memory, not in registers (`memory` says where).
+    fn in_memory((rows, cols): (usize, usize), width: u32, lanes: usize, memory: &str) -> Fragment {
+        Fragment {
+            name: "(in memory)".into(),
+            evidence: String::new(),
+            rows,
+            cols,
+            width,
+            container: width.next_power_of_two().max(1),
+            lanes,
+            memory: Some(memory.to_string()),
+            ..Fragment::empty()
         }
     }
     /// Bits of one register: 32, or 64 for 64-bit elements.
@@ -189,6 +220,9 @@ impl Fragment {
     /// encodings, one per set (bits above the element's width are dropped; bits no
     /// element uses are 0).
     pub fn pack(&self, m: &[Matrix], operand: &str) -> Result<Vec<u32>, LayoutError> {
+        if self.memory.is_some() {
+            return self.check_image(0, operand).map(|()| vec![]);
+        }
         if m.len() != self.sets || m.iter().any(|m| (m.rows, m.cols) != (self.rows, self.cols)) {
             let got: Vec<String> = m
                 .iter()
@@ -217,6 +251,11 @@ impl Fragment {
     }
 
     fn check_image(&self, len: usize, operand: &str) -> Result<(), LayoutError> {
+        if let Some(memory) = &self.memory {
+            return Err(LayoutError::Registers(format!(
+                "{operand} lies in {memory}: no thread holds it in registers"
+            )));
+        }
         if len != self.image_words() {
             return Err(LayoutError::Registers(format!(
                 "the register image of {operand} has {len} words, but its fragment `{}` takes {} \
@@ -349,6 +388,12 @@ pub fn warp_mma(
     sel: &Selectors,
 ) -> Result<Vec<u32>, LayoutError> {
     let inst = engine.checked().instruction();
+    if let Some(memory) = &layout.b.memory {
+        return Err(LayoutError::Registers(format!(
+            "`{}` reads B from {memory}: warp_mma runs instructions whose operands all lie in registers",
+            inst.name
+        )));
+    }
     let extras = layout.extras(sel)?;
     let extra = |name: &str| extras.iter().find(|(n, _)| *n == name).map(|(_, f)| f);
     let given = |name: &str, image: Option<&[u32]>| -> Result<Option<Vec<Matrix>>, LayoutError> {
@@ -397,7 +442,7 @@ pub fn warp_mma(
 /// for a dense instruction without scale factors (the object runs no others: `None`).
 pub fn aot_layout(layout: &Layout) -> Option<mmac_compiler::aot::WarpLayout> {
     use mmac_compiler::aot::{WarpOperand, WarpSlot};
-    if layout.meta.is_some() || layout.scales.is_some() {
+    if layout.meta.is_some() || layout.scales.is_some() || layout.b.memory.is_some() {
         return None;
     }
     let operand = |f: &Fragment| {

@@ -136,7 +136,7 @@ fn write_object(file: &Path, s: &LoadedSpec, kind: Emit, output: Option<&Path>) 
     let start = Instant::now();
     let warp = |inst: &mmac_compiler::ir::Instruction| {
         let library = mmac_runtime::fragments::Library::builtin().ok()?;
-        mmac_runtime::fragments::aot_layout(&library.find(inst).ok()?)
+        mmac_runtime::fragments::aot_layout(&library.find_for(&s.spec().arch, inst).ok()?)
     };
     let object = match aot::compile_object(&s.checked, &names, &warp) {
         Ok(o) => o,

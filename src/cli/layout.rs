@@ -25,6 +25,9 @@ struct Entry {
 struct Json {
     operands: std::collections::BTreeMap<&'static str, Vec<Entry>>,
     lanes: usize,
+    /// Operands no thread holds in registers, and where they lie instead.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    memory: std::collections::BTreeMap<&'static str, String>,
 }
 
 fn entries(f: &Fragment) -> Vec<Entry> {
@@ -47,7 +50,7 @@ pub fn layout(file: &Path, name: &str, json: bool, sel: &Selectors, color: bool)
     let checked = instruction(&s, name)?;
     let inst = checked.instruction();
     let found = Library::builtin().and_then(|lib| {
-        let layout = lib.find(inst)?;
+        let layout = lib.find_for(&s.spec().arch, inst)?;
         let extras = layout.extras(sel)?;
         Ok((layout, extras))
     });
@@ -75,6 +78,10 @@ pub fn layout(file: &Path, name: &str, json: bool, sel: &Selectors, color: bool)
             operands: operands
                 .iter()
                 .map(|(op, f, _)| (*op, entries(f)))
+                .collect(),
+            memory: operands
+                .iter()
+                .filter_map(|(op, f, _)| Some((*op, f.memory.clone()?)))
                 .collect(),
         };
         let text = serde_json::to_string(&doc).map_err(std::io::Error::other)?;
@@ -187,6 +194,12 @@ fn grid(op: &str, f: &Fragment, format: &str) -> String {
 
 /// [`grid`], the elements in the heading named `element` and their index.
 fn grid_named(op: &str, element: &str, f: &Fragment, format: &str) -> String {
+    if let Some(memory) = &f.memory {
+        return format!(
+            "{op}: {} x {} {format}, in {memory}: no thread holds it in registers\n",
+            f.rows, f.cols
+        );
+    }
     let per = (f.register_bits() / f.container) as usize;
     let mut text = format!(
         "{op}: {}{} x {} {format}, fragment `{}`: {} register{} of {} bits per lane, {per} element{} each{}{}\n  evidence {}\n",

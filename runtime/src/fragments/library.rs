@@ -88,8 +88,13 @@ struct Case {
 #[serde(deny_unknown_fields)]
 struct EntryData {
     names: Vec<String>,
+    /// The architectures (a spec's `arch`) the entry serves; every one when left out.
+    #[serde(default)]
+    arch: Vec<String>,
     a: String,
-    b: String,
+    /// B's family, or (`b_memory`) where B lies instead of registers.
+    b: Option<String>,
+    b_memory: Option<String>,
     c: String,
     d: String,
     meta: Option<MetaData>,
@@ -309,6 +314,7 @@ impl Family {
             sets: self.sets,
             elements: self.elements,
             registers: self.registers,
+            memory: None,
             selectors: self
                 .selectors
                 .iter()
@@ -506,6 +512,10 @@ fn formulas(
 struct Entry {
     file: String,
     names: Vec<String>,
+    /// The architectures it serves (all when empty).
+    arch: Vec<String>,
+    /// Where B lies when no thread holds it in registers (then `abcd[1]` is unused).
+    b_memory: Option<String>,
     abcd: [usize; 4],
     meta: Option<(usize, usize, Vec<u64>)>,
     scales: Option<[usize; 2]>,
@@ -613,16 +623,28 @@ impl Library {
     }
 
     fn entry(&self, file: &str, e: EntryData) -> Result<Entry, String> {
+        let b_name = match (&e.b, &e.b_memory) {
+            (Some(b), None) => b.clone(),
+            // (B's shape is the instruction's; the checks below use C's columns)
+            (None, Some(_)) => e.c.clone(),
+            _ => {
+                return Err(format!(
+                    "`{}`: give b (a fragment) or b_memory (where B lies instead), one of them",
+                    e.names.join("`, `")
+                ));
+            }
+        };
         let mut abcd = [0; 4];
         for (slot, (operand, name)) in
             abcd.iter_mut()
-                .zip([("a", &e.a), ("b", &e.b), ("c", &e.c), ("d", &e.d)])
+                .zip([("a", &e.a), ("b", &b_name), ("c", &e.c), ("d", &e.d)])
         {
             *slot = self.index(name, operand, &e.names)?;
         }
         let [a, b, c, d] = abcd.map(|i| &self.families[i]);
-        let shapes_agree = a.cols == b.rows || e.meta.is_some() && a.cols * 2 == b.rows;
-        let shapes_agree = shapes_agree
+        let k_agrees =
+            e.b_memory.is_some() || a.cols == b.rows || e.meta.is_some() && a.cols * 2 == b.rows;
+        let shapes_agree = k_agrees
             && a.rows == c.rows
             && b.cols == c.cols
             && (c.rows, c.cols) == (d.rows, d.cols);
@@ -688,6 +710,8 @@ impl Library {
         Ok(Entry {
             file: file.to_string(),
             names: e.names,
+            arch: e.arch,
+            b_memory: e.b_memory,
             abcd,
             meta,
             scales,
@@ -719,15 +743,21 @@ impl Library {
         self.families.iter().map(|f| &**f.fragment())
     }
 
-    /// The layout of an instruction: the first entry with a name pattern that matches,
-    /// checked against the instruction's shape, sparsity, scale factors and operand
-    /// widths.
+    /// The layout of an instruction of any architecture: [`Library::find_for`] without
+    /// one (entries that serve named architectures only do not match).
     pub fn find(&self, inst: &Instruction) -> Result<Layout, LayoutError> {
-        let Some(e) = self
-            .entries
-            .iter()
-            .find(|e| e.names.iter().any(|p| glob(p, &inst.name)))
-        else {
+        self.find_for("", inst)
+    }
+
+    /// The layout of an instruction of a spec of architecture `arch` (its `arch` line):
+    /// the first entry with a name pattern that matches and that serves `arch` (or every
+    /// architecture), checked against the instruction's shape, sparsity, scale factors
+    /// and operand widths. (RDNA3 and RDNA4 share WMMA names with different layouts.)
+    pub fn find_for(&self, arch: &str, inst: &Instruction) -> Result<Layout, LayoutError> {
+        let Some(e) = self.entries.iter().find(|e| {
+            (e.arch.is_empty() || e.arch.iter().any(|a| a == arch))
+                && e.names.iter().any(|p| glob(p, &inst.name))
+        }) else {
             if let Some((_, why)) = self
                 .without
                 .iter()
@@ -751,10 +781,12 @@ impl Library {
         let stored = inst.stored();
         let mut checks = vec![
             ("a", a.clone(), (m, stored), ar.a.storage_bits()),
-            ("b", b.clone(), (k, n), ar.b.storage_bits()),
             ("c", c.clone(), (m, n), ar.c.storage_bits()),
             ("d", d.clone(), (m, n), ar.d.storage_bits()),
         ];
+        if e.b_memory.is_none() {
+            checks.push(("b", b.clone(), (k, n), ar.b.storage_bits()));
+        }
         let meta = match (&e.meta, &inst.sparsity) {
             (None, None) => None,
             (Some((at, unit, codes)), Some(s)) => {
@@ -821,9 +853,18 @@ impl Library {
                 ));
             }
         }
+        let b = match &e.b_memory {
+            None => b.fragment().clone(),
+            Some(memory) => Arc::new(Fragment::in_memory(
+                (k, n),
+                ar.b.storage_bits(),
+                a.lanes,
+                memory,
+            )),
+        };
         Ok(Layout {
             a: a.fragment().clone(),
-            b: b.fragment().clone(),
+            b,
             c: c.fragment().clone(),
             d: d.fragment().clone(),
             meta,

@@ -466,17 +466,23 @@ fn every_instruction_of_the_layout_shapes_has_a_layout() {
         }
     }
     assert!(found > 50, "{found}");
-    let s = spec("ampere.mma");
-    let f16_m8n8k4 = s
+    // m8n8k4 with .f16 (Volta, Turing): four independent 8 x 8 x 4 MMAs, one per
+    // quadpair, every operand in 4 sets
+    let s = spec("volta.mma");
+    let f16_m8n8k4: Vec<_> = s
         .spec()
         .instructions
         .iter()
-        .find(|i| i.name.starts_with("mma.m8n8k4.f32.f16"));
-    if let Some(inst) = f16_m8n8k4 {
-        assert_eq!(
-            lib.find(inst).unwrap_err(),
-            LayoutError::Unknown(inst.name.clone())
-        );
+        .filter(|i| i.name.starts_with("mma.m8n8k4.") && i.arithmetic.a.name == "f16")
+        .collect();
+    assert_eq!(f16_m8n8k4.len(), 3);
+    for inst in f16_m8n8k4 {
+        let l = lib
+            .find(inst)
+            .unwrap_or_else(|e| panic!("{}: {e}", inst.name));
+        for (op, f) in l.operands() {
+            assert_eq!(f.sets, 4, "{} {op}", inst.name);
+        }
     }
 }
 
