@@ -299,7 +299,7 @@ fn warp_mma_equals_mma_on_the_matrices_the_fragments_hold() {
         shapes.len()
     );
     assert_eq!(in_memory, 32 * 12, "Hopper's dense wgmma");
-    assert!(tested >= 683, "{tested}");
+    assert!(tested >= 779, "{tested}");
     let want = [
         "m16n8k16.bf16.f32",
         "m16n8k16.e4m3.f16",
@@ -499,6 +499,65 @@ fn layout_of_an_instruction_without_one_is_an_error() {
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("did you mean `mma.m16n8k16.f32.f16.f16.f32`?"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// `mmac layout` places a sparse instruction's metadata and a block-scaled one's scale
+/// factors by the selectors given, and refuses one out of range.
+#[test]
+fn layout_places_metadata_and_scale_factors_by_their_selectors() {
+    let sp = "mma.sp.m16n8k32.f32.f16.f16.f32";
+    let out = mmac_ok(&[
+        "layout",
+        "specs/ampere.mma",
+        "--instr",
+        sp,
+        "--selector",
+        "1",
+    ]);
+    let meta = &out[out.find("\nmeta: 16 x 16 metadata fields").expect(&out)..];
+    assert!(meta.contains("selector 1"), "{meta}");
+    assert!(
+        meta.contains("\n     0  -\n") && meta.contains("\n     2  0,"),
+        "{meta}"
+    );
+    let json = mmac_ok(&["layout", "specs/ampere.mma", "--instr", sp, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(
+        v["operands"]["meta"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["lane"].as_u64().unwrap() % 4 < 2)
+    );
+    let scaled = "mma.block_scale.m16n8k32.kind::mxf8f6f4.block32.f32.e4m3.e4m3.f32.ue8m0";
+    let rtx = "specs/rtx_blackwell.mma";
+    let out = mmac_ok(&["layout", rtx, "--instr", scaled, "--scale-a", "2,1"]);
+    let sa = &out[out.find("\nsa: 16 x 1 ue8m0 scale factors").expect(&out)..];
+    assert!(
+        sa.contains("1 element each") && sa.contains("\n     2  0,0\n"),
+        "{sa}"
+    );
+    let o = mmac(&["layout", rtx, "--instr", scaled, "--scale-b", "9,0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("byte_id 9 is out of range"),
+        "{}",
+        stderr(&o)
+    );
+    let o = mmac(&[
+        "layout",
+        "specs/ampere.mma",
+        "--instr",
+        "mma.m16n8k16.f32.f16.f16.f32",
+        "--selector",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("the instruction is dense"),
         "{}",
         stderr(&o)
     );

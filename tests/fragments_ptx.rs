@@ -344,15 +344,14 @@ fn kind_f8f6f4_values_sit_in_8_bit_containers() {
     // B (.e4m3): the whole byte
     let s = slot(&l.b, 0, 1).unwrap();
     assert_eq!((s.register, s.bits, s.row, s.col), (0, (8, 16), 1, 0));
-    // the 6-bit types are not described (the format's widths are powers of two)
-    let inst = rtx
-        .instruction("mma.m16n8k32.kind::f8f6f4.f32.e3m2.e4m3.f32")
-        .unwrap()
-        .instruction();
-    assert!(matches!(
-        Library::builtin().unwrap().find(inst),
-        Err(LayoutError::Unknown(_))
-    ));
+    // A (.e3m2): a 6-bit value in bits 0-5 of its byte (e2m1's four bits are the top of
+    // the same six)
+    let l = layout(&rtx, "mma.m16n8k32.kind::f8f6f4.f32.e3m2.e2m3.f32");
+    assert_eq!((l.a.width, l.a.container, l.b.width), (6, 8, 6));
+    for (i, register, bits) in [(0, 0, (0, 6)), (3, 0, (24, 30)), (5, 1, (8, 14))] {
+        let s = slot(&l.a, 0, i).unwrap();
+        assert_eq!((s.register, s.bits), (register, bits), "a{i}");
+    }
 }
 
 #[test]

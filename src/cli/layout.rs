@@ -200,7 +200,14 @@ fn grid_named(op: &str, element: &str, f: &Fragment, format: &str) -> String {
             f.rows, f.cols
         );
     }
-    let per = (f.register_bits() / f.container) as usize;
+    // each lane's registers: the slots in them, low bits first
+    let mut cells = vec![vec![Vec::new(); f.registers]; f.lanes];
+    for s in &f.slots {
+        cells[s.lane][s.register].push(*s);
+    }
+    // elements per register: as many as one holds (a scale factor's lanes hold one byte
+    // of a register)
+    let per = cells.iter().flatten().map(Vec::len).max().unwrap_or(0);
     let mut text = format!(
         "{op}: {}{} x {} {format}, fragment `{}`: {} register{} of {} bits per lane, {per} element{} each{}{}\n  evidence {}\n",
         if f.sets > 1 {
@@ -226,11 +233,6 @@ fn grid_named(op: &str, element: &str, f: &Fragment, format: &str) -> String {
             .collect::<String>(),
         f.evidence
     );
-    // each lane's registers: the slots in them, low bits first
-    let mut cells = vec![vec![Vec::new(); f.registers]; f.lanes];
-    for s in &f.slots {
-        cells[s.lane][s.register].push(*s);
-    }
     let cell = |lane: usize, r: usize| -> String {
         let mut slots = cells[lane][r].clone();
         slots.sort_by_key(|s| s.bits.0);

@@ -213,11 +213,11 @@ pub enum Command {
         selector: usize,
         /// Block-scaled `mma`: the byte and thread selectors of A's scale factors
         /// (byte-id-a, thread-id-a) and of B's.
-        #[arg(long, value_names = ["BYTE", "THREAD"], num_args = 2, value_delimiter = ',')]
-        scale_a: Option<Vec<usize>>,
+        #[arg(long, value_name = "BYTE,THREAD", value_parser = selector_pair)]
+        scale_a: Option<(usize, usize)>,
         /// See --scale-a.
-        #[arg(long, value_names = ["BYTE", "THREAD"], num_args = 2, value_delimiter = ',')]
-        scale_b: Option<Vec<usize>>,
+        #[arg(long, value_name = "BYTE,THREAD", value_parser = selector_pair)]
+        scale_b: Option<(usize, usize)>,
     },
     /// Compare two instructions that take the same operands: search for an input on which
     /// they differ (structured candidates from both specs, then random inputs), shrink it to
@@ -549,9 +549,8 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
             scale_b,
             ..
         } => {
-            let pair = |v: Option<Vec<usize>>| v.map_or((0, 0), |v| (v[0], v[1]));
             let ((byte_id_a, thread_id_a), (byte_id_b, thread_id_b)) =
-                (pair(scale_a), pair(scale_b));
+                (scale_a.unwrap_or_default(), scale_b.unwrap_or_default());
             let sel = mmac_runtime::fragments::Selectors {
                 sparsity: selector,
                 byte_id_a,
@@ -670,5 +669,14 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
             box_timeout,
             sparse: sparse.as_deref(),
         }),
+    }
+}
+
+/// `BYTE,THREAD`: the byte and thread selectors of a block-scaled `mma`'s scale factors.
+fn selector_pair(text: &str) -> Result<(usize, usize), String> {
+    let parse = |x: &str| x.trim().parse::<usize>().map_err(|e| format!("`{x}`: {e}"));
+    match text.split_once(',') {
+        Some((byte, thread)) => Ok((parse(byte)?, parse(thread)?)),
+        None => Err("give BYTE,THREAD (e.g. 2,1)".into()),
     }
 }

@@ -328,11 +328,8 @@ impl Family {
 
 /// Check the shape of a family's description and parse its formulas.
 fn family(file: &str, f: FragmentData) -> Result<Family, String> {
-    if ![1, 2, 4, 8, 16, 32, 64].contains(&f.width) {
-        return Err(format!(
-            "width {} is not a power of two from 1 to 64 bits",
-            f.width
-        ));
+    if !(1..=64).contains(&f.width) {
+        return Err(format!("width {} is not 1 to 64 bits", f.width));
     }
     let container = f.container.unwrap_or(f.width);
     if ![1, 2, 4, 8, 16, 32, 64].contains(&container) || f.offset + f.width > container {
