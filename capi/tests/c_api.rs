@@ -185,7 +185,8 @@ fn c_program_loads_a_spec_at_run_time() {
 /// `mmac_warp_mma` on register images of m16n8k16 f16 equals `mmac_dot` on the matrices
 /// `tests/warp.c` unpacks by the PTX ISA's formulas, element for element; the fragment
 /// sizes (f64 registers as two words), and the errors: NULL pointers, an unknown
-/// operand, an instruction without a layout (named in `mmac_last_error`).
+/// operand, an instruction without a layout (named in `mmac_last_error`); a sparse
+/// instruction's metadata and selector, and their refusals.
 #[test]
 fn c_program_runs_a_warp_on_register_images() {
     let dir = tempfile::tempdir().unwrap();
@@ -199,6 +200,7 @@ fn c_program_runs_a_warp_on_register_images() {
         ],
     );
     assert_eq!(code, Some(0), "{out}");
-    // 3 sizes, 8 x 128 elements of D, 2 f64 sizes, 10 error checks
-    assert_eq!(out.trim(), "1039 passed, 0 failed");
+    // 3 sizes, 8 x 128 elements of D, 2 f64 sizes, 10 error checks, 8 of the sparse
+    // instruction's metadata and selector
+    assert_eq!(out.trim(), "1047 passed, 0 failed");
 }

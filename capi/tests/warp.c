@@ -143,6 +143,34 @@ int main(int argc, char **argv) {
     check(mmac_warp_mma(ins, z, z, z, NULL, 0, NULL, NULL, NULL, d) == MMAC_OK && mmac_last_error()[0] == 0,
           "success clears the error");
 
+    /* a sparse instruction takes its metadata and a selector: every group's kept
+     * elements at columns 0 and 1 (2-bit indices 0 and 1: the fields 0b01 0b00, low
+     * first), A and B zero, so D is C; the other selector's lanes are not read */
+    const mmac_instruction *sp = mmac_find(spec, "mma.sp.m16n8k32.f32.f16.f16.f32");
+    check(sp != NULL, "the sparse instruction is found");
+    if (sp) {
+        int mw = mmac_fragment_words(sp, "meta");
+        check(mw == 1 && mmac_fragment_lanes(sp) == 32, "meta: 1 word per lane");
+        uint32_t meta[32], c2[32 * 4], d2[32 * 4];
+        for (int l = 0; l < 32; l++) meta[l] = 0x44444444u;
+        for (int i = 0; i < 32 * 4; i++) c2[i] = next() & 0x3FFFFFFFu;
+        int rc = mmac_warp_mma(sp, z, z, c2, meta, 1, NULL, NULL, NULL, d2);
+        check(rc == MMAC_OK, "sparse warp_mma with metadata and selector 1");
+        check(rc == MMAC_OK && memcmp(c2, d2, sizeof d2) == 0, "A = 0: D is C");
+        check(mmac_warp_mma(sp, z, z, z, NULL, 0, NULL, NULL, NULL, d2) == MMAC_ERR_ENGINE &&
+                  strstr(mmac_last_error(), "takes meta registers"),
+              "no metadata: refused");
+        check(mmac_warp_mma(sp, z, z, z, meta, 2, NULL, NULL, NULL, d2) == MMAC_ERR_ENGINE &&
+                  strstr(mmac_last_error(), "out of range"),
+              "selector 2: refused");
+        for (int l = 0; l < 32; l++) meta[l] = 0x55555555u; /* index 1 twice: 0b0101 */
+        check(mmac_warp_mma(sp, z, z, z, meta, 0, NULL, NULL, NULL, d2) == MMAC_ERR_ENGINE,
+              "metadata out of the pattern: refused");
+    }
+    check(mmac_warp_mma(ins, z, z, z, z, 0, NULL, NULL, NULL, d) == MMAC_ERR_ENGINE &&
+              strstr(mmac_last_error(), "takes no meta registers"),
+          "a dense instruction refuses metadata");
+
     printf("%ld passed, %ld failed\n", passed, failed);
     mmac_free(other);
     mmac_free(spec);
