@@ -13,7 +13,11 @@ fn siblings_used(text: &str, modules: &[String]) -> Vec<String> {
         let group = if let Some(inner) = rest.strip_prefix('{') {
             &inner[..inner.find('}').unwrap_or(inner.len())]
         } else {
-            rest
+            // `super::x::...`: only its first segment (not the rest of the file)
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
         };
         for item in group.split(',') {
             let ident: String = item
