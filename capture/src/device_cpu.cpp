@@ -1,0 +1,87 @@
+// device_cpu.cpp: the capture kit's CPU-backed device: libmmac's mmac_warp_mma
+// (capi/include/mmac.h) runs each warp-level MMA on the register images the host packed,
+// from the spec given with --spec, so that the host side is tested without a GPU.
+#include "mmac.h"
+
+#include <string>
+
+#include "capture.h"
+
+namespace capture {
+
+const char *const kBuild = "cpu";
+const char *const kBuildHelp =
+    "  --spec SPEC         (this CPU build) the spec whose instruction libmmac runs in\n"
+    "                      place of the GPU, through mmac_warp_mma\n";
+
+namespace {
+
+class CpuDevice : public Device {
+public:
+    CpuDevice(mmac_spec *spec, const mmac_instruction *ins, std::string path)
+        : spec_(spec), ins_(ins), path_(std::move(path)) {}
+    ~CpuDevice() override { mmac_free(spec_); }
+    CpuDevice(const CpuDevice &) = delete;
+    CpuDevice &operator=(const CpuDevice &) = delete;
+
+    std::string describe() const override {
+        return "CPU build: libmmac mmac_warp_mma on " + path_ + " (no GPU)";
+    }
+
+    void run(const Instr &ins, size_t mmas, const std::vector<uint32_t> &a,
+             const std::vector<uint32_t> &b, const std::vector<uint32_t> &c,
+             std::vector<uint32_t> &d) override {
+        const size_t wa = 32u * static_cast<size_t>(family(ins, OP_A).words),
+                     wb = 32u * static_cast<size_t>(family(ins, OP_B).words),
+                     wc = 32u * static_cast<size_t>(family(ins, OP_C).words),
+                     wd = 32u * static_cast<size_t>(family(ins, OP_D).words);
+        d.assign(mmas * wd, 0);
+        for (size_t i = 0; i < mmas; i++) {
+            int rc = mmac_warp_mma(ins_, &a[i * wa], &b[i * wb], &c[i * wc], nullptr, 0, nullptr,
+                                   nullptr, nullptr, &d[i * wd]);
+            if (rc != MMAC_OK)
+                throw DeviceError(std::string("mmac_warp_mma(") + ins.name + ") returned " +
+                                  std::to_string(rc) + ": " + mmac_last_error());
+        }
+    }
+
+private:
+    mmac_spec *spec_;
+    const mmac_instruction *ins_;
+    std::string path_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> open_device(const Instr &ins, const DeviceOptions &opts) {
+    if (opts.spec.empty())
+        throw InputError("the CPU build runs the instruction with libmmac: give the spec with --spec SPEC");
+    mmac_spec *spec = mmac_load(opts.spec.c_str());
+    if (!spec) throw InputError(opts.spec + ": " + mmac_last_error());
+    const mmac_instruction *mi = mmac_find(spec, ins.name);
+    if (!mi) {
+        std::string why = mmac_last_error();
+        mmac_free(spec);
+        throw InputError(opts.spec + " has no instruction `" + ins.name + "`: " + why);
+    }
+    auto dev = std::make_unique<CpuDevice>(spec, mi, opts.spec);
+    // the generated table and libmmac read the same layouts: a mismatch is a stale build
+    int lanes = mmac_fragment_lanes(mi);
+    if (lanes != 32) {
+        std::string why = lanes < 0 ? std::string(": ") + mmac_last_error() : "";
+        throw DeviceError("libmmac gives " + std::string(ins.name) + " " + std::to_string(lanes) +
+                          " lanes, the kit's table 32 (libmmac older than mmac? cargo build -p mmac-capi)" + why);
+    }
+    const char *names[] = {"a", "b", "c", "d"};
+    for (int op = 0; op < 4; op++) {
+        int words = mmac_fragment_words(mi, names[op]);
+        int want = family(ins, static_cast<Operand>(op)).words;
+        if (words != want)
+            throw DeviceError("libmmac gives " + std::string(ins.name) + "'s `" + names[op] + "` " +
+                              std::to_string(words) + " words per lane, the kit's table " +
+                              std::to_string(want) + " (a stale build: cargo build -p mmac-capi, then capture/build.sh --cpu)");
+    }
+    return dev;
+}
+
+}  // namespace capture

@@ -1,0 +1,279 @@
+// mmv.cpp: the capture kit's reading and writing of .mmv vector files and of the black-box
+// protocol's request lines (the same case syntax; /work/shared/vectors/README.md and
+// docs/infer.md), with errors that name file, line and column.
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "capture.h"
+
+namespace capture {
+namespace {
+
+std::string at(const std::string &where, size_t line, size_t col) {
+    return where + ":" + std::to_string(line) + ":" + std::to_string(col) + ": ";
+}
+
+bool is_hex(char ch) { return std::isxdigit(static_cast<unsigned char>(ch)) != 0; }
+
+uint64_t hex_value(char ch) {
+    if (ch >= '0' && ch <= '9') return static_cast<uint64_t>(ch - '0');
+    return static_cast<uint64_t>(std::tolower(static_cast<unsigned char>(ch)) - 'a' + 10);
+}
+
+// The storage bits of a format the kit knows by name (the .mmv digits of a value).
+int format_bits(const Instr &ins, Operand op) { return family(ins, op).width; }
+
+std::string trim(const std::string &s) {
+    size_t b = s.find_first_not_of(" \t\r");
+    if (b == std::string::npos) return "";
+    size_t e = s.find_last_not_of(" \t\r");
+    return s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+std::string hex(uint64_t v, int bits) {
+    static const char *digits = "0123456789abcdef";
+    std::string s;
+    for (; v != 0; v >>= 4) s.insert(s.begin(), digits[v & 15]);
+    size_t n = static_cast<size_t>(bits > 0 ? (bits + 3) / 4 : 1);
+    if (s.size() < n) s.insert(0, n - s.size(), '0');
+    return s;
+}
+
+Case parse_case(const std::string &text, const std::string &where, size_t line) {
+    // tokens as mmac's lexer takes them, longest match first: `name=`, `,`, a hex run
+    static const char *const names[] = {"c=", "a=", "b=", "sa=", "sb=", "pos=", "d="};
+    Case cs;
+    cs.line = line;
+    std::vector<uint64_t> *fields[] = {nullptr, &cs.a, &cs.b, &cs.sa, &cs.sb, &cs.pos, nullptr};
+    bool seen[7] = {};
+    std::vector<uint64_t> single[7];
+    int current = -1;
+    bool expect_value = false;
+    size_t i = 0;
+    auto fail = [&](size_t col, const std::string &msg) {
+        throw InputError(at(where, line, col) + msg);
+    };
+    while (i < text.size()) {
+        char ch = text[i];
+        if (ch == ' ' || ch == '\t' || ch == '\r') {
+            i++;
+            continue;
+        }
+        size_t col = i + 1;
+        size_t run = i;
+        while (run < text.size() && is_hex(text[run])) run++;
+        int name = -1;
+        size_t name_len = 0;
+        for (int n = 0; n < 7; n++) {
+            size_t len = std::strlen(names[n]);
+            if (text.compare(i, len, names[n]) == 0 && len > name_len) {
+                name = n;
+                name_len = len;
+            }
+        }
+        if (name >= 0 && name_len > run - i) {
+            if (expect_value) fail(col, "expected a hex value");
+            if (seen[name]) {
+                std::string n(names[name]);
+                fail(col, "`" + n + "` given twice");
+            }
+            seen[name] = true;
+            current = name;
+            expect_value = true;
+            i += name_len;
+        } else if (run > i) {
+            if (current < 0) fail(col, "a value before any `name=`");
+            if (!expect_value) fail(col, "expected `,` or a new field");
+            std::string digits = text.substr(i, run - i);
+            size_t sig = digits.find_first_not_of('0');
+            if (sig != std::string::npos && digits.size() - sig > 16)
+                fail(col, "`" + digits + "` is wider than 64 bits");
+            uint64_t v = 0;
+            for (char d : digits) v = v << 4 | hex_value(d);
+            std::vector<uint64_t> *dst = fields[current] ? fields[current] : &single[current];
+            dst->push_back(v);
+            if (current == 6) {
+                cs.d_at = i;
+                cs.d_len = run - i;
+            }
+            expect_value = false;
+            i = run;
+        } else if (ch == ',') {
+            if (expect_value || current < 0) fail(col, "unexpected `,`");
+            expect_value = true;
+            i++;
+        } else {
+            size_t end = i + 1;
+            while (end < text.size() && !std::isspace(static_cast<unsigned char>(text[end])) &&
+                   text[end] != ',')
+                end++;
+            fail(col, "unexpected `" + text.substr(i, end - i) + "`");
+        }
+    }
+    if (expect_value) fail(trim(text).size() + 1, "line ends where a hex value was expected");
+    for (int n : {0, 6}) {
+        if (!seen[n]) continue;
+        if (single[n].size() != 1) fail(1, std::string("`") + names[n] + "` takes one value");
+    }
+    if (!seen[0]) fail(1, "missing `c=`");
+    if (!seen[1]) fail(1, "missing `a=`");
+    if (!seen[2]) fail(1, "missing `b=`");
+    cs.c = single[0][0];
+    if (seen[6]) {
+        cs.has_d = true;
+        cs.d = single[6][0];
+    }
+    return cs;
+}
+
+void check_case(const Instr &ins, const Case &cs, const std::string &where, bool request) {
+    std::string here = at(where, cs.line, 1);
+    std::string name = ins.name;
+    if (request && cs.has_d) throw InputError(here + "a request has no `d=` (the box answers it)");
+    if (!request && !cs.has_d) throw InputError(here + "missing `d=`");
+    // the operands of sparse and block-scaled instructions: not in the kit yet
+    if (!cs.pos.empty())
+        throw InputError(here + "`pos=` is for a sparse instruction; `" + name + "` is dense");
+    if (!cs.sa.empty() || !cs.sb.empty())
+        throw InputError(here + "`sa=`/`sb=` are for a block-scaled instruction; `" + name +
+                         "` takes no scale factors");
+    auto count = [&](const char *field, size_t got) {
+        if (got != static_cast<size_t>(ins.k))
+            throw InputError(here + "`" + field + "=` has " + std::to_string(got) +
+                             " values, expected " + std::to_string(ins.k) + " (k of " + name + ")");
+    };
+    count("a", cs.a.size());
+    count("b", cs.b.size());
+    auto fits = [&](const char *field, Operand op, uint64_t v) {
+        int bits = format_bits(ins, op);
+        if (bits < 64 && (v >> bits) != 0)
+            throw InputError(here + field + " value " + hex(v, 0) + " does not fit `" +
+                             ins.types[op] + "` (" + std::to_string(bits) + " bits)");
+    };
+    fits("c", OP_C, cs.c);
+    for (uint64_t v : cs.a) fits("a", OP_A, v);
+    for (uint64_t v : cs.b) fits("b", OP_B, v);
+    if (cs.has_d) fits("d", OP_D, cs.d);
+}
+
+Mmv read_mmv(const std::string &path, const Instr *&ins) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(path + ": cannot read: " + std::strerror(errno));
+    Mmv mmv;
+    mmv.path = path;
+    std::string line;
+    while (std::getline(in, line)) mmv.lines.push_back(line);
+    if (in.bad()) throw InputError(path + ": read error");
+    std::string types, k, scale;
+    size_t types_line = 0, k_line = 0, scale_line = 0, instr_line = 0;
+    bool data_seen = false;
+    for (size_t i = 0; i < mmv.lines.size(); i++) {
+        const std::string &text = mmv.lines[i];
+        std::string t = trim(text);
+        size_t lineno = i + 1;
+        if (t.empty()) continue;
+        if (t[0] == '#') {
+            std::string h = trim(t.substr(1));
+            if (h.rfind("mmv ", 0) == 0 && trim(h.substr(4)) != "1")
+                throw InputError(at(path, lineno, 1) + "`# " + h +
+                                 "`: the capture kit reads version 1 of the format");
+            size_t colon = h.find(':');
+            if (colon == std::string::npos) continue;
+            std::string key = trim(h.substr(0, colon)), value = trim(h.substr(colon + 1));
+            std::string *slot = nullptr;
+            size_t *slot_line = nullptr;
+            if (key == "instruction") slot = &mmv.instruction, slot_line = &instr_line;
+            if (key == "types") slot = &types, slot_line = &types_line;
+            if (key == "k") slot = &k, slot_line = &k_line;
+            if (key == "scale") slot = &scale, slot_line = &scale_line;
+            if (!slot) continue;
+            if (data_seen)
+                throw InputError(at(path, lineno, 1) + "`# " + key +
+                                 ":` after the first case; the header comes first");
+            if (!slot->empty() && *slot != value)
+                throw InputError(at(path, lineno, 1) + "a second `# " + key + ":` header (`" +
+                                 value + "`, after `" + *slot + "`)");
+            *slot = value;
+            *slot_line = lineno;
+            continue;
+        }
+        data_seen = true;
+        mmv.cases.push_back(parse_case(text, path, lineno));
+        mmv.case_line_index.push_back(i);
+    }
+    if (!ins) {
+        if (mmv.instruction.empty())
+            throw InputError(path + ": no `# instruction:` header; name the instruction with --instr");
+        ins = find_instruction(mmv.instruction);
+        if (!ins)
+            throw InputError(at(path, instr_line, 1) + "`" + mmv.instruction +
+                             "` is not an instruction of the capture kit (nearest: " +
+                             suggest(mmv.instruction) + "; `mmac-capture --list` lists them)");
+    } else if (!mmv.instruction.empty() && mmv.instruction != ins->name) {
+        throw InputError(at(path, instr_line, 1) + "the file is for `" + mmv.instruction +
+                         "`, not `" + ins->name + "`");
+    }
+    if (!k.empty() && k != std::to_string(ins->k))
+        throw InputError(at(path, k_line, 1) + "`# k: " + k + "`, but " + ins->name + " has k = " +
+                         std::to_string(ins->k));
+    if (!types.empty()) {
+        std::string want = std::string("a=") + ins->types[0] + " b=" + ins->types[1] +
+                           " c=" + ins->types[2] + " d=" + ins->types[3];
+        std::istringstream got(types), exp(want);
+        std::string g, e;
+        bool same = true;
+        while (true) {
+            bool more_g = static_cast<bool>(got >> g), more_e = static_cast<bool>(exp >> e);
+            if (more_g != more_e || (more_g && g != e)) same = false;
+            if (!more_g || !more_e) break;
+        }
+        if (!same)
+            throw InputError(at(path, types_line, 1) + "`# types: " + types + "`, but " +
+                             ins->name + " has " + want);
+    }
+    if (!scale.empty() && scale != "none")
+        throw InputError(at(path, scale_line, 1) + "`# scale: " + scale + "`, but " + ins->name +
+                         " is not block-scaled");
+    if (mmv.cases.empty()) throw InputError(path + ": no cases");
+    for (const Case &cs : mmv.cases) check_case(*ins, cs, path, false);
+    return mmv;
+}
+
+std::string write_mmv(const Mmv &mmv, const Instr &ins, const std::vector<uint64_t> &d,
+                      const std::vector<std::string> &notes) {
+    std::vector<std::string> lines = mmv.lines;
+    for (size_t i = 0; i < mmv.cases.size(); i++) {
+        const Case &cs = mmv.cases[i];
+        std::string &text = lines[mmv.case_line_index[i]];
+        text.replace(cs.d_at, cs.d_len, hex(d[i], family(ins, OP_D).width));
+    }
+    // the notes go after `# source:` (else after the last header line before any case)
+    size_t insert = 0;
+    bool found = false;
+    for (size_t i = 0; i < lines.size() && !found; i++) {
+        std::string t = trim(lines[i]);
+        if (!t.empty() && t[0] != '#') break;
+        if (t.rfind("#", 0) == 0 && trim(t.substr(1)).rfind("source:", 0) == 0) {
+            insert = i + 1;
+            found = true;
+        } else if (t.rfind("#", 0) == 0 && trim(t.substr(1)).find(':') != std::string::npos) {
+            insert = i + 1;
+        }
+    }
+    std::vector<std::string> block;
+    for (const std::string &n : notes) block.push_back("# " + n);
+    lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(insert), block.begin(), block.end());
+    std::string out;
+    for (const std::string &l : lines) {
+        out += l;
+        out += '\n';
+    }
+    return out;
+}
+
+}  // namespace capture

@@ -1,0 +1,659 @@
+//! The capture kit (capture/) without a GPU: its CPU-backed build (the same host code, with
+//! libmmac's `mmac_warp_mma` in place of the device) must reproduce `mmac test` through
+//! its own parsing and fragment packing on an instruction of every layout family, refuse
+//! malformed input with the file and line, and speak `mmac serve`'s protocol well enough
+//! for `mmac infer --exec` to infer the arithmetic it runs. The CUDA build is checked by
+//! capture/check_cuda.sh (it downloads nvcc from PyPI).
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use support::{mmac_ok, mmac_path, root, stderr, stdout};
+
+/// One instruction of every fragment family the kit runs, with a spec that has it:
+/// f16/bf16 at k8 and k16 (f32 and f16 accumulators), tf32 k4/k8, s8/u8 (m8n8k16,
+/// m16n8k16, m16n8k32, satfinite), s4/u4 (m8n8k32, m16n8k32, m16n8k64), b1 (xor and and,
+/// m8n8k128, m16n8k128, m16n8k256), f64 (m8n8k4, m16n8k4/k8/k16), FP8 (k16 and k32, f32 and
+/// f16 accumulators) and f16's m8n8k4 (four independent products per warp).
+const FAMILIES: &[(&str, &str)] = &[
+    ("specs/ampere.mma", "mma.m16n8k8.f32.f16.f16.f32"),
+    ("specs/ampere.mma", "mma.m16n8k8.f16.f16.f16.f16"),
+    ("specs/ampere.mma", "mma.m16n8k8.f32.bf16.bf16.f32"),
+    ("specs/hopper.mma", "mma.m16n8k16.f32.f16.f16.f32"),
+    ("specs/hopper.mma", "mma.m16n8k16.f16.f16.f16.f16"),
+    ("specs/ampere.mma", "mma.m16n8k16.f32.bf16.bf16.f32"),
+    ("specs/ampere.mma", "mma.m16n8k4.f32.tf32.tf32.f32"),
+    ("specs/hopper.mma", "mma.m16n8k8.f32.tf32.tf32.f32"),
+    ("specs/ampere.mma", "mma.m8n8k16.s32.u8.s8.s32"),
+    ("specs/ampere.mma", "mma.m16n8k16.satfinite.s32.s8.s8.s32"),
+    ("specs/hopper.mma", "mma.m16n8k32.s32.s8.u8.s32"),
+    ("specs/ampere.mma", "mma.m8n8k32.satfinite.s32.s4.u4.s32"),
+    ("specs/ampere.mma", "mma.m16n8k32.s32.u4.s4.s32"),
+    ("specs/hopper.mma", "mma.m16n8k64.satfinite.s32.s4.s4.s32"),
+    ("specs/turing.mma", "mma.m8n8k128.s32.b1.b1.s32.xor.popc"),
+    ("specs/ampere.mma", "mma.m16n8k128.s32.b1.b1.s32.and.popc"),
+    ("specs/ampere.mma", "mma.m16n8k256.s32.b1.b1.s32.xor.popc"),
+    ("specs/ampere.mma", "mma.m8n8k4.f64.f64.f64.f64"),
+    ("specs/hopper.mma", "mma.m16n8k4.f64.f64.f64.f64"),
+    ("specs/hopper.mma", "mma.m16n8k8.f64.f64.f64.f64"),
+    ("specs/hopper.mma", "mma.m16n8k16.f64.f64.f64.f64"),
+    ("specs/ada.mma", "mma.m16n8k32.f32.e4m3.e5m2.f32"),
+    ("specs/ada.mma", "mma.m16n8k16.f16.e5m2.e4m3.f16"),
+    ("specs/hopper.mma", "mma.m16n8k32.f16.e4m3.e4m3.f16"),
+    ("specs/rtx_blackwell.mma", "mma.m16n8k16.f32.e5m2.e5m2.f32"),
+    ("specs/turing.mma", "mma.m8n8k4.f32.f16.f16.f32"),
+];
+
+/// cargo's target folder: this test executable is in TARGET/debug/deps.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The folder of the freshest libmmac.so: `cargo test --workspace` builds it into
+/// TARGET/debug/deps, `cargo build -p mmac-capi` into TARGET/debug.
+fn libmmac_dir() -> PathBuf {
+    let debug = target_dir().join("debug");
+    let candidates = [debug.join("deps"), debug.clone()];
+    let newest = candidates
+        .iter()
+        .filter_map(|d| {
+            let m = std::fs::metadata(d.join("libmmac.so")).ok()?;
+            Some((m.modified().ok()?, d.clone()))
+        })
+        .max();
+    match newest {
+        Some((_, d)) => d,
+        None => panic!(
+            "libmmac.so is not built in {}: run `cargo build -p mmac-capi` (cargo test --workspace builds it)",
+            debug.display()
+        ),
+    }
+}
+
+/// A tool the kit's scripts need: present, or the test fails saying how to install it.
+fn require(tool: &str, install: &str) {
+    let ok = Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "the capture kit's test needs `{tool}`: {install} (.ci/run installs it)"
+    );
+}
+
+/// The kit's scripts, with the mmac and libmmac of this build (so that they run no cargo).
+fn script(name: &str) -> Command {
+    let mut c = Command::new(root().join("capture").join(name));
+    c.current_dir(root())
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env("MMAC", mmac_path())
+        .env("MMAC_LIB_DIR", libmmac_dir())
+        .env("NO_COLOR", "1");
+    c
+}
+
+/// The CPU-backed build of the whole table (TARGET/capture/cpu/mmac-capture), built once.
+fn cpu_build() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        require("g++", "apt-get install -y g++");
+        require("python3", "apt-get install -y python3");
+        let o = script("build.sh").arg("--cpu").output().unwrap();
+        assert!(
+            o.status.success(),
+            "capture/build.sh --cpu failed:\n{}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        target_dir().join("capture/cpu/mmac-capture")
+    })
+}
+
+fn capture(args: &[&str]) -> Output {
+    Command::new(cpu_build())
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap()
+}
+
+fn text_of(o: &Output) -> String {
+    format!("{}{}", stdout(o), stderr(o))
+}
+
+/// `N passed, M failed`: (N, M).
+fn tally(line: &str) -> (usize, usize) {
+    let mut it = line.split(", ");
+    let n = |s: Option<&str>, what: &str| -> usize {
+        let s = s.unwrap_or_else(|| panic!("no `{what}` in `{line}`"));
+        let s = s
+            .strip_suffix(what)
+            .unwrap_or_else(|| panic!("`{line}`: expected `N {what}`"));
+        s.trim().parse().unwrap()
+    };
+    (n(it.next(), " passed"), n(it.next(), " failed"))
+}
+
+/// The data lines of a .mmv (its cases), each without its d.
+fn cases_without_d(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| l.split(" d=").next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_cpu_build_reproduces_mmac_test_on_every_layout_family() {
+    cpu_build();
+    let dir = tempfile::tempdir().unwrap();
+    // two at a time: each is `mmac gen`, the capture and `mmac test`, mostly one core each
+    std::thread::scope(|s| {
+        for half in FAMILIES.chunks(FAMILIES.len().div_ceil(2)) {
+            let dir = dir.path();
+            s.spawn(move || {
+                for (spec, instr) in half {
+                    reproduce(dir, spec, instr);
+                }
+            });
+        }
+    });
+}
+
+/// `capture/run.sh --cpu SPEC INSTR` ends on `N passed, 0 failed`, and its capture is the
+/// generated file case for case.
+fn reproduce(dir: &Path, spec: &str, instr: &str) {
+    let out = dir.join(format!("{instr}.mmv"));
+    let o = script("run.sh")
+        .args(["--cpu", spec, instr, "-n", "48", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = text_of(&o);
+    assert!(o.status.success(), "run.sh --cpu {spec} {instr}:\n{text}");
+    let last = stdout(&o).lines().last().unwrap_or_default().to_string();
+    let (passed, failed) = tally(&last);
+    assert!(
+        passed > 48 && failed == 0,
+        "{spec} {instr}: `{last}`\n{text}"
+    );
+    // the capture is the generated file, case for case, with the device's d and notes
+    let captured = std::fs::read_to_string(&out).unwrap();
+    let generated = std::fs::read_to_string(dir.join(format!("{instr}.gen.mmv"))).unwrap();
+    assert_eq!(cases_without_d(&captured), cases_without_d(&generated));
+    assert_eq!(cases_without_d(&captured).len(), passed);
+    assert!(
+        captured.contains("# captured: CPU build: libmmac mmac_warp_mma on "),
+        "{captured}"
+    );
+    assert!(captured.contains(&format!("# instruction: {instr}\n")));
+}
+
+/// Two files' lines must be equal: the first difference, else the counts.
+fn same_lines(a: &[String], b: &[String], what: &str) {
+    if let Some(i) = (0..a.len().min(b.len())).find(|&i| a[i] != b[i]) {
+        panic!("{what}: line {} differs:\n  {}\n  {}", i + 1, a[i], b[i]);
+    }
+    assert_eq!(a.len(), b.len(), "{what}: line counts differ");
+}
+
+#[test]
+fn one_case_per_mma_gives_the_same_answers_as_a_full_diagonal() {
+    let dir = tempfile::tempdir().unwrap();
+    for (spec, instr) in [
+        ("specs/hopper.mma", "mma.m16n8k16.f32.bf16.bf16.f32"),
+        ("specs/turing.mma", "mma.m8n8k4.f16.f16.f16.f16"),
+        ("specs/ampere.mma", "mma.m8n8k4.f64.f64.f64.f64"),
+    ] {
+        let vectors = dir.path().join("in.mmv");
+        mmac_ok(&[
+            "gen",
+            spec,
+            "--instr",
+            instr,
+            "-n",
+            "40",
+            "-o",
+            vectors.to_str().unwrap(),
+        ]);
+        let run = |per: &str| {
+            let o = capture(&[
+                "--spec",
+                spec,
+                "--vectors",
+                vectors.to_str().unwrap(),
+                "--cases-per-mma",
+                per,
+            ]);
+            assert!(o.status.success(), "{}", text_of(&o));
+            stdout(&o)
+                .lines()
+                .filter(|l| !l.starts_with("# capture"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let one = run("1");
+        let most = run(if instr.starts_with("mma.m8n8k4.f16") {
+            "32"
+        } else {
+            "8"
+        });
+        same_lines(&one, &most, instr);
+        // and both are the generated file itself, d for d (the spec is the device), where
+        // the file pins NaNs (`# nan: any` leaves the payload to the engine)
+        let generated = std::fs::read_to_string(&vectors).unwrap();
+        if generated.contains("# nan: exact") {
+            let lines: Vec<String> = generated.lines().map(str::to_string).collect();
+            same_lines(&one, &lines, instr);
+        }
+        // beyond the diagonal: refused
+        let o = capture(&[
+            "--spec",
+            spec,
+            "--vectors",
+            vectors.to_str().unwrap(),
+            "--cases-per-mma",
+            "33",
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
+        assert!(stderr(&o).contains("cases per MMA"), "{}", text_of(&o));
+    }
+}
+
+/// The check can fail: Ampere's f16-accumulating HMMA (F = 24) captured where Hopper's
+/// spec (F = 25) is what the vectors were generated from.
+#[test]
+fn a_device_with_other_arithmetic_fails_mmac_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let instr = "mma.m16n8k16.f16.f16.f16.f16";
+    let vectors = dir.path().join("in.mmv");
+    let out = dir.path().join("out.mmv");
+    mmac_ok(&[
+        "gen",
+        "specs/hopper.mma",
+        "--instr",
+        instr,
+        "-o",
+        vectors.to_str().unwrap(),
+    ]);
+    let o = capture(&[
+        "--spec",
+        "specs/ampere.mma",
+        "--vectors",
+        vectors.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text_of(&o));
+    let t = support::mmac(&[
+        "test",
+        "specs/hopper.mma",
+        "--vectors",
+        out.to_str().unwrap(),
+    ]);
+    let last = stdout(&t).lines().last().unwrap().to_string();
+    let (_, failed) = tally(&last);
+    assert!(failed > 0, "{last}");
+}
+
+/// Each malformed input: exit 2, and the message names the file and line (and column).
+#[test]
+fn malformed_vectors_are_refused_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let instr = "mma.m16n8k8.f32.f16.f16.f32";
+    let header =
+        format!("# mmv 1\n# instruction: {instr}\n# k: 8\n# types: a=f16 b=f16 c=f32 d=f32\n");
+    let good = "c=3f800000 a=3c00,0,0,0,0,0,0,0 b=3c00,0,0,0,0,0,0,0 d=40000000";
+    let cases: &[(&str, String, &str)] = &[
+        (
+            "bad token",
+            format!("{header}{good}\nc=3f800000 a=3c00,0,0,0,0,0,0,0 b=zz d=0\n"),
+            ":6:",
+        ),
+        (
+            "a count",
+            format!("{header}c=0 a=1,2 b=0,0,0,0,0,0,0,0 d=0\n"),
+            ":5:1: `a=` has 2 values, expected 8",
+        ),
+        (
+            "too wide",
+            format!("{header}c=0 a=10000,0,0,0,0,0,0,0 b=0,0,0,0,0,0,0,0 d=0\n"),
+            ":5:1: a value 10000 does not fit `f16` (16 bits)",
+        ),
+        (
+            "missing d",
+            format!("{header}c=0 a=0,0,0,0,0,0,0,0 b=0,0,0,0,0,0,0,0\n"),
+            ":5:1: missing `d=`",
+        ),
+        (
+            "missing c",
+            format!("{header}a=0,0,0,0,0,0,0,0 b=0,0,0,0,0,0,0,0 d=0\n"),
+            ":5:1: missing `c=`",
+        ),
+        (
+            "twice",
+            format!("{header}c=0 c=0 a=0 b=0 d=0\n"),
+            ":5:5: `c=` given twice",
+        ),
+        (
+            "dangling comma",
+            format!("{header}c=0 a=0,0,0,0,0,0,0, b=0 d=0\n"),
+            ":5:",
+        ),
+        (
+            "sparse",
+            format!("{header}c=0 a=0,0,0,0,0,0,0,0 b=0,0,0,0,0,0,0,0 pos=0 d=0\n"),
+            "`pos=` is for a sparse instruction",
+        ),
+        (
+            "other instruction",
+            format!("# instruction: mma.m16n8k16.f32.f16.f16.f32\n{good}\n"),
+            ":1:1: the file is for `mma.m16n8k16.f32.f16.f16.f32`",
+        ),
+        (
+            "other k",
+            format!("# instruction: {instr}\n# k: 16\n{good}\n"),
+            ":2:1: `# k: 16`, but",
+        ),
+        (
+            "other types",
+            format!("# instruction: {instr}\n# types: a=bf16 b=bf16 c=f32 d=f32\n{good}\n"),
+            ":2:1: `# types:",
+        ),
+        ("version", format!("# mmv 2\n{good}\n"), ":1:1: `# mmv 2`"),
+        (
+            "late header",
+            format!("{good}\n# instruction: {instr}\n"),
+            ":2:1: `# instruction:` after the first case",
+        ),
+        ("no cases", header.clone(), "no cases"),
+        (
+            "scaled",
+            format!("# scale: ue8m0 block=32\n{good}\n"),
+            ":1:1: `# scale: ue8m0 block=32`",
+        ),
+    ];
+    for (what, text, want) in cases {
+        let path = dir.path().join("bad.mmv");
+        std::fs::write(&path, text).unwrap();
+        let p = path.to_str().unwrap();
+        let o = capture(&[
+            "--spec",
+            "specs/ampere.mma",
+            "--instr",
+            instr,
+            "--vectors",
+            p,
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", text_of(&o));
+        assert!(
+            err.contains(&format!("{p}{want}")) || (err.contains(p) && err.contains(want)),
+            "{what}: expected `{want}` naming {p}, got:\n{err}"
+        );
+        assert!(stdout(&o).is_empty(), "{what}: wrote {}", stdout(&o));
+    }
+    // a file that is not there
+    let o = capture(&["--spec", "specs/ampere.mma", "--vectors", "no/such.mmv"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
+    assert!(
+        stderr(&o).contains("no/such.mmv: cannot read"),
+        "{}",
+        text_of(&o)
+    );
+}
+
+#[test]
+fn unknown_instructions_and_options_are_refused() {
+    let o = capture(&[
+        "--spec",
+        "specs/hopper.mma",
+        "--serve",
+        "--instr",
+        "mma.m16n8k16.f32.f16.f16.f33",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("`mma.m16n8k16.f32.f16.f16.f33` is not an instruction of the capture kit")
+            && err.contains("nearest: mma.m16n8k16.f32.f16.f16.f32"),
+        "{err}"
+    );
+    // a sparse instruction is not in the kit (yet)
+    let o = capture(&[
+        "--spec",
+        "specs/ampere.mma",
+        "--serve",
+        "--instr",
+        "mma.sp.m16n8k32.f32.f16.f16.f32",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
+    // the header names an instruction the kit lacks
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v.mmv");
+    std::fs::write(
+        &path,
+        "# instruction: wgmma.m64n8k16.f32.f16.f16\nc=0 a=0 b=0 d=0\n",
+    )
+    .unwrap();
+    let o = capture(&[
+        "--spec",
+        "specs/hopper.mma",
+        "--vectors",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
+    assert!(
+        stderr(&o).contains(
+            ":1:1: `wgmma.m64n8k16.f32.f16.f16` is not an instruction of the capture kit"
+        ),
+        "{}",
+        text_of(&o)
+    );
+    // the spec lacks it: libmmac's error, exit 2
+    let o = capture(&[
+        "--spec",
+        "specs/ampere.mma",
+        "--serve",
+        "--instr",
+        "mma.m16n8k16.f64.f64.f64.f64",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
+    assert!(
+        stderr(&o).contains("specs/ampere.mma has no instruction `mma.m16n8k16.f64.f64.f64.f64`"),
+        "{}",
+        text_of(&o)
+    );
+    // the CPU build needs its spec; unknown options; two modes
+    for (args, want) in [
+        (
+            &["--serve", "--instr", "mma.m16n8k8.f32.f16.f16.f32"][..],
+            "--spec SPEC",
+        ),
+        (&["--frobnicate"][..], "unknown argument `--frobnicate`"),
+        (
+            &["--list", "--serve"][..],
+            "give one of --vectors, --serve, --list",
+        ),
+        (
+            &["--cases-per-mma", "x", "--list"][..],
+            "--cases-per-mma takes a positive number",
+        ),
+    ] {
+        let o = capture(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text_of(&o));
+        assert!(stderr(&o).contains(want), "{args:?}: {}", text_of(&o));
+    }
+    // --list: the table, generated from the specs' layouts
+    let o = capture(&["--list"]);
+    assert!(o.status.success());
+    let list = stdout(&o);
+    assert!(
+        list.contains("mma.m16n8k32.f32.e4m3.e4m3.f32\tmma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32\tsm_89 sm_90a sm_100a sm_120a\n"),
+        "{list}"
+    );
+    assert!(list.contains("mma.m8n8k128.s32.b1.b1.s32.xor.popc\tmma.sync.aligned.m8n8k128.row.col.s32.b1.b1.s32.xor.popc\tsm_80 "), "{list}");
+    assert!(list.contains("mma.m16n8k16.satfinite.s32.u8.s8.s32\tmma.sync.aligned.m16n8k16.row.col.satfinite.s32.u8.s8.s32\t"), "{list}");
+}
+
+fn serve(spec: &str, instr: &str) -> std::process::Child {
+    Command::new(cpu_build())
+        .args(["--serve", "--spec", spec, "--instr", instr])
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The protocol: each request answered without waiting for the end of the input, in
+/// order; comments and blank lines skipped; a malformed request ends it after the
+/// answers before it, with its line and column, exit 2.
+#[test]
+fn serve_answers_request_by_request() {
+    let instr = "mma.m16n8k16.f32.f16.f16.f32";
+    let mut child = serve("specs/hopper.mma", instr);
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let zeros = ",0".repeat(14);
+    // docs/infer.md's example: 1 + 2^-12 * 2^-8 + 2^-14 * 2^-10, one request at a time
+    let requests = [
+        format!("c=3f800000 a=0400,0100{zeros} b=1c00,1400{zeros}"),
+        format!("c=0 a=3c00,3c00{zeros} b=3c00,4000{zeros}"),
+        format!("c=bf800000 a=3c00,0{zeros} b=3c00,0{zeros}"),
+    ];
+    let mut answers = vec![];
+    for r in &requests {
+        writeln!(input, "{r}").unwrap();
+        input.flush().unwrap();
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        answers.push(line.trim_end().to_string());
+    }
+    assert_eq!(answers, ["d=3f800002", "d=40400000", "d=00000000"]);
+    // the same through mmac serve
+    let mut served = support::mmac_command();
+    served
+        .args(["serve", "specs/hopper.mma", "--instr", instr])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut s = served.spawn().unwrap();
+    s.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{}\n", requests.join("\n")).as_bytes())
+        .unwrap();
+    let o = s.wait_with_output().unwrap();
+    assert_eq!(stdout(&o).lines().collect::<Vec<_>>(), answers);
+    // a batch with a comment, a blank line, then a malformed request
+    write!(
+        input,
+        "# a comment\n\n{}\nc=0 a=1,2 b=3\n{}\n",
+        requests[0], requests[1]
+    )
+    .unwrap();
+    drop(input);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut output, &mut rest).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(rest, "d=3f800002\n");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("<stdin>:7:1: `a=` has 2 values, expected 16"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// `mmac infer --exec` through the kit's serve mode finds the spec's arithmetic.
+#[test]
+fn mmac_infer_infers_the_arithmetic_through_the_kit() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("inferred.mma");
+    let exec = format!(
+        "{} --serve --spec specs/hopper.mma --instr mma.m16n8k16.f16.f16.f16.f16",
+        cpu_build().display()
+    );
+    let o = support::mmac(&[
+        "infer",
+        "--exec",
+        &exec,
+        "--types",
+        "a=f16,b=f16,c=f16,d=f16",
+        "--k",
+        "16",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let text = text_of(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(
+        text.contains(
+            "inferred `uses t_fdpa(F = 25, L = 16, e_zero = -21)`: verified on 10000 cases"
+        ),
+        "{text}"
+    );
+    let check = support::mmac(&["check", out.to_str().unwrap()]);
+    assert!(check.status.success(), "{}", text_of(&check));
+}
+
+/// The generator refuses what it cannot lay out, naming it.
+#[test]
+fn the_generator_refuses_instructions_without_a_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new("python3")
+        .arg(root().join("capture/gen.py"))
+        .arg("--mmac")
+        .arg(mmac_path())
+        .arg("--out")
+        .arg(dir.path())
+        .args([
+            "--only",
+            "mma.m16n8k16.f32.f16.f16.f32",
+            "mma.sp.m16n8k32.f32.f16.f16.f32",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
+    assert!(
+        stderr(&o).contains(
+            "not a dense mma.sync instruction of the specs: mma.sp.m16n8k32.f32.f16.f16.f32"
+        ),
+        "{}",
+        text_of(&o)
+    );
+    // and writes the three files for what it can
+    let o = Command::new("python3")
+        .arg(root().join("capture/gen.py"))
+        .arg("--mmac")
+        .arg(mmac_path())
+        .arg("--out")
+        .arg(dir.path())
+        .args(["--only", "mma.m16n8k16.f32.f16.f16.f32"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text_of(&o));
+    let kernels = std::fs::read_to_string(dir.path().join("capture_kernels.cuh")).unwrap();
+    assert!(kernels.contains(
+        "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\\n\""
+    ), "{kernels}");
+    let manifest = std::fs::read_to_string(dir.path().join("capture_manifest.tsv")).unwrap();
+    assert_eq!(
+        manifest.lines().filter(|l| !l.starts_with('#')).count(),
+        5,
+        "{manifest}"
+    );
+}
