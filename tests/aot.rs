@@ -565,6 +565,33 @@ fn objects_reproduce_every_public_vector() {
     assert_eq!(files_run, 326, "every public vector file");
 }
 
+/// The warp_check driver (tests/c/warp_check.c) linked with the object of `spec`.
+fn warp_checker(dir: &Path, spec: &str, arch: &str) -> PathBuf {
+    let o = object(spec, arch, dir);
+    let header = format!("-DMMAC_HEADER=\"{arch}.h\"");
+    let prefix = format!("-DMMAC_PREFIX=mmac_{arch}_");
+    let src = root().join("tests/c/warp_check.c");
+    build(
+        dir,
+        &format!("warp_{arch}"),
+        &[&header, &prefix, src.to_str().unwrap(), o.to_str().unwrap()],
+    )
+}
+
+/// Run `exe` with `args`, `stdin` on its standard input; its exit status and stdout.
+fn run_with_input(exe: &Path, args: &[&str], stdin: &str) -> (bool, String, String) {
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), stdin.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    (o.status.success(), text(&o.stdout), text(&o.stderr))
+}
+
 /// The object's warp entry on random register images (every bit pattern) equals the
 /// runtime's `warp_mma` (the interpreter) on the same images, for every layout family of
 /// `specs/ampere.mma` (16-bit, tf32, 8-bit, 4-bit, b1 and f64 elements, 64-bit registers
@@ -581,15 +608,7 @@ fn warp_entry_runs_register_images() {
         ("specs/ampere.mma", "ampere"),
         ("specs/turing.mma", "turing"),
     ] {
-        let o = object(spec, arch, dir.path());
-        let header = format!("-DMMAC_HEADER=\"{arch}.h\"");
-        let prefix = format!("-DMMAC_PREFIX=mmac_{arch}_");
-        let src = root().join("tests/c/warp_check.c");
-        let exe = build(
-            dir.path(),
-            &format!("warp_{arch}"),
-            &[&header, &prefix, src.to_str().unwrap(), o.to_str().unwrap()],
-        );
+        let exe = warp_checker(dir.path(), spec, arch);
         let loaded = specs::load_file(&root().join(spec)).unwrap();
         // one instruction per fragment family of a
         let mut families = std::collections::BTreeSet::new();
@@ -618,16 +637,8 @@ fn warp_entry_runs_register_images() {
             for w in images.iter().flatten() {
                 stdin.push_str(&format!("{w:x} "));
             }
-            let mut child = Command::new(&exe)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            std::io::Write::write_all(child.stdin.as_mut().unwrap(), stdin.as_bytes()).unwrap();
-            let o = child.wait_with_output().unwrap();
-            assert!(o.status.success(), "{}: {}", inst.name, text(&o.stderr));
-            let out = text(&o.stdout);
+            let (ok, out, err) = run_with_input(&exe, &[], &stdin);
+            assert!(ok, "{}: {err}", inst.name);
             let mut lines = out.lines();
             assert_eq!(lines.next(), Some("rc 0"), "{}: {out}", inst.name);
             let got: Vec<u32> = lines.map(|l| u32::from_str_radix(l, 16).unwrap()).collect();
@@ -662,18 +673,11 @@ fn warp_entry_runs_register_images() {
             tested += 1;
         }
         if arch == "ampere" {
-            let mut child = Command::new(&exe)
-                .arg("errors")
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            std::io::Write::write_all(
-                child.stdin.as_mut().unwrap(),
-                b"mma.sp.m16n8k16.f32.f16.f16.f32 mma.m8n8k4.f64.f64.f64.f64 mma.m16n8k16.f32.f16.f16.f32",
-            )
-            .unwrap();
-            let out = text(&child.wait_with_output().unwrap().stdout);
+            let (_, out, _) = run_with_input(
+                &exe,
+                &["errors"],
+                "mma.sp.m16n8k16.f32.f16.f16.f32 mma.m8n8k4.f64.f64.f64.f64 mma.m16n8k16.f32.f16.f16.f32",
+            );
             assert!(out.contains("sparse 8\n"), "{out}");
             assert!(out.contains("null 1\n"), "{out}");
             assert!(out.contains("meta 8\nselector 8\n"), "{out}");
@@ -686,26 +690,11 @@ fn warp_entry_runs_register_images() {
     }
     assert!(tested >= 8, "{tested} families");
     // an object whose instruction has no layout
-    let o = object("specs/examples/kulisch.mma", "kulisch", dir.path());
-    let header = "-DMMAC_HEADER=\"kulisch.h\"".to_string();
-    let prefix = "-DMMAC_PREFIX=mmac_kulisch_".to_string();
-    let src = root().join("tests/c/warp_check.c");
-    let exe = build(
-        dir.path(),
-        "warp_kulisch",
-        &[&header, &prefix, src.to_str().unwrap(), o.to_str().unwrap()],
+    let exe = warp_checker(dir.path(), "specs/examples/kulisch.mma", "kulisch");
+    let (_, out, _) = run_with_input(
+        &exe,
+        &["errors"],
+        "none kulisch.m16n8k16.f32.f16.f16.f32 kulisch.m16n8k16.f32.f16.f16.f32",
     );
-    let mut child = Command::new(&exe)
-        .arg("errors")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(
-        child.stdin.as_mut().unwrap(),
-        b"none kulisch.m16n8k16.f32.f16.f16.f32 kulisch.m16n8k16.f32.f16.f16.f32",
-    )
-    .unwrap();
-    let out = text(&child.wait_with_output().unwrap().stdout);
     assert!(out.contains("none 5 -1\n"), "{out}");
 }

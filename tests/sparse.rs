@@ -256,43 +256,36 @@ fn a_batch_names_the_record_whose_positions_break_the_pattern() {
         let mut positions = cat(|i| &i.positions);
         positions.swap(13 * stored, 13 * stored + 1);
         positions[17 * stored + 3] = u64::MAX - 2;
+        let (a, b) = (cat(|i| &i.input.a), cat(|i| &i.input.b));
         for engine in [
             Engine::new(checked, Choice::QUICK),
             Engine::interpreter(checked),
         ] {
-            let mut d = vec![0; c.len()];
-            let e = engine
-                .sparse_batch_strided(
-                    &c,
-                    (&cat(|i| &i.input.a), stored),
-                    (&cat(|i| &i.input.b), inst.columns()),
-                    (&[], 0),
-                    (&[], 0),
-                    (&positions, stored),
-                    &mut d,
-                )
-                .unwrap_err()
-                .to_string();
+            let refused = |positions: &[u64]| {
+                let mut d = vec![0; c.len()];
+                engine
+                    .sparse_batch_strided(
+                        &c,
+                        (&a, stored),
+                        (&b, inst.columns()),
+                        (&[], 0),
+                        (&[], 0),
+                        (positions, stored),
+                        &mut d,
+                    )
+                    .unwrap_err()
+                    .to_string()
+            };
+            let e = refused(&positions);
             assert!(e.contains("record 13: positions"), "{name}: {e}");
             assert!(e.contains("do not increase"), "{name}: {e}");
-            positions.swap(13 * stored, 13 * stored + 1);
-            let e = engine
-                .sparse_batch_strided(
-                    &c,
-                    (&cat(|i| &i.input.a), stored),
-                    (&cat(|i| &i.input.b), inst.columns()),
-                    (&[], 0),
-                    (&[], 0),
-                    (&positions, stored),
-                    &mut d,
-                )
-                .unwrap_err()
-                .to_string();
+            let mut later = positions.clone();
+            later.swap(13 * stored, 13 * stored + 1);
+            let e = refused(&later);
             assert!(
                 e.contains("record 17: position 18446744073709551613"),
                 "{name}: {e}"
             );
-            positions.swap(13 * stored, 13 * stored + 1);
         }
     }
 }

@@ -134,6 +134,55 @@ pub(crate) fn write(
         st = layout::STORED,
         oc = layout::SPARSE_OVER_COLUMNS,
     );
+    entries(&mut h, &t, prefix);
+    let _ = writeln!(h, "/* Instructions ({}):", present.len());
+    for p in present {
+        let ar = &p.inst.arithmetic;
+        let scale = ar.scale.as_ref().map_or(String::new(), |s| {
+            let block = p.inst.scale_block().unwrap_or(s.block);
+            format!(", scale {} per {block} k", s.format.name)
+        });
+        let scale = match p.inst.sparsity {
+            Some(sp) => format!("{scale}, sparse a {sp} over {}", sp.walk.keyword()),
+            None => scale,
+        };
+        let _ = writeln!(
+            h,
+            " *   {}\n *       m{}n{}k{}, a={} b={} c={} d={}{scale}; {}; evidence {}",
+            comment_text(&p.inst.name),
+            p.inst.m,
+            p.inst.n,
+            p.inst.columns(),
+            ar.a.name,
+            ar.b.name,
+            ar.c.name,
+            ar.d.name,
+            comment_text(super::algorithm(p.inst)),
+            comment_text(&p.inst.provenance.evidence_words()),
+        );
+    }
+    if !absent.is_empty() {
+        let _ = writeln!(
+            h,
+            " *\n * Absent ({}): {prefix}find returns NULL for these.",
+            absent.len()
+        );
+        for (name, why) in absent {
+            let _ = writeln!(
+                h,
+                " *   {}\n *       {}",
+                comment_text(name),
+                comment_text(why)
+            );
+        }
+    }
+    let _ = writeln!(h, " */\n");
+    let _ = writeln!(h, "#ifdef __cplusplus\n}}\n#endif\n\n#endif /* {guard} */");
+    h
+}
+
+/// The declarations of the exported entries, with their contracts.
+fn entries(h: &mut String, t: &str, prefix: &str) {
     let _ = writeln!(
         h,
         "/* The instruction called `name`, or NULL if the object has none (see the list below). */\n\
@@ -192,51 +241,6 @@ pub(crate) fn write(
          /* The text of a return code. */\n\
          const char *{prefix}error(int code);\n"
     );
-
-    let _ = writeln!(h, "/* Instructions ({}):", present.len());
-    for p in present {
-        let ar = &p.inst.arithmetic;
-        let scale = ar.scale.as_ref().map_or(String::new(), |s| {
-            let block = p.inst.scale_block().unwrap_or(s.block);
-            format!(", scale {} per {block} k", s.format.name)
-        });
-        let scale = match p.inst.sparsity {
-            Some(sp) => format!("{scale}, sparse a {sp} over {}", sp.walk.keyword()),
-            None => scale,
-        };
-        let _ = writeln!(
-            h,
-            " *   {}\n *       m{}n{}k{}, a={} b={} c={} d={}{scale}; {}; evidence {}",
-            comment_text(&p.inst.name),
-            p.inst.m,
-            p.inst.n,
-            p.inst.columns(),
-            ar.a.name,
-            ar.b.name,
-            ar.c.name,
-            ar.d.name,
-            comment_text(super::algorithm(p.inst)),
-            comment_text(&p.inst.provenance.evidence_words()),
-        );
-    }
-    if !absent.is_empty() {
-        let _ = writeln!(
-            h,
-            " *\n * Absent ({}): {prefix}find returns NULL for these.",
-            absent.len()
-        );
-        for (name, why) in absent {
-            let _ = writeln!(
-                h,
-                " *   {}\n *       {}",
-                comment_text(name),
-                comment_text(why)
-            );
-        }
-    }
-    let _ = writeln!(h, " */\n");
-    let _ = writeln!(h, "#ifdef __cplusplus\n}}\n#endif\n\n#endif /* {guard} */");
-    h
 }
 
 /// Text from the spec or the command line (a title, a file name) made safe inside a C
