@@ -525,6 +525,19 @@ fn layout_places_metadata_and_scale_factors_by_their_selectors() {
     );
     let json = mmac_ok(&["layout", "specs/ampere.mma", "--instr", sp, "--json"]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        v["metadata"],
+        serde_json::json!({"unit": 1, "span": 4, "codes": [0, 1, 2, 3], "selectors": 2})
+    );
+    let tf32 = mmac_ok(&[
+        "layout",
+        "specs/ampere.mma",
+        "--instr",
+        "mma.sp.m16n8k8.f32.tf32.tf32.f32",
+        "--json",
+    ]);
+    let t: serde_json::Value = serde_json::from_str(&tf32).unwrap();
+    assert_eq!(t["metadata"]["codes"], serde_json::json!([4, 14]));
     assert!(
         v["operands"]["meta"]
             .as_array()

@@ -28,6 +28,20 @@ struct Json {
     /// Operands no thread holds in registers, and where they lie instead.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     memory: std::collections::BTreeMap<&'static str, String>,
+    /// A sparse instruction's metadata: how its fields encode the stored elements' places.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<Metadata>,
+}
+
+/// The encoding of a sparse instruction's metadata fields: a field per `unit` stored
+/// elements of a row (the `meta` operand's columns), holding `codes[p]` when the unit sits
+/// at place p of its group of `span` columns; and the sparsity selector's values.
+#[derive(serde::Serialize)]
+struct Metadata {
+    unit: usize,
+    span: u32,
+    codes: Vec<u64>,
+    selectors: usize,
 }
 
 fn entries(f: &Fragment) -> Vec<Entry> {
@@ -83,6 +97,21 @@ pub fn layout(file: &Path, name: &str, json: bool, sel: &Selectors, color: bool)
                 .iter()
                 .filter_map(|(op, f, _)| Some((*op, f.memory.clone()?)))
                 .collect(),
+            metadata: frags
+                .meta
+                .as_ref()
+                .zip(inst.sparsity)
+                .map(|(m, s)| Metadata {
+                    unit: m.unit,
+                    span: s.span(),
+                    codes: m.codes.clone(),
+                    selectors: m
+                        .family
+                        .selectors
+                        .iter()
+                        .find(|(n, _)| n == "selector")
+                        .map_or(1, |(_, count)| *count),
+                }),
         };
         let text = serde_json::to_string(&doc).map_err(std::io::Error::other)?;
         writeln!(out, "{text}")?;

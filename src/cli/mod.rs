@@ -205,7 +205,9 @@ pub enum Command {
         /// One JSON object: {"operands": {"a": [{"lane", "register", "element", "bits":
         /// [lo, hi], "row", "col"}, ...], "b": ..., "c": ..., "d": ..., "meta", "sa", "sb"
         /// where the instruction has them}, "lanes": L} (entries of an operand whose warp
-        /// computes several independent matrices also give their "set").
+        /// computes several independent matrices also give their "set"; a sparse
+        /// instruction adds "metadata": {"unit", "span", "codes", "selectors"}, the
+        /// encoding of its fields; "memory" names operands no thread holds).
         #[arg(long)]
         json: bool,
         /// The sparsity selector (`mma.sp`'s last operand): which lanes hold the metadata.
