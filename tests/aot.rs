@@ -256,16 +256,9 @@ fn check_mma(spec: &str, arch: &str, name: &str, seed: u64) {
     for v in a.iter().chain(&b).chain(&c).chain(&sa).chain(&sb) {
         stdin.push_str(&format!("{v:x} "));
     }
-    let mut child = Command::new(&exe)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), stdin.as_bytes()).unwrap();
-    let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let d: Vec<u64> = text(&o.stdout)
+    let (ok, out, err) = run_with_input(&exe, &[], &stdin);
+    assert!(ok, "{err}");
+    let d: Vec<u64> = out
         .lines()
         .map(|l| u64::from_str_radix(l, 16).unwrap())
         .collect();
@@ -578,7 +571,8 @@ fn warp_checker(dir: &Path, spec: &str, arch: &str) -> PathBuf {
     )
 }
 
-/// Run `exe` with `args`, `stdin` on its standard input; its exit status and stdout.
+/// Run `exe` with `args`, `stdin` on its standard input: whether it succeeded, its stdout
+/// and its stderr.
 fn run_with_input(exe: &Path, args: &[&str], stdin: &str) -> (bool, String, String) {
     let mut child = Command::new(exe)
         .args(args)

@@ -183,9 +183,14 @@ impl Fragment {
         }
     }
 
+    /// The image word where a slot's register begins (a 64-bit register's low word).
+    pub fn word_of(&self, s: &Slot) -> usize {
+        s.lane * self.words() + s.register * (self.register_bits() as usize / 32)
+    }
+
     /// The register of a slot in an image, as a 64-bit value.
     fn register(&self, image: &[u32], s: &Slot) -> u64 {
-        let base = s.lane * self.words() + s.register * (self.register_bits() as usize / 32);
+        let base = self.word_of(s);
         if self.register_bits() == 64 {
             image[base] as u64 | (image[base + 1] as u64) << 32
         } else {
@@ -237,10 +242,9 @@ impl Fragment {
                 self.cols
             )));
         }
-        let words = self.words();
         let mut image = vec![0u32; self.image_words()];
         for s in &self.slots {
-            let base = s.lane * words + s.register * (self.register_bits() as usize / 32);
+            let base = self.word_of(s);
             let v = (m[s.set].data[s.row * self.cols + s.col] & self.mask()) << s.bits.0;
             image[base] |= v as u32;
             if self.register_bits() == 64 {
@@ -457,8 +461,7 @@ pub fn aot_layout(layout: &Layout) -> Option<mmac_compiler::aot::WarpLayout> {
                 .map(|s| {
                     let cell = (s.set * f.rows + s.row) * f.cols + s.col;
                     WarpSlot {
-                        word: (s.lane * f.words() + s.register * (f.register_bits() as usize / 32))
-                            as u32,
+                        word: f.word_of(s) as u32,
                         shift: s.bits.0,
                         cell: cell as u32,
                         copy: !seen.insert(cell),
