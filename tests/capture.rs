@@ -17,7 +17,10 @@ use support::{mmac_ok, mmac_path, root, stderr, stdout};
 /// f16/bf16 at k8 and k16 (f32 and f16 accumulators), tf32 k4/k8, s8/u8 (m8n8k16,
 /// m16n8k16, m16n8k32, satfinite), s4/u4 (m8n8k32, m16n8k32, m16n8k64), b1 (xor and and,
 /// m8n8k128, m16n8k128, m16n8k256), f64 (m8n8k4, m16n8k4/k8/k16), FP8 (k16 and k32, f32 and
-/// f16 accumulators) and f16's m8n8k4 (four independent products per warp).
+/// f16 accumulators) and f16's m8n8k4 (four independent products per warp); sparse
+/// `mma.sp` (f16/bf16 k16/k32, tf32's 1:2 at k8/k16, s8 k32/k64, s4/u4 pairs at k64/k128,
+/// FP8 k64, `.kind::f8f6f4` with FP6 and FP4); dense `.kind::f8f6f4` (FP6, FP4 in a byte);
+/// block-scaled (mxf8f6f4, mxf4, mxf4nvf4 with both scale types) dense and sparse.
 const FAMILIES: &[(&str, &str)] = &[
     ("specs/ampere.mma", "mma.m16n8k8.f32.f16.f16.f32"),
     ("specs/ampere.mma", "mma.m16n8k8.f16.f16.f16.f16"),
@@ -44,6 +47,59 @@ const FAMILIES: &[(&str, &str)] = &[
     ("specs/ada.mma", "mma.m16n8k16.f16.e5m2.e4m3.f16"),
     ("specs/hopper.mma", "mma.m16n8k32.f16.e4m3.e4m3.f16"),
     ("specs/rtx_blackwell.mma", "mma.m16n8k16.f32.e5m2.e5m2.f32"),
+    ("specs/ampere.mma", "mma.sp.m16n8k16.f16.f16.f16.f16"),
+    ("specs/ampere.mma", "mma.sp.m16n8k32.f32.bf16.bf16.f32"),
+    ("specs/hopper.mma", "mma.sp.m16n8k32.f32.f16.f16.f32"),
+    ("specs/ampere.mma", "mma.sp.m16n8k8.f32.tf32.tf32.f32"),
+    ("specs/blackwell.mma", "mma.sp.m16n8k16.f32.tf32.tf32.f32"),
+    ("specs/ampere.mma", "mma.sp.m16n8k32.s32.s8.u8.s32"),
+    (
+        "specs/hopper.mma",
+        "mma.sp.m16n8k64.satfinite.s32.u8.u8.s32",
+    ),
+    ("specs/ampere.mma", "mma.sp.m16n8k64.s32.u4.s4.s32"),
+    ("specs/ada.mma", "mma.sp.m16n8k128.satfinite.s32.s4.s4.s32"),
+    ("specs/ada.mma", "mma.sp.m16n8k64.f32.e4m3.e5m2.f32"),
+    (
+        "specs/rtx_blackwell.mma",
+        "mma.sp.m16n8k64.kind::f8f6f4.f16.e2m3.e4m3.f16",
+    ),
+    (
+        "specs/rtx_blackwell.mma",
+        "mma.m16n8k32.kind::f8f6f4.f32.e3m2.e2m1.f32",
+    ),
+    (
+        "specs/rtx_blackwell.mma",
+        "mma.m16n8k32.kind::f8f6f4.f16.e5m2.e4m3.f16",
+    ),
+    (
+        "specs/rtx_blackwell.mma",
+        "mma.block_scale.m16n8k32.kind::mxf8f6f4.block32.f32.e2m3.e2m1.f32.ue8m0",
+    ),
+    (
+        "specs/rtx_blackwell.mma",
+        "mma.block_scale.m16n8k64.kind::mxf4.block32.f32.e2m1.e2m1.f32.ue8m0",
+    ),
+    (
+        "specs/rtx_blackwell.mma",
+        "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
+    ),
+    (
+        "specs/rtx_blackwell.mma",
+        "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue8m0",
+    ),
+    (
+        "specs/rtx_blackwell.mma",
+        "mma.sp.block_scale.m16n8k64.kind::mxf8f6f4.block32.f32.e4m3.e3m2.f32.ue8m0",
+    ),
+    (
+        "specs/rtx_blackwell.mma",
+        "mma.sp.block_scale.m16n8k128.kind::mxf4.block32.f32.e2m1.e2m1.f32.ue8m0",
+    ),
+    (
+        "specs/rtx_blackwell.mma",
+        "mma.sp.block_scale.m16n8k128.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
+    ),
     ("specs/turing.mma", "mma.m8n8k4.f32.f16.f16.f32"),
 ];
 
@@ -173,7 +229,9 @@ fn the_cpu_build_reproduces_mmac_test_on_every_layout_family() {
 /// `capture/run.sh --cpu SPEC INSTR` ends on `N passed, 0 failed`, and its capture is the
 /// generated file case for case.
 fn reproduce(dir: &Path, spec: &str, instr: &str) {
-    let out = dir.join(format!("{instr}.mmv"));
+    // run.sh names the generated file as the capture, `::` as `_`
+    let file = instr.replace("::", "_");
+    let out = dir.join(format!("{file}.mmv"));
     let o = script("run.sh")
         .args(["--cpu", spec, instr, "-n", "48", "-o"])
         .arg(&out)
@@ -189,7 +247,7 @@ fn reproduce(dir: &Path, spec: &str, instr: &str) {
     );
     // the capture is the generated file, case for case, with the device's d and notes
     let captured = std::fs::read_to_string(&out).unwrap();
-    let generated = std::fs::read_to_string(dir.join(format!("{instr}.gen.mmv"))).unwrap();
+    let generated = std::fs::read_to_string(dir.join(format!("{file}.gen.mmv"))).unwrap();
     assert_eq!(cases_without_d(&captured), cases_without_d(&generated));
     assert_eq!(cases_without_d(&captured).len(), passed);
     assert!(
@@ -413,6 +471,119 @@ fn malformed_vectors_are_refused_with_file_and_line() {
     );
 }
 
+/// Runs the CPU build on `text` as a .mmv for `instr` of `spec`: exit 2, and the message
+/// names the file and line and says `want`.
+fn refused(spec: &str, instr: &str, what: &str, text: &str, want: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.mmv");
+    std::fs::write(&path, text).unwrap();
+    let p = path.to_str().unwrap();
+    let o = capture(&["--spec", spec, "--instr", instr, "--vectors", p]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{what}: {}", text_of(&o));
+    assert!(
+        err.contains(p) && err.contains(want),
+        "{what}: expected `{want}` naming {p}, got:\n{err}"
+    );
+}
+
+/// A sparse case's positions must be what the metadata can say (k / 2 increasing columns
+/// below k, `kept` per group, whole pairs for the 4-bit forms); a block-scaled case takes
+/// k / block scale factors of the scale format; the headers must agree.
+#[test]
+fn malformed_sparse_and_block_scaled_cases_are_refused() {
+    let sp = "mma.sp.m16n8k16.f32.f16.f16.f32";
+    let a = "a=3c00,0,0,0,0,0,0,0";
+    let b = format!("b=3c00{}", ",0".repeat(15));
+    for (what, case, want) in [
+        ("no pos", format!("c=0 {a} {b} d=0"), ":1:1: missing `pos=`"),
+        (
+            "pos count",
+            format!("c=0 {a} {b} pos=0,1,4,5,8,9,c d=0"),
+            ":1:1: `pos=` has 7 values, expected 8",
+        ),
+        (
+            "a count",
+            format!("c=0 a=3c00{} {b} pos=0,1,4,5,8,9,c,d d=0", ",0".repeat(15)),
+            ":1:1: `a=` has 16 values, expected 8 (the stored elements, k / 2,",
+        ),
+        (
+            "decreasing",
+            format!("c=0 {a} {b} pos=1,0,4,5,8,9,c,d d=0"),
+            "`pos=` value 1 (column 0): the columns must increase",
+        ),
+        (
+            "three in a group",
+            format!("c=0 {a} {b} pos=0,1,2,5,8,9,c,d d=0"),
+            "`pos=` value 2 (column 2): each group of 4 columns holds 2 stored elements",
+        ),
+        (
+            "beyond k",
+            format!("c=0 {a} {b} pos=0,1,4,5,8,9,c,10 d=0"),
+            "`pos=` value 7 (column 16): not below k = 16",
+        ),
+    ] {
+        refused("specs/ampere.mma", sp, what, &format!("{case}\n"), &want);
+    }
+    // s4's 2:4 over pairs: a field per pair of adjacent columns from an even one
+    let pairs = "mma.sp.m16n8k64.s32.s4.s4.s32";
+    let zeros = |n: usize| vec!["0"; n].join(",");
+    let mut pos: Vec<String> = (0..8)
+        .flat_map(|g| [g * 8, g * 8 + 1, g * 8 + 4, g * 8 + 5])
+        .map(|p| format!("{p:x}"))
+        .collect();
+    pos[2] = "3".into();
+    pos[3] = "4".into();
+    refused(
+        "specs/ampere.mma",
+        pairs,
+        "odd pair",
+        &format!(
+            "c=0 a={} b={} pos={} d=0\n",
+            zeros(32),
+            zeros(64),
+            pos.join(",")
+        ),
+        "`pos=` value 2 (column 3): the stored elements go in adjacent runs of 2 from a multiple of 2",
+    );
+    let scaled = "mma.block_scale.m16n8k32.kind::mxf8f6f4.block32.f32.e2m3.e2m1.f32.ue8m0";
+    let ab = format!("a={} b={}", zeros(32), zeros(32));
+    for (what, text, want) in [
+        (
+            "no sa",
+            format!("c=0 {ab} sb=7f d=0\n"),
+            ":1:1: `sa=` has 0 values, expected 1",
+        ),
+        (
+            "two sb",
+            format!("c=0 {ab} sa=7f sb=7f,7f d=0\n"),
+            ":1:1: `sb=` has 2 values, expected 1",
+        ),
+        (
+            "wide sa",
+            format!("c=0 {ab} sa=100 sb=7f d=0\n"),
+            "sa value 100 does not fit `the scale factors, ue8m0 block=32` (8 bits)",
+        ),
+        (
+            "scale header",
+            format!("# scale: ue4m3 block=32\nc=0 {ab} sa=7f sb=7f d=0\n"),
+            ":1:1: `# scale: ue4m3 block=32`, but mma.block_scale.m16n8k32.kind::mxf8f6f4.block32.f32.e2m3.e2m1.f32.ue8m0 has `ue8m0 block=32`",
+        ),
+        (
+            "sparse header",
+            format!("# sparse: a 2 of 4 over selected\nc=0 {ab} sa=7f sb=7f d=0\n"),
+            ":1:1: `# sparse: a 2 of 4 over selected`, but",
+        ),
+        (
+            "pos",
+            format!("c=0 {ab} sa=7f sb=7f pos=0 d=0\n"),
+            "`pos=` is for a sparse instruction",
+        ),
+    ] {
+        refused("specs/rtx_blackwell.mma", scaled, what, &text, &want);
+    }
+}
+
 #[test]
 fn unknown_instructions_and_options_are_refused() {
     let o = capture(&[
@@ -429,15 +600,6 @@ fn unknown_instructions_and_options_are_refused() {
             && err.contains("nearest: mma.m16n8k16.f32.f16.f16.f32"),
         "{err}"
     );
-    // a sparse instruction is not in the kit (yet)
-    let o = capture(&[
-        "--spec",
-        "specs/ampere.mma",
-        "--serve",
-        "--instr",
-        "mma.sp.m16n8k32.f32.f16.f16.f32",
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
     // the header names an instruction the kit lacks
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v.mmv");
@@ -504,6 +666,19 @@ fn unknown_instructions_and_options_are_refused() {
     );
     assert!(list.contains("mma.m8n8k128.s32.b1.b1.s32.xor.popc\tmma.sync.aligned.m8n8k128.row.col.s32.b1.b1.s32.xor.popc\tsm_80 "), "{list}");
     assert!(list.contains("mma.m16n8k16.satfinite.s32.u8.s8.s32\tmma.sync.aligned.m16n8k16.row.col.satfinite.s32.u8.s8.s32\t"), "{list}");
+    // sparse (as ::ordered_metadata), .kind::, block-scaled (the scale vector from k and
+    // the block), with the targets whose ptxas takes them (capture/check_cuda.sh)
+    for line in [
+        "mma.sp.m16n8k32.f32.f16.f16.f32\tmma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32\tsm_80 sm_89 sm_90a sm_100a sm_120a\n",
+        "mma.sp.m16n8k64.satfinite.s32.s8.s8.s32\tmma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.satfinite.s32.s8.s8.s32\tsm_80 ",
+        "mma.m16n8k32.kind::f8f6f4.f32.e2m1.e3m2.f32\tmma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e2m1.e3m2.f32\tsm_120a\n",
+        "mma.m16n8k32.kind::f8f6f4.f32.e4m3.e5m2.f32\tmma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e4m3.e5m2.f32\tsm_100a sm_120a\n",
+        "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3\tmma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3\tsm_120a\n",
+        "mma.sp.block_scale.m16n8k128.kind::mxf4.block32.f32.e2m1.e2m1.f32.ue8m0\tmma.sp::ordered_metadata.sync.aligned.m16n8k128.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0\tsm_120a\n",
+        "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue8m0\tmma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue8m0\tno target: CUDA 13.0's ptxas refuses",
+    ] {
+        assert!(list.contains(line), "{line}\n{list}");
+    }
 }
 
 fn serve(spec: &str, instr: &str) -> std::process::Child {
@@ -576,6 +751,49 @@ fn serve_answers_request_by_request() {
     );
 }
 
+/// Sparse and block-scaled requests (`pos=`, `sa=`, `sb=`) get mmac serve's answers.
+#[test]
+fn serve_answers_sparse_and_block_scaled_requests_as_mmac_serve_does() {
+    for (spec, instr) in [
+        ("specs/ampere.mma", "mma.sp.m16n8k32.f32.bf16.bf16.f32"),
+        (
+            "specs/rtx_blackwell.mma",
+            "mma.sp.block_scale.m16n8k64.kind::mxf8f6f4.block32.f32.e2m1.e5m2.f32.ue8m0",
+        ),
+    ] {
+        let vectors = mmac_ok(&["gen", spec, "--instr", instr, "-n", "16"]);
+        let requests: String = cases_without_d(&vectors)
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let answer = |mut c: Command| {
+            let mut child = c
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(requests.as_bytes())
+                .unwrap();
+            let o = child.wait_with_output().unwrap();
+            assert!(o.status.success(), "{instr}: {}", text_of(&o));
+            stdout(&o)
+        };
+        let mut kit = Command::new(cpu_build());
+        kit.args(["--serve", "--spec", spec, "--instr", instr])
+            .current_dir(root());
+        let mut served = support::mmac_command();
+        served.args(["serve", spec, "--instr", instr]);
+        let (ours, theirs) = (answer(kit), answer(served));
+        assert_eq!(ours.lines().count(), requests.lines().count(), "{instr}");
+        assert_eq!(ours, theirs, "{instr}");
+    }
+}
+
 /// `mmac infer --exec` through the kit's serve mode finds the spec's arithmetic.
 #[test]
 fn mmac_infer_infers_the_arithmetic_through_the_kit() {
@@ -621,16 +839,14 @@ fn the_generator_refuses_instructions_without_a_layout() {
         .args([
             "--only",
             "mma.m16n8k16.f32.f16.f16.f32",
-            "mma.sp.m16n8k32.f32.f16.f16.f32",
+            "wgmma.m64n8k16.f32.f16.f16",
         ])
         .current_dir(root())
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
     assert!(
-        stderr(&o).contains(
-            "not a dense mma.sync instruction of the specs: mma.sp.m16n8k32.f32.f16.f16.f32"
-        ),
+        stderr(&o).contains("not an mma instruction of the specs: wgmma.m64n8k16.f32.f16.f16"),
         "{}",
         text_of(&o)
     );
@@ -641,19 +857,30 @@ fn the_generator_refuses_instructions_without_a_layout() {
         .arg(mmac_path())
         .arg("--out")
         .arg(dir.path())
-        .args(["--only", "mma.m16n8k16.f32.f16.f16.f32"])
+        .args([
+            "--only",
+            "mma.m16n8k16.f32.f16.f16.f32",
+            "mma.sp.m16n8k32.f32.f16.f16.f32",
+            "mma.sp.block_scale.m16n8k128.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
+        ])
         .current_dir(root())
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text_of(&o));
     let kernels = std::fs::read_to_string(dir.path().join("capture_kernels.cuh")).unwrap();
-    assert!(kernels.contains(
-        "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\\n\""
-    ), "{kernels}");
+    // the operands in PTX's order: d, a, b, c, then the metadata and the selector 0, then
+    // each scale factor register with its byte and thread ids 0
+    for asm in [
+        "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\\n\"",
+        "asm volatile(\"mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9, %10, %11}, {%12, %13, %14, %15}, %16, 0x0;\\n\"",
+        "asm volatile(\"mma.sp::ordered_metadata.sync.aligned.m16n8k128.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9, %10, %11}, {%12, %13, %14, %15}, %16, 0x0, %17, {0, 0}, %18, {0, 0};\\n\"",
+    ] {
+        assert!(kernels.contains(asm), "{asm}\n{kernels}");
+    }
     let manifest = std::fs::read_to_string(dir.path().join("capture_manifest.tsv")).unwrap();
     assert_eq!(
         manifest.lines().filter(|l| !l.starts_with('#')).count(),
-        5,
+        5 + 5 + 1,
         "{manifest}"
     );
 }

@@ -527,7 +527,7 @@ fn layout_places_metadata_and_scale_factors_by_their_selectors() {
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(
         v["metadata"],
-        serde_json::json!({"unit": 1, "span": 4, "codes": [0, 1, 2, 3], "selectors": 2})
+        serde_json::json!({"unit": 1, "span": 4, "kept": 2, "codes": [0, 1, 2, 3], "selectors": 2})
     );
     let tf32 = mmac_ok(&[
         "layout",

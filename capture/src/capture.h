@@ -25,19 +25,37 @@ struct Family {
     const uint32_t *slots;
 };
 
-// Operand indices into Instr::types and Instr::fam.
-enum Operand { OP_A = 0, OP_B = 1, OP_C = 2, OP_D = 3 };
+// Operand indices into Instr::fam (and, for the first four, Instr::types): the product's
+// operands, a sparse instruction's metadata (PTX's operand e) and a block-scaled one's
+// scale factors of A and B.
+enum Operand { OP_A = 0, OP_B = 1, OP_C = 2, OP_D = 3, OP_META = 4, OP_SA = 5, OP_SB = 6 };
+constexpr int kOperands = 7;
 
-// One instruction the kit can run. `index` is its kernel in the CUDA build; `target_mask`
-// has bit i for kTargets[i] (the CUDA targets whose code has it), `targets` names them.
-// Dense mma.sync only: a sparse instruction would add its metadata operand and selector,
-// a block-scaled one its scale factors and selectors, as further families here.
+// A sparse instruction's metadata encoding (`mmac layout --json`'s "metadata"): the field
+// of `unit` stored elements of a row holds codes[p] when they sit at place p of their group
+// of `span` columns, `kept` of which are stored (places = span / unit codes). All 0 for a
+// dense instruction.
+struct Metadata {
+    int unit, span, kept, places;
+    uint32_t codes[8];
+};
+
+// One instruction the kit can run. `stored` is the elements of a row of A the registers
+// hold (k / 2 for a sparse instruction, whose a= are the stored elements and pos= their
+// columns); fam[op] is -1 for an operand it lacks. A block-scaled instruction takes
+// `scales` scale factors per row of A and column of B, and `scale` is its `# scale:`
+// header (`ue8m0 block=32`; "none" without). `index` is its kernel in the CUDA build;
+// `target_mask` has bit i for kTargets[i] (the CUDA targets whose code has it), `targets`
+// names them. The sparsity selector and the scale factors' byte and thread ids are 0.
 struct Instr {
     const char *name;
     const char *ptx;
-    int m, n, k;
+    int m, n, k, stored;
     const char *types[4];
-    int fam[4];
+    int fam[kOperands];
+    Metadata meta;
+    int scales;
+    const char *scale;
     uint32_t target_mask;
     const char *targets;
     int index;
@@ -52,7 +70,9 @@ struct Target {
 
 const std::vector<const Instr *> &instructions();
 const Instr *find_instruction(const std::string &name);
+// The layout of an operand the instruction has (fam[op] >= 0).
 const Family &family(const Instr &ins, Operand op);
+bool has(const Instr &ins, Operand op);
 const std::vector<Target> &targets();
 // The names nearest to `name` (for an error message), at most three.
 std::string suggest(const std::string &name);
@@ -81,9 +101,11 @@ struct Case {
 // syntax). Throws InputError "WHERE:LINE:COL: message".
 Case parse_case(const std::string &text, const std::string &where, size_t line);
 
-// The checks of a case against the instruction: K values in a and b, every value within
-// its format's bits, no operand the instruction lacks; `request` forbids d=, else it is
-// required. Throws InputError naming where, line and column.
+// The checks of a case against the instruction: `stored` values in a (k in b), every
+// value within its format's bits, `pos=` (strictly increasing columns below k, in the
+// instruction's pattern: whole units, `kept` per group) exactly for a sparse instruction,
+// `scales` values in each of sa= and sb= exactly for a block-scaled one; `request` forbids
+// d=, else it is required. Throws InputError naming where, line and column.
 void check_case(const Instr &ins, const Case &cs, const std::string &where, bool request);
 
 // A .mmv file: its lines as they are, and the cases among them.
@@ -108,17 +130,21 @@ std::string write_mmv(const Mmv &mmv, const Instr &ins, const std::vector<uint64
 // never cut (a wider v keeps all its digits), and at least one digit.
 std::string hex(uint64_t v, int bits);
 
+// The register images of the warp-level MMAs of one run: lane-major, mma after mma, each
+// of 32 * words(op) words; meta, sa and sb empty where the instruction lacks them.
+struct Images {
+    size_t mmas = 0;
+    std::vector<uint32_t> a, b, c, meta, sa, sb;
+};
+
 // What runs the instruction: the GPU, or libmmac's mmac_warp_mma standing in for it.
 class Device {
 public:
     virtual ~Device() = default;
     // One line for the output's header: the GPU, driver and CUDA versions, or libmmac.
     virtual std::string describe() const = 0;
-    // Run `mmas` warp-level MMAs: images are lane-major, mma after mma, each of
-    // 32 * words(op) words; d is resized and written.
-    virtual void run(const Instr &ins, size_t mmas, const std::vector<uint32_t> &a,
-                     const std::vector<uint32_t> &b, const std::vector<uint32_t> &c,
-                     std::vector<uint32_t> &d) = 0;
+    // Run the images' warp-level MMAs; d is resized and written (32 * words(d) per mma).
+    virtual void run(const Instr &ins, const Images &in, std::vector<uint32_t> &d) = 0;
 };
 
 // The options the builds' device take (the CPU build needs the spec to load).

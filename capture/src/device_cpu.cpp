@@ -28,17 +28,18 @@ public:
         return "CPU build: libmmac mmac_warp_mma on " + path_ + " (no GPU)";
     }
 
-    void run(const Instr &ins, size_t mmas, const std::vector<uint32_t> &a,
-             const std::vector<uint32_t> &b, const std::vector<uint32_t> &c,
-             std::vector<uint32_t> &d) override {
-        const size_t wa = 32u * static_cast<size_t>(family(ins, OP_A).words),
-                     wb = 32u * static_cast<size_t>(family(ins, OP_B).words),
-                     wc = 32u * static_cast<size_t>(family(ins, OP_C).words),
-                     wd = 32u * static_cast<size_t>(family(ins, OP_D).words);
-        d.assign(mmas * wd, 0);
-        for (size_t i = 0; i < mmas; i++) {
-            int rc = mmac_warp_mma(ins_, &a[i * wa], &b[i * wb], &c[i * wc], nullptr, 0, nullptr,
-                                   nullptr, nullptr, &d[i * wd]);
+    void run(const Instr &ins, const Images &in, std::vector<uint32_t> &d) override {
+        auto words = [&](Operand op) {
+            return has(ins, op) ? 32u * static_cast<size_t>(family(ins, op).words) : 0;
+        };
+        auto image = [&](const std::vector<uint32_t> &v, Operand op, size_t i) {
+            return has(ins, op) ? &v[i * words(op)] : nullptr;
+        };
+        d.assign(in.mmas * words(OP_D), 0);
+        for (size_t i = 0; i < in.mmas; i++) {
+            int rc = mmac_warp_mma(ins_, image(in.a, OP_A, i), image(in.b, OP_B, i), image(in.c, OP_C, i),
+                                   image(in.meta, OP_META, i), 0, image(in.sa, OP_SA, i),
+                                   image(in.sb, OP_SB, i), nullptr, &d[i * words(OP_D)]);
             if (rc != MMAC_OK)
                 throw DeviceError(std::string("mmac_warp_mma(") + ins.name + ") returned " +
                                   std::to_string(rc) + ": " + mmac_last_error());
@@ -72,8 +73,9 @@ std::unique_ptr<Device> open_device(const Instr &ins, const DeviceOptions &opts)
         throw DeviceError("libmmac gives " + std::string(ins.name) + " " + std::to_string(lanes) +
                           " lanes, the kit's table 32 (libmmac older than mmac? cargo build -p mmac-capi)" + why);
     }
-    const char *names[] = {"a", "b", "c", "d"};
-    for (int op = 0; op < 4; op++) {
+    const char *names[kOperands] = {"a", "b", "c", "d", "meta", "sa", "sb"};
+    for (int op = 0; op < kOperands; op++) {
+        if (!has(ins, static_cast<Operand>(op))) continue;
         int words = mmac_fragment_words(mi, names[op]);
         int want = family(ins, static_cast<Operand>(op)).words;
         if (words != want)

@@ -1,6 +1,7 @@
 // device_cuda.cu: the capture kit's GPU device: the generated kernels (capture_kernels.cuh,
-// one inline-PTX mma.sync per instruction, built for the targets that have it) run the
-// register images the host packed, one warp per warp-level MMA.
+// one inline-PTX mma per instruction, built for the targets that have it) run the register
+// images the host packed (A, B, C, and the metadata and scale factors where the instruction
+// takes them), one warp per warp-level MMA.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -10,6 +11,11 @@
 #include "capture.h"
 
 #define CAPTURE_BLOCK 128
+
+// The device pointers of one launch's operand images (null where the instruction lacks one).
+struct CaptureImages {
+    const uint32_t *a, *b, *c, *meta, *sa, *sb;
+};
 
 #include "capture_kernels.cuh"
 
@@ -74,18 +80,23 @@ public:
     explicit CudaDevice(std::string desc) : desc_(std::move(desc)) {}
     std::string describe() const override { return desc_; }
 
-    void run(const Instr &ins, size_t mmas, const std::vector<uint32_t> &a,
-             const std::vector<uint32_t> &b, const std::vector<uint32_t> &c,
-             std::vector<uint32_t> &d) override {
-        size_t wd = 32u * static_cast<size_t>(family(ins, OP_D).words);
+    void run(const Instr &ins, const Images &in, std::vector<uint32_t> &d) override {
+        const size_t mmas = in.mmas, wd = 32u * static_cast<size_t>(family(ins, OP_D).words);
         d.assign(mmas * wd, 0);
         if (mmas == 0) return;
-        uint32_t *da = a_.get(a.size() * 4), *db = b_.get(b.size() * 4), *dc = c_.get(c.size() * 4),
-                 *dd = d_.get(d.size() * 4);
+        // each image to the device; `per` is its words per mma
+        const std::vector<uint32_t> *host[6] = {&in.a, &in.b, &in.c, &in.meta, &in.sa, &in.sb};
+        const char *what[6] = {"copy A", "copy B", "copy C", "copy metadata", "copy SA", "copy SB"};
+        uint32_t *dev[6] = {};
+        size_t per[6] = {};
+        for (int i = 0; i < 6; i++) {
+            if (host[i]->empty()) continue;
+            dev[i] = images_[i].get(host[i]->size() * 4);
+            per[i] = host[i]->size() / mmas;
+            check(cudaMemcpy(dev[i], host[i]->data(), host[i]->size() * 4, cudaMemcpyHostToDevice), what[i]);
+        }
+        uint32_t *dd = d_.get(d.size() * 4);
         int *status = reinterpret_cast<int *>(s_.get(sizeof(int)));
-        check(cudaMemcpy(da, a.data(), a.size() * 4, cudaMemcpyHostToDevice), "copy A");
-        check(cudaMemcpy(db, b.data(), b.size() * 4, cudaMemcpyHostToDevice), "copy B");
-        check(cudaMemcpy(dc, c.data(), c.size() * 4, cudaMemcpyHostToDevice), "copy C");
         check(cudaMemset(dd, 0, d.size() * 4), "clear D");
         check(cudaMemset(status, 0, sizeof(int)), "clear status");
         const size_t warps_per_block = CAPTURE_BLOCK / 32;
@@ -93,9 +104,9 @@ public:
             // at most 2^20 warps per launch
             size_t n = std::min<size_t>(mmas - first, size_t(1) << 20);
             unsigned blocks = static_cast<unsigned>((n + warps_per_block - 1) / warps_per_block);
-            if (!capture_launch(ins.index, blocks, da + first * a.size() / mmas,
-                                db + first * b.size() / mmas, dc + first * c.size() / mmas,
-                                dd + first * wd, static_cast<unsigned>(n), status))
+            auto at = [&](int i) -> const uint32_t * { return dev[i] ? dev[i] + first * per[i] : nullptr; };
+            CaptureImages args{at(0), at(1), at(2), at(3), at(4), at(5)};
+            if (!capture_launch(ins.index, blocks, args, dd + first * wd, static_cast<unsigned>(n), status))
                 throw DeviceError(std::string("no kernel for ") + ins.name);
             check(cudaGetLastError(), "launch");
             first += n;
@@ -110,7 +121,7 @@ public:
 
 private:
     std::string desc_;
-    Buffer a_, b_, c_, d_, s_;
+    Buffer images_[6], d_, s_;
 };
 
 }  // namespace
@@ -153,7 +164,8 @@ std::unique_ptr<Device> open_device(const Instr &ins, const DeviceOptions &opts)
     if (!target || !(ins.target_mask >> bit & 1))
         throw InputError(std::string(ins.name) + " is not built for " + p.name + " (sm_" +
                          std::to_string(p.major) + std::to_string(p.minor) + ", running " + code +
-                         " code); the kit builds it for " + ins.targets);
+                         " code); " + (ins.target_mask ? std::string("the kit builds it for ") : std::string("the kit has ")) +
+                         ins.targets);
     int drv = 0, rt = 0;
     cudaDriverGetVersion(&drv);
     cudaRuntimeGetVersion(&rt);

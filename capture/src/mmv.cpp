@@ -23,8 +23,38 @@ uint64_t hex_value(char ch) {
     return static_cast<uint64_t>(std::tolower(static_cast<unsigned char>(ch)) - 'a' + 10);
 }
 
-// The storage bits of a format the kit knows by name (the .mmv digits of a value).
+// The storage bits of an operand's values (the .mmv digits of a value).
 int format_bits(const Instr &ins, Operand op) { return family(ins, op).width; }
+
+// What an operand's values are, for a message.
+std::string field_format(const Instr &ins, Operand op) {
+    if (op <= OP_D) return ins.types[op];
+    return std::string("the scale factors, ") + ins.scale;
+}
+
+// A sparse case's pos=: strictly increasing columns below k, `kept` in each group of
+// `span` (the j-th stored element in group j / kept), and whole units (the elements of one
+// metadata field in adjacent columns, the first at a multiple of `unit`). The metadata
+// can say nothing else.
+void check_positions(const Instr &ins, const Case &cs, const std::string &here) {
+    const Metadata &m = ins.meta;
+    for (size_t j = 0; j < cs.pos.size(); j++) {
+        uint64_t p = cs.pos[j];
+        auto bad = [&](const std::string &why) {
+            throw InputError(here + "`pos=` value " + std::to_string(j) + " (column " + std::to_string(p) +
+                             "): " + why);
+        };
+        if (p >= static_cast<uint64_t>(ins.k)) bad("not below k = " + std::to_string(ins.k));
+        if (j > 0 && p <= cs.pos[j - 1]) bad("the columns must increase");
+        if (p / static_cast<uint64_t>(m.span) != j / static_cast<size_t>(m.kept))
+            bad("each group of " + std::to_string(m.span) + " columns holds " + std::to_string(m.kept) +
+                " stored elements, in order");
+        size_t e = j % static_cast<size_t>(m.unit);
+        if (p % static_cast<uint64_t>(m.unit) != e || (e > 0 && p != cs.pos[j - 1] + 1))
+            bad("the stored elements go in adjacent runs of " + std::to_string(m.unit) +
+                " from a multiple of " + std::to_string(m.unit));
+    }
+}
 
 std::string trim(const std::string &s) {
     size_t b = s.find_first_not_of(" \t\r");
@@ -136,28 +166,40 @@ void check_case(const Instr &ins, const Case &cs, const std::string &where, bool
     std::string name = ins.name;
     if (request && cs.has_d) throw InputError(here + "a request has no `d=` (the box answers it)");
     if (!request && !cs.has_d) throw InputError(here + "missing `d=`");
-    // the operands of sparse and block-scaled instructions: not in the kit yet
-    if (!cs.pos.empty())
+    const bool sparse = has(ins, OP_META), scaled = has(ins, OP_SA);
+    if (!sparse && !cs.pos.empty())
         throw InputError(here + "`pos=` is for a sparse instruction; `" + name + "` is dense");
-    if (!cs.sa.empty() || !cs.sb.empty())
+    if (sparse && cs.pos.empty())
+        throw InputError(here + "missing `pos=` (the columns of a= in A's row; `" + name + "` is sparse)");
+    if (!scaled && (!cs.sa.empty() || !cs.sb.empty()))
         throw InputError(here + "`sa=`/`sb=` are for a block-scaled instruction; `" + name +
                          "` takes no scale factors");
-    auto count = [&](const char *field, size_t got) {
-        if (got != static_cast<size_t>(ins.k))
-            throw InputError(here + "`" + field + "=` has " + std::to_string(got) +
-                             " values, expected " + std::to_string(ins.k) + " (k of " + name + ")");
+    auto count = [&](const char *field, size_t got, int want, const char *what) {
+        if (got != static_cast<size_t>(want))
+            throw InputError(here + "`" + field + "=` has " + std::to_string(got) + " values, expected " +
+                             std::to_string(want) + " (" + what + " of " + name + ")");
     };
-    count("a", cs.a.size());
-    count("b", cs.b.size());
+    count("a", cs.a.size(), ins.stored, sparse ? "the stored elements, k / 2," : "k");
+    count("b", cs.b.size(), ins.k, "k");
+    if (sparse) {
+        count("pos", cs.pos.size(), ins.stored, "the stored elements, k / 2,");
+        check_positions(ins, cs, here);
+    }
+    if (scaled) {
+        count("sa", cs.sa.size(), ins.scales, "the scale factors per row");
+        count("sb", cs.sb.size(), ins.scales, "the scale factors per column");
+    }
     auto fits = [&](const char *field, Operand op, uint64_t v) {
         int bits = format_bits(ins, op);
         if (bits < 64 && (v >> bits) != 0)
-            throw InputError(here + field + " value " + hex(v, 0) + " does not fit `" +
-                             ins.types[op] + "` (" + std::to_string(bits) + " bits)");
+            throw InputError(here + field + " value " + hex(v, 0) + " does not fit `" + field_format(ins, op) +
+                             "` (" + std::to_string(bits) + " bits)");
     };
     fits("c", OP_C, cs.c);
     for (uint64_t v : cs.a) fits("a", OP_A, v);
     for (uint64_t v : cs.b) fits("b", OP_B, v);
+    for (uint64_t v : cs.sa) fits("sa", OP_SA, v);
+    for (uint64_t v : cs.sb) fits("sb", OP_SB, v);
     if (cs.has_d) fits("d", OP_D, cs.d);
 }
 
@@ -169,8 +211,8 @@ Mmv read_mmv(const std::string &path, const Instr *&ins) {
     std::string line;
     while (std::getline(in, line)) mmv.lines.push_back(line);
     if (in.bad()) throw InputError(path + ": read error");
-    std::string types, k, scale;
-    size_t types_line = 0, k_line = 0, scale_line = 0, instr_line = 0;
+    std::string types, k, scale, sparse;
+    size_t types_line = 0, k_line = 0, scale_line = 0, sparse_line = 0, instr_line = 0;
     bool data_seen = false;
     for (size_t i = 0; i < mmv.lines.size(); i++) {
         const std::string &text = mmv.lines[i];
@@ -191,6 +233,7 @@ Mmv read_mmv(const std::string &path, const Instr *&ins) {
             if (key == "types") slot = &types, slot_line = &types_line;
             if (key == "k") slot = &k, slot_line = &k_line;
             if (key == "scale") slot = &scale, slot_line = &scale_line;
+            if (key == "sparse") slot = &sparse, slot_line = &sparse_line;
             if (!slot) continue;
             if (data_seen)
                 throw InputError(at(path, lineno, 1) + "`# " + key +
@@ -236,9 +279,12 @@ Mmv read_mmv(const std::string &path, const Instr *&ins) {
             throw InputError(at(path, types_line, 1) + "`# types: " + types + "`, but " +
                              ins->name + " has " + want);
     }
-    if (!scale.empty() && scale != "none")
+    if (!scale.empty() && scale != ins->scale)
         throw InputError(at(path, scale_line, 1) + "`# scale: " + scale + "`, but " + ins->name +
-                         " is not block-scaled");
+                         (has(*ins, OP_SA) ? std::string(" has `") + ins->scale + "`" : " is not block-scaled"));
+    if (!sparse.empty() && !has(*ins, OP_META))
+        throw InputError(at(path, sparse_line, 1) + "`# sparse: " + sparse + "`, but " + ins->name +
+                         " is dense");
     if (mmv.cases.empty()) throw InputError(path + ": no cases");
     for (const Case &cs : mmv.cases) check_case(*ins, cs, path, false);
     return mmv;

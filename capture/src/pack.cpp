@@ -3,10 +3,13 @@
 //
 // A case is one dot-product-add. Case number i of an MMA goes on the diagonal of one of
 // the warp's independent products (set s = i / diag, row and column j = i % diag, diag =
-// min(m, n)): its a into row j of A, its b into column j of B, its c into C[j][j], and it
-// is read back from D[j][j]. D[j][j] depends on nothing else (row j of A, column j of B,
-// C[j][j]); every other element of the images is 0, which encodes zero in every format of
-// the dense instructions (integers, IEEE and OCP FP8 floats, b1).
+// min(m, n)): its a (a sparse instruction's stored elements) into row j of A, its
+// positions into row j of the metadata, its b into column j of B, its sa and sb into row
+// j of A's scale factors and column j of B's, its c into C[j][j], and it is read back from
+// D[j][j]. D[j][j] depends on nothing else; every other element of the images is 0, which
+// encodes zero in every format (integers, IEEE, OCP FP8/FP6/FP4 floats, b1) and a valid
+// scale factor, except the metadata, whose unused rows hold a valid pattern (the first
+// places of every group): PTX leaves metadata outside the pattern undefined.
 #include <algorithm>
 #include <string>
 
@@ -62,33 +65,80 @@ int max_cases_per_mma(const Instr &ins) {
     return std::min(ins.m, ins.n) * family(ins, OP_D).sets;
 }
 
+namespace {
+
+size_t image_words(const Instr &ins, Operand op) {
+    return has(ins, op) ? 32u * static_cast<size_t>(family(ins, op).words) : 0;
+}
+
+// Every metadata field of one MMA's image holds the code of the first places of its group.
+void fill_metadata(const Instr &ins, uint32_t *img) {
+    const Family &f = family(ins, OP_META);
+    const int per_group = ins.meta.kept / ins.meta.unit;
+    for (int set = 0; set < f.sets; set++)
+        for (int row = 0; row < f.rows; row++)
+            for (int field = 0; field < f.cols; field++)
+                put(f, img, element(f, set, row, field), ins.meta.codes[field % per_group]);
+}
+
+// One case into one MMA's images, on the diagonal at (set, j).
+void place(const Instr &ins, const Case &cs, Images &img, size_t mma, int set, int j) {
+    auto at = [&](std::vector<uint32_t> &v, Operand op) { return &v[mma * image_words(ins, op)]; };
+    const Family &fa = family(ins, OP_A), &fb = family(ins, OP_B), &fc = family(ins, OP_C);
+    for (int kk = 0; kk < ins.stored; kk++)
+        put(fa, at(img.a, OP_A), element(fa, set, j, kk), cs.a[static_cast<size_t>(kk)]);
+    for (int kk = 0; kk < ins.k; kk++)
+        put(fb, at(img.b, OP_B), element(fb, set, kk, j), cs.b[static_cast<size_t>(kk)]);
+    put(fc, at(img.c, OP_C), element(fc, set, j, j), cs.c);
+    if (has(ins, OP_META)) {
+        // the field of stored elements f * unit ...: the place of the first in its group
+        const Family &fm = family(ins, OP_META);
+        const Metadata &m = ins.meta;
+        for (int field = 0; field < fm.cols; field++) {
+            uint64_t p = cs.pos[static_cast<size_t>(field * m.unit)];
+            put(fm, at(img.meta, OP_META), element(fm, set, j, field),
+                m.codes[(p % static_cast<uint64_t>(m.span)) / static_cast<uint64_t>(m.unit)]);
+        }
+    }
+    if (has(ins, OP_SA)) {
+        const Family &fsa = family(ins, OP_SA), &fsb = family(ins, OP_SB);
+        for (int s = 0; s < ins.scales; s++) {
+            put(fsa, at(img.sa, OP_SA), element(fsa, set, j, s), cs.sa[static_cast<size_t>(s)]);
+            put(fsb, at(img.sb, OP_SB), element(fsb, set, s, j), cs.sb[static_cast<size_t>(s)]);
+        }
+    }
+}
+
+}  // namespace
+
 std::vector<uint64_t> run_cases(Device &dev, const Instr &ins, const std::vector<const Case *> &cases,
                                 int per_mma) {
-    const Family &fa = family(ins, OP_A), &fb = family(ins, OP_B), &fc = family(ins, OP_C),
-                 &fd = family(ins, OP_D);
+    const Family &fd = family(ins, OP_D);
     if (per_mma < 1 || per_mma > max_cases_per_mma(ins))
         throw InputError("cases per MMA must be 1 to " + std::to_string(max_cases_per_mma(ins)) +
                          " for " + ins.name);
     const int diag = std::min(ins.m, ins.n);
-    const size_t mmas = (cases.size() + static_cast<size_t>(per_mma) - 1) / static_cast<size_t>(per_mma);
-    const size_t wa = 32u * static_cast<size_t>(fa.words), wb = 32u * static_cast<size_t>(fb.words),
-                 wc = 32u * static_cast<size_t>(fc.words), wd = 32u * static_cast<size_t>(fd.words);
-    std::vector<uint32_t> a(mmas * wa, 0), b(mmas * wb, 0), c(mmas * wc, 0), d;
+    Images img;
+    img.mmas = (cases.size() + static_cast<size_t>(per_mma) - 1) / static_cast<size_t>(per_mma);
+    img.a.assign(img.mmas * image_words(ins, OP_A), 0);
+    img.b.assign(img.mmas * image_words(ins, OP_B), 0);
+    img.c.assign(img.mmas * image_words(ins, OP_C), 0);
+    img.meta.assign(img.mmas * image_words(ins, OP_META), 0);
+    img.sa.assign(img.mmas * image_words(ins, OP_SA), 0);
+    img.sb.assign(img.mmas * image_words(ins, OP_SB), 0);
+    if (has(ins, OP_META))
+        for (size_t mma = 0; mma < img.mmas; mma++)
+            fill_metadata(ins, &img.meta[mma * image_words(ins, OP_META)]);
     for (size_t i = 0; i < cases.size(); i++) {
-        const Case &cs = *cases[i];
-        size_t mma = i / static_cast<size_t>(per_mma);
         int slot = static_cast<int>(i % static_cast<size_t>(per_mma));
-        int set = slot / diag, j = slot % diag;
-        for (int kk = 0; kk < ins.k; kk++) {
-            put(fa, &a[mma * wa], element(fa, set, j, kk), cs.a[static_cast<size_t>(kk)]);
-            put(fb, &b[mma * wb], element(fb, set, kk, j), cs.b[static_cast<size_t>(kk)]);
-        }
-        put(fc, &c[mma * wc], element(fc, set, j, j), cs.c);
+        place(ins, *cases[i], img, i / static_cast<size_t>(per_mma), slot / diag, slot % diag);
     }
-    dev.run(ins, mmas, a, b, c, d);
-    if (d.size() != mmas * wd)
+    std::vector<uint32_t> d;
+    dev.run(ins, img, d);
+    const size_t wd = image_words(ins, OP_D);
+    if (d.size() != img.mmas * wd)
         throw DeviceError("the device returned " + std::to_string(d.size()) + " words of D, expected " +
-                          std::to_string(mmas * wd));
+                          std::to_string(img.mmas * wd));
     std::vector<uint64_t> out(cases.size());
     for (size_t i = 0; i < cases.size(); i++) {
         size_t mma = i / static_cast<size_t>(per_mma);

@@ -24,7 +24,12 @@ const Instr *find_instruction(const std::string &name) {
     return nullptr;
 }
 
-const Family &family(const Instr &ins, Operand op) { return kFamilies[ins.fam[op]]; }
+bool has(const Instr &ins, Operand op) { return ins.fam[op] >= 0; }
+
+const Family &family(const Instr &ins, Operand op) {
+    if (!has(ins, op)) throw std::logic_error(std::string(ins.name) + " has no such operand");
+    return kFamilies[ins.fam[op]];
+}
 
 const std::vector<Target> &targets() {
     static const std::vector<Target> all(std::begin(kTargets), std::end(kTargets));

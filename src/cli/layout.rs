@@ -35,11 +35,13 @@ struct Json {
 
 /// The encoding of a sparse instruction's metadata fields: a field per `unit` stored
 /// elements of a row (the `meta` operand's columns), holding `codes[p]` when the unit sits
-/// at place p of its group of `span` columns; and the sparsity selector's values.
+/// at place p of its group of `span` columns, of which `kept` are stored; and the
+/// sparsity selector's values.
 #[derive(serde::Serialize)]
 struct Metadata {
     unit: usize,
     span: u32,
+    kept: u32,
     codes: Vec<u64>,
     selectors: usize,
 }
@@ -104,6 +106,7 @@ pub fn layout(file: &Path, name: &str, json: bool, sel: &Selectors, color: bool)
                 .map(|(m, s)| Metadata {
                     unit: m.unit,
                     span: s.span(),
+                    kept: s.kept_columns(),
                     codes: m.codes.clone(),
                     selectors: m
                         .family

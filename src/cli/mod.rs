@@ -206,7 +206,7 @@ pub enum Command {
         /// [lo, hi], "row", "col"}, ...], "b": ..., "c": ..., "d": ..., "meta", "sa", "sb"
         /// where the instruction has them}, "lanes": L} (entries of an operand whose warp
         /// computes several independent matrices also give their "set"; a sparse
-        /// instruction adds "metadata": {"unit", "span", "codes", "selectors"}, the
+        /// instruction adds "metadata": {"unit", "span", "kept", "codes", "selectors"}, the
         /// encoding of its fields; "memory" names operands no thread holds).
         #[arg(long)]
         json: bool,
