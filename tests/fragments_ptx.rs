@@ -6,7 +6,7 @@
 //! m8n8k4 .f16, an .e2m1 value in its 8-bit container, the scale factors one byte and
 //! thread selector name, and the accumulator of a warpgroup.
 
-use mmac_runtime::fragments::{Fragment, LayoutError, Library, Selectors, Slot};
+use mmac_runtime::fragments::{Fragment, Library, Selectors, Slot};
 use mmac_runtime::specs::{self, LoadedSpec};
 use std::path::Path;
 
@@ -489,11 +489,77 @@ fn wgmma_accumulators_of_a_warpgroup() {
     );
     assert!(l.b.memory.as_deref().unwrap().starts_with("shared memory"));
     assert!(l.b.slots.is_empty() && (l.b.rows, l.b.cols) == (32, 256));
-    // the sparse forms' metadata is not transcribed
-    let sparse = hopper
-        .instruction("wgmma.sp.m64n8k32.f32.f16.f16")
-        .unwrap()
-        .instruction()
-        .clone();
-    assert!(matches!(lib.find(&sparse), Err(LayoutError::Unknown(_))));
+}
+
+/// Sparse wgmma: the compressed A in the dense A fragment of half the K, the metadata of
+/// each warp as sparse mma's of the same types, in the warp's 16 rows (PTX ISA 9.7.15.6.2).
+#[test]
+fn sparse_wgmma_metadata_warp_by_warp() {
+    let hopper = spec("hopper.mma");
+    let l = layout(&hopper, "wgmma.sp.m64n8k32.f32.f16.f16");
+    assert_eq!((l.a.name.as_str(), l.a.cols), ("wgmma.m64k16.a.16bit", 16));
+    assert!(l.b.memory.is_some() && (l.b.rows, l.b.cols) == (32, 8));
+    let m = l.meta.as_ref().unwrap();
+    assert_eq!((m.unit, &m.codes[..]), (1, &[0, 1, 2, 3][..]));
+    // selector 0: lanes 0 and 1 of each group of four, as mma.sp.m16n8k32 (rows groupID in
+    // fields 0-7, groupID + 8 in 8-15; the pair's second thread columns 8-15)
+    for (sel, table) in [
+        (
+            0,
+            &[
+                ((32, 0), (16, 0)),
+                ((32, 8), (24, 0)),
+                ((33, 7), (16, 15)),
+                ((97, 15), (56, 15)),
+                ((125, 0), (55, 8)),
+            ][..],
+        ),
+        (
+            1,
+            &[
+                ((34, 0), (16, 0)),
+                ((35, 15), (24, 15)),
+                ((126, 3), (55, 3)),
+            ][..],
+        ),
+    ] {
+        let extras = l
+            .extras(&Selectors {
+                sparsity: sel,
+                ..Default::default()
+            })
+            .unwrap();
+        let meta = &extras[0].1;
+        assert_eq!((meta.lanes, meta.rows, meta.cols), (128, 64, 16));
+        check(meta, table);
+        let held = holders(meta);
+        assert_eq!(held.len(), 64, "selector {sel}");
+        assert!(held.iter().all(|lane| lane % 4 / 2 == sel), "{held:?}");
+    }
+    // tf32 (1:2, its codes) and the 8-bit k64 (every thread, selector 0 only)
+    let t = layout(&hopper, "wgmma.sp.m64n256k16.f32.tf32.tf32");
+    assert_eq!(t.a.name, "wgmma.m64k8.a.tf32");
+    assert_eq!(t.meta.as_ref().unwrap().codes, [4, 14]);
+    let e = layout(&hopper, "wgmma.sp.m64n16k64.f16.e5m2.e4m3");
+    assert_eq!(
+        (e.a.name.as_str(), e.d.name.as_str()),
+        ("wgmma.m64k32.a.8bit", "wgmma.m64n16.d.f16")
+    );
+    let extras = e.extras(&Selectors::default()).unwrap();
+    check(
+        &extras[0].1,
+        &[
+            ((96, 0), (48, 0)),
+            ((97, 15), (56, 15)),
+            ((98, 0), (48, 16)),
+            ((127, 15), (63, 31)),
+        ],
+    );
+    assert!(
+        e.extras(&Selectors {
+            sparsity: 1,
+            ..Default::default()
+        })
+        .is_err()
+    );
 }
