@@ -76,7 +76,8 @@ int mmac_sparse_dot(const mmac_instruction *ins, uint64_t c, const uint64_t *a,
  * being its fragment registers r0, r1, ... in order; narrow elements fill a register from
  * the low bits up (for f16, a0 in bits 0-15 of r0, a1 in bits 16-31). A 64-bit register
  * (f64) is two consecutive words, its low 32 bits first. So an image of an operand has
- * mmac_fragment_lanes(ins) * mmac_fragment_words(ins, operand) words. Operands are named
+ * mmac_fragment_lanes(ins) * mmac_fragment_words(ins, operand) words; wgmma's B, which
+ * no thread holds, is given as its matrix (mmac_operand_words). Operands are named
  * "a", "b", "c", "d", and "meta" (a sparse instruction's metadata, PTX's operand e),
  * "sa" and "sb" (a block-scaled instruction's scale factors of A and B). The layouts
  * cover the instructions docs/layouts.md lists. The objects of `mmac compile --emit obj`
@@ -92,19 +93,26 @@ int mmac_fragment_lanes(const mmac_instruction *ins);
  * (mmac_last_error() says which). */
 int mmac_fragment_registers(const mmac_instruction *ins, const char *operand);
 /* 32-bit words per lane of the operand's register image: its registers, twice for
- * 64-bit registers; -1 as mmac_fragment_registers. */
+ * 64-bit registers (0 for an operand that lies in memory); -1 as
+ * mmac_fragment_registers. */
 int mmac_fragment_words(const mmac_instruction *ins, const char *operand);
+/* 32-bit words of the operand's whole image, the length mmac_warp_mma reads or writes:
+ * lanes * mmac_fragment_words for a register image; for an operand that no thread holds
+ * (wgmma's B, in shared memory) its matrix of encodings, column by column (element
+ * (k, n) of B at word n * K + k, K-major as wgmma reads it; a 64-bit element as two
+ * words, low first): rows * cols words. -1 as mmac_fragment_registers. */
+int mmac_operand_words(const mmac_instruction *ins, const char *operand);
 
 /* The whole instruction on register images: a_regs, b_regs, c_regs are read (each
- * lanes * mmac_fragment_words(ins, op) words, owned by the caller), and for a sparse
+ * mmac_operand_words(ins, op) words, owned by the caller), and for a sparse
  * instruction meta_regs with `selector` (mma.sp's sparsity selector: which lanes hold
  * the metadata), for a block-scaled one sa_regs and sb_regs with scale_selectors
  * {byte-id-a, thread-id-a, byte-id-b, thread-id-b} (NULL for all 0); pass NULL and 0 for
  * the operands an instruction lacks. They are unpacked into the matrices A (m x k, or a
  * sparse A's m x k/2 stored elements and the columns the metadata give them), B (k x n),
  * C (m x n) and the scale factors they hold; D = the instruction on them (bit for bit what
- * mmac_dot gives for each element), packed into d_regs (the caller's lanes *
- * mmac_fragment_words(ins, "d") words; written only on success). Returns MMAC_OK,
+ * mmac_dot gives for each element), packed into d_regs (the caller's
+ * mmac_operand_words(ins, "d") words; written only on success). Returns MMAC_OK,
  * MMAC_ERR_NULL, MMAC_ERR_LAYOUT (no layout is known for the instruction) or
  * MMAC_ERR_ENGINE (also for metadata codes the instruction does not define, positions
  * that break its pattern, a selector out of range, a missing or extra operand);

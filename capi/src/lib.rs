@@ -454,8 +454,18 @@ pub unsafe extern "C" fn mmac_fragment_words(
 }
 
 /// # Safety
+/// `ins` is NULL or a handle of a live spec; `operand` NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmac_operand_words(
+    ins: *const Instruction,
+    operand: *const c_char,
+) -> c_int {
+    fragment_size(ins, operand, Fragment::image_words, "mmac_operand_words")
+}
+
+/// # Safety
 /// `ins` is NULL or a handle of a live spec; `a_regs`, `b_regs` and `c_regs` point to
-/// lanes x `mmac_fragment_words` of their operand readable words, as do `meta_regs` for a
+/// `mmac_operand_words` of their operand readable words, as do `meta_regs` for a
 /// sparse instruction and `sa_regs`, `sb_regs` for a block-scaled one (NULL otherwise);
 /// `scale_selectors` is NULL or points to 4 readable words; `d_regs` points to lanes x
 /// words of d writable words (or is NULL).

@@ -186,7 +186,8 @@ fn c_program_loads_a_spec_at_run_time() {
 /// `tests/warp.c` unpacks by the PTX ISA's formulas, element for element; the fragment
 /// sizes (f64 registers as two words), and the errors: NULL pointers, an unknown
 /// operand, an instruction without a layout (named in `mmac_last_error`); a sparse
-/// instruction's metadata and selector, and their refusals.
+/// instruction's metadata and selector, and their refusals; a wgmma across a warpgroup
+/// with B given as its matrix.
 #[test]
 fn c_program_runs_a_warp_on_register_images() {
     let dir = tempfile::tempdir().unwrap();
@@ -197,10 +198,12 @@ fn c_program_runs_a_warp_on_register_images() {
             "specs/ampere.mma",
             "specs/examples/dp4.mma",
             "dp4.f32.e4m3.e4m3.f32",
+            "specs/hopper.mma",
         ],
     );
     assert_eq!(code, Some(0), "{out}");
     // 3 sizes, 8 x 128 elements of D, 2 f64 sizes, 10 error checks, 8 of the sparse
-    // instruction's metadata and selector
-    assert_eq!(out.trim(), "1047 passed, 0 failed");
+    // instruction's metadata and selector; the wgmma: found, 3 sizes, the call, 512
+    // elements of D
+    assert_eq!(out.trim(), "1564 passed, 0 failed");
 }

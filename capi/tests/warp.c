@@ -8,7 +8,12 @@
  * element of C, and compared with the register of d that the formulas place it in.
  * Then the errors. Prints `N passed, M failed` and exits 0 when nothing failed.
  *
- * Usage: warp SPEC NO_LAYOUT_SPEC NO_LAYOUT_NAME */
+ * With WGMMA_SPEC (Hopper's), wgmma.m64n8k16.f32.f16.f16 across a warpgroup: A in
+ * registers (each warp w of the 128 lanes holds rows 16w..16w+15 as m16n8k16's A), B as
+ * its matrix, column by column (it lies in shared memory), D as the m16n8 accumulator per
+ * warp; every element of D against mmac_dot.
+ *
+ * Usage: warp SPEC NO_LAYOUT_SPEC NO_LAYOUT_NAME [WGMMA_SPEC] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +101,53 @@ static int run_f16(const mmac_instruction *ins, int finite) {
     return 1;
 }
 
+/* wgmma.m64n8k16.f32.f16.f16: 128 lanes; a_i at row 16 * warp + groupID + 8 * ((i / 2) % 2),
+ * col threadID_in_group * 2 + (i % 2) + 8 * (i / 4); d_i at row 16 * warp + groupID +
+ * 8 * (i / 2), col threadID_in_group * 2 + (i % 2); B (16 x 8) at word n * 16 + k. */
+static void run_wgmma(const mmac_instruction *ins) {
+    check(mmac_fragment_lanes(ins) == 128, "wgmma: 128 lanes");
+    check(mmac_fragment_words(ins, "b") == 0 && mmac_operand_words(ins, "b") == 16 * 8,
+          "wgmma b: no registers, its 16 x 8 matrix");
+    check(mmac_operand_words(ins, "a") == 128 * 4 && mmac_operand_words(ins, "d") == 128 * 4,
+          "wgmma a, d: 128 lanes x 4 words");
+    static uint32_t a[128 * 4], b[16 * 8], c[128 * 4], d[128 * 4];
+    for (int i = 0; i < 128 * 4; i++) {
+        a[i] = next() & 0x3BFF3BFFu;
+        c[i] = next() & 0x3FFFFFFFu;
+    }
+    for (int i = 0; i < 16 * 8; i++) b[i] = next() & 0x3BFFu;
+    int rc = mmac_warp_mma(ins, a, b, c, NULL, 0, NULL, NULL, NULL, d);
+    check(rc == MMAC_OK, "wgmma: mmac_warp_mma");
+    if (rc != MMAC_OK) {
+        printf("mmac_warp_mma(wgmma): rc=%d %s\n", rc, mmac_last_error());
+        return;
+    }
+    static uint64_t A[64][16], C[64][8];
+    for (int lane = 0; lane < 128; lane++) {
+        int w = lane / 32, g = lane % 32 / 4, t = lane % 4;
+        for (int i = 0; i < 8; i++)
+            A[16 * w + g + 8 * ((i / 2) % 2)][t * 2 + (i % 2) + 8 * (i / 4)] =
+                (a[lane * 4 + i / 2] >> (16 * (i % 2))) & 0xFFFF;
+        for (int i = 0; i < 4; i++) C[16 * w + g + 8 * (i / 2)][t * 2 + (i % 2)] = c[lane * 4 + i];
+    }
+    for (int lane = 0; lane < 128; lane++)
+        for (int i = 0; i < 4; i++) {
+            int w = lane / 32, g = lane % 32 / 4, t = lane % 4;
+            int row = 16 * w + g + 8 * (i / 2), col = t * 2 + (i % 2);
+            uint64_t bcol[16], want = 0;
+            for (int k = 0; k < 16; k++) bcol[k] = b[col * 16 + k];
+            if (mmac_dot(ins, C[row][col], A[row], bcol, NULL, NULL, &want) != MMAC_OK) {
+                printf("mmac_dot: %s\n", mmac_last_error());
+                failed++;
+                return;
+            }
+            char what[128];
+            snprintf(what, sizeof what, "wgmma lane %d d%d (D[%d][%d]): got %08x want %08llx", lane, i,
+                     row, col, d[lane * 4 + i], (unsigned long long)want);
+            check(d[lane * 4 + i] == (uint32_t)want, what);
+        }
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) return 2;
     mmac_spec *spec = mmac_load(argv[1]);
@@ -170,6 +222,14 @@ int main(int argc, char **argv) {
     check(mmac_warp_mma(ins, z, z, z, z, 0, NULL, NULL, NULL, d) == MMAC_ERR_ENGINE &&
               strstr(mmac_last_error(), "takes no meta registers"),
           "a dense instruction refuses metadata");
+
+    if (argc > 4) {
+        mmac_spec *hopper = mmac_load(argv[4]);
+        const mmac_instruction *wg = hopper ? mmac_find(hopper, "wgmma.m64n8k16.f32.f16.f16") : NULL;
+        check(wg != NULL, "the wgmma instruction is found");
+        if (wg) run_wgmma(wg);
+        mmac_free(hopper);
+    }
 
     printf("%ld passed, %ld failed\n", passed, failed);
     mmac_free(other);

@@ -78,6 +78,20 @@ def default_threads() -> int:
     return _native.default_threads()
 
 
+def _memory_image(name, op, lay, x):
+    """The image of an operand that lies in memory: its (rows, cols) matrix of encodings,
+    column by column, as little-endian 32-bit words (64-bit elements as two, low first)."""
+    shape = (lay["rows"], lay["cols"])
+    dtype = np.uint64 if lay["container"] == 64 else np.uint32
+    if not isinstance(x, np.ndarray) or x.dtype != dtype or x.shape != shape:
+        got = f"{x.dtype} {x.shape}" if isinstance(x, np.ndarray) else type(x).__name__
+        raise ValueError(
+            f"{op}: `{name}` reads {op} from {lay['memory']}: give its matrix of "
+            f"encodings, a {np.dtype(dtype).name} array of shape {shape}, not {got}"
+        )
+    le = "<u8" if dtype == np.uint64 else "<u4"
+    return np.ascontiguousarray(x.T, dtype=le).tobytes()
+
 class Spec:
     """A checked spec: its instructions by name (``spec[name]``)."""
 
@@ -442,7 +456,10 @@ class Instruction:
         into the matrices they hold (a sparse A's stored elements at the columns the
         metadata give), the instruction runs on them exactly as :meth:`mma` does, and D
         is packed back: returns d's image, ``uint32`` of shape ``(lanes,
-        layout()["d"]["words"])``. Raises ``ValueError`` for an instruction without a
+        layout()["d"]["words"])``. An operand that no thread holds (``wgmma``'s B, whose
+        ``layout()["b"]["memory"]`` says it lies in shared memory) is given as its matrix
+        of encodings instead, ``uint32`` of shape ``(rows, cols)`` (K x N for B), as a
+        simulator reads it from its shared memory. Raises ``ValueError`` for an instruction without a
         known layout (naming it), for arrays of another dtype or shape, for metadata
         codes the instruction does not define and for a missing or extra operand."""
         lay = self._native.layout(selector, tuple(scale_selectors))
@@ -453,6 +470,9 @@ class Instruction:
                 continue
             if op not in lay:
                 raise ValueError(f"`{self.name}` takes no {op} registers")
+            if lay[op]["memory"] is not None:
+                images.append(_memory_image(self.name, op, lay[op], x))
+                continue
             shape = (lay[op]["lanes"], lay[op]["words"])
             if not isinstance(x, np.ndarray):
                 raise ValueError(

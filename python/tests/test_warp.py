@@ -76,7 +76,7 @@ def unpack(image, frag):
 
 
 def pack(m, frag):
-    image = np.zeros((32, frag["words"]), np.uint64)
+    image = np.zeros((frag["lanes"], frag["words"]), np.uint64)
     per_reg = max(frag["width"], 32) // 32
     for s in frag["slots"]:
         w = s["register"] * per_reg
@@ -265,3 +265,31 @@ def test_sparse_warp_mma_takes_metadata_and_a_selector(spec):
     bad = pack(np.full((16, 16), 3, np.uint64), lay["meta"])  # index 3 twice in a group
     with pytest.raises(ValueError, match="do not increase|positions"):
         ins.warp_mma(a, b, c, bad, selector)
+
+
+def test_wgmma_takes_b_as_its_matrix(spec):
+    """``wgmma``: A and the accumulator across a warpgroup's 128 lanes, B (which lies in
+    shared memory) as its K x N matrix of encodings; warp_mma equals ``mma``, sparse too."""
+    rng = np.random.default_rng(90)
+    for name, meta in (("wgmma.m64n16k16.f32.f16.f16", False), ("wgmma.sp.m64n24k32.f16.f16.f16", True)):
+        ins = spec("hopper")[name]
+        lay = ins.layout()
+        assert lay["a"]["lanes"] == 128 and lay["b"]["slots"] == []
+        assert lay["b"]["memory"].startswith("shared memory")
+        k, n = lay["b"]["rows"], lay["b"]["cols"]
+        A = rng.integers(0, 0x3BFF, size=(64, lay["a"]["cols"]), dtype=np.uint64)
+        B = rng.integers(0, 0x3BFF, size=(k, n), dtype=np.uint64)
+        C = rng.integers(0, 0x3BFF, size=(64, n), dtype=np.uint64)
+        extra, E = (), None
+        if meta:
+            E = np.array(
+                [np.sort(rng.choice(4, 2, replace=False)) + 4 * g for _ in range(64) for g in range(k // 4)],
+                dtype=np.uint64,
+            ).reshape(64, k // 2)
+            extra = (pack(E % 4, lay["meta"]),)
+        d = ins.warp_mma(pack(A, lay["a"]), B.astype(np.uint32), pack(C, lay["c"]), *extra)
+        assert d.shape == (128, lay["d"]["words"])
+        D = codes_of(ins.mma(A, B, C, meta=E) if meta else ins.mma(A, B, C))
+        np.testing.assert_array_equal(unpack(d, lay["d"]), D)
+        with pytest.raises(ValueError, match=r"reads b from shared memory.*shape \(%d, %d\)" % (k, n)):
+            ins.warp_mma(pack(A, lay["a"]), B[:-1].astype(np.uint32), pack(C, lay["c"]), *extra)

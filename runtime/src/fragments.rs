@@ -118,7 +118,8 @@ pub struct Fragment {
     /// Registers per lane.
     pub registers: usize,
     /// Where the operand lies when no thread holds it in registers (wgmma's B, in shared
-    /// memory): then no lane holds an element.
+    /// memory): then no lane holds an element, and its image is its matrix, column by
+    /// column ([`Fragment::image_words`]).
     pub memory: Option<String>,
     /// The selector values it was built for (sparsity selector, scale factors' byte and
     /// thread selectors), by name.
@@ -170,9 +171,44 @@ impl Fragment {
     pub fn words(&self) -> usize {
         self.registers * self.register_bits() as usize / 32
     }
-    /// 32-bit words of a whole register image (every lane's, held or not).
+    /// 32-bit words of a whole image: a register image's every lane's, held or not; for an
+    /// operand in memory, its matrix's (one word per element, two for 64-bit ones).
     pub fn image_words(&self) -> usize {
-        self.lanes * self.words()
+        if self.memory.is_some() {
+            self.rows * self.cols * self.words_per_element()
+        } else {
+            self.lanes * self.words()
+        }
+    }
+
+    /// Words of one element of an operand in memory, given as its matrix.
+    fn words_per_element(&self) -> usize {
+        self.register_bits() as usize / 32
+    }
+
+    /// The matrix of an operand in memory from its image: column-major (element (r, c) at
+    /// word c * rows + r), as wgmma reads B K-major; every value within the width.
+    fn unpack_memory(&self, image: &[u32], operand: &str) -> Result<Vec<Matrix>, LayoutError> {
+        let per = self.words_per_element();
+        let mut m = Matrix::filled(self.rows, self.cols, 0);
+        for c in 0..self.cols {
+            for r in 0..self.rows {
+                let at = (c * self.rows + r) * per;
+                let v = if per == 2 {
+                    image[at] as u64 | (image[at + 1] as u64) << 32
+                } else {
+                    image[at] as u64
+                };
+                if v & !self.mask() != 0 {
+                    return Err(LayoutError::Registers(format!(
+                        "{operand}: element ({r}, {c}) is {v:#x}, wider than its {} bits",
+                        self.width
+                    )));
+                }
+                m.data[r * self.cols + c] = v;
+            }
+        }
+        Ok(vec![m])
     }
 
     fn mask(&self) -> u64 {
@@ -203,6 +239,9 @@ impl Fragment {
     /// copies of an element, they must agree.
     pub fn unpack(&self, image: &[u32], operand: &str) -> Result<Vec<Matrix>, LayoutError> {
         self.check_image(image.len(), operand)?;
+        if self.memory.is_some() {
+            return self.unpack_memory(image, operand);
+        }
         let mut m = vec![Matrix::filled(self.rows, self.cols, 0); self.sets];
         let mut holder = vec![usize::MAX; self.sets * self.rows * self.cols];
         for s in &self.slots {
@@ -225,9 +264,6 @@ impl Fragment {
     /// encodings, one per set (bits above the element's width are dropped; bits no
     /// element uses are 0).
     pub fn pack(&self, m: &[Matrix], operand: &str) -> Result<Vec<u32>, LayoutError> {
-        if self.memory.is_some() {
-            return self.check_image(0, operand).map(|()| vec![]);
-        }
         if m.len() != self.sets || m.iter().any(|m| (m.rows, m.cols) != (self.rows, self.cols)) {
             let got: Vec<String> = m
                 .iter()
@@ -243,6 +279,19 @@ impl Fragment {
             )));
         }
         let mut image = vec![0u32; self.image_words()];
+        if self.memory.is_some() {
+            let per = self.words_per_element();
+            for (i, v) in m[0].data.iter().enumerate() {
+                let (r, c) = (i / self.cols, i % self.cols);
+                let v = v & self.mask();
+                let at = (c * self.rows + r) * per;
+                image[at] = v as u32;
+                if per == 2 {
+                    image[at + 1] = (v >> 32) as u32;
+                }
+            }
+            return Ok(image);
+        }
         for s in &self.slots {
             let base = self.word_of(s);
             let v = (m[s.set].data[s.row * self.cols + s.col] & self.mask()) << s.bits.0;
@@ -256,9 +305,16 @@ impl Fragment {
 
     fn check_image(&self, len: usize, operand: &str) -> Result<(), LayoutError> {
         if let Some(memory) = &self.memory {
-            return Err(LayoutError::Registers(format!(
-                "{operand} lies in {memory}: no thread holds it in registers"
-            )));
+            if len != self.image_words() {
+                return Err(LayoutError::Registers(format!(
+                    "{operand} lies in {memory}, so its image is its {} x {} matrix, column by \
+                     column ({} words), not {len} words",
+                    self.rows,
+                    self.cols,
+                    self.image_words()
+                )));
+            }
+            return Ok(());
         }
         if len != self.image_words() {
             return Err(LayoutError::Registers(format!(
@@ -366,7 +422,8 @@ impl Layout {
 
 /// The register images of a warp-level MMA: lane-major `u32` arrays (lanes x a
 /// fragment's words; a 64-bit register is two words, low word first). `meta` for a
-/// sparse instruction, `sa` and `sb` for a block-scaled one.
+/// sparse instruction, `sa` and `sb` for a block-scaled one. An operand the layout puts
+/// in memory (wgmma's B) is given as its matrix, column by column.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WarpInputs<'x> {
     pub a: &'x [u32],
@@ -381,7 +438,9 @@ pub struct WarpInputs<'x> {
 /// images are unpacked through `layout` (the metadata and scale factors through the
 /// fragments `sel` selects) into the matrices they hold; D = the instruction on them
 /// ([`gemm::check_shapes`] with the whole instruction, then [`gemm::gemm`], as `mmac
-/// mma`), once per set, packed back into d's registers. Metadata become the columns of
+/// mma`), once per set, packed back into d's registers; an operand in memory (wgmma's
+/// B, which a simulator reads from its shared memory) is taken as its matrix, column by
+/// column ([`Fragment::unpack`]). Metadata become the columns of
 /// A's stored elements (a code the instruction does not define is an error naming the
 /// lane); the positions are then checked against the pattern as `mmac mma --meta` checks
 /// them.
@@ -392,12 +451,6 @@ pub fn warp_mma(
     sel: &Selectors,
 ) -> Result<Vec<u32>, LayoutError> {
     let inst = engine.checked().instruction();
-    if let Some(memory) = &layout.b.memory {
-        return Err(LayoutError::Registers(format!(
-            "`{}` reads B from {memory}: warp_mma runs instructions whose operands all lie in registers",
-            inst.name
-        )));
-    }
     let extras = layout.extras(sel)?;
     let extra = |name: &str| extras.iter().find(|(n, _)| *n == name).map(|(_, f)| f);
     let given = |name: &str, image: Option<&[u32]>| -> Result<Option<Vec<Matrix>>, LayoutError> {
