@@ -93,7 +93,8 @@ gen_args=(--mmac "$mmac" --out "$gen")
 
 src=capture/src
 host=("$src/main.cpp" "$src/mmv.cpp" "$src/pack.cpp" "$src/table.cpp")
-cxxflags=(-std=c++17 -O2 -Wall -Wextra -Werror -I "$src" -I "$gen")
+cxxflags=(-std=c++17 -O2 -Wall -Wextra -Werror -I "$src" -I "$gen"
+    "-DCAPTURE_TABLE_BIN=\"$gen/capture_table.bin\"")
 
 if [ "$mode" = cpu ]; then
     [ -e "$libdir/libmmac.so" ] || { echo "build.sh: error: no libmmac.so in $libdir (cargo build -p mmac-capi)" >&2; exit 2; }
@@ -123,11 +124,20 @@ done
 gencode+=(-gencode arch=compute_80,code=compute_80)
 obj="$out/obj"
 mkdir -p "$obj"
-"$nvcc" -ccbin "$cxx" -std=c++17 -O2 "${gencode[@]}" -Xcompiler -Wall -I "$src" -I "$gen" \
-    -c "$src/device_cuda.cu" -o "$obj/device_cuda.o"
+# the two translation units at once: mma.sync for every target, wgmma for sm_90a alone
+nvflags=(-ccbin "$cxx" -std=c++17 -O2 -Xcompiler -Wall -I "$src" -I "$gen")
+"$nvcc" "${nvflags[@]}" "${gencode[@]}" -c "$src/device_cuda.cu" -o "$obj/device_cuda.o" &
+mma_build=$!
+"$nvcc" "${nvflags[@]}" -gencode arch=compute_90a,code=sm_90a -c "$src/device_wgmma.cu" \
+    -o "$obj/device_wgmma.o" &
+wgmma_build=$!
+status=0
+wait "$mma_build" || status=$?
+wait "$wgmma_build" || status=$?
+[ "$status" -eq 0 ] || { echo "build.sh: error: nvcc failed" >&2; exit 2; }
 for f in "${host[@]}"; do
     "$cxx" "${cxxflags[@]}" -c "$f" -o "$obj/$(basename "$f" .cpp).o"
 done
 "$cxx" "$obj"/*.o -o "$bin.tmp" -L "$cuda/lib" -lcudart_static -ldl -lpthread -lrt
 mv "$bin.tmp" "$bin"
-echo "build.sh: built $bin (CUDA build: sm_80 sm_89 sm_90a sm_100a sm_120a, compute_80 PTX)" >&2
+echo "build.sh: built $bin (CUDA build: sm_80 sm_89 sm_90a sm_100a sm_120a, compute_80 PTX; wgmma sm_90a)" >&2

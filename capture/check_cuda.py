@@ -7,12 +7,14 @@ for every target of the kit,
 2. ptxas accepts that PTX (it did when build.sh built the fatbinary; here again, target by
    target, so that a failure names the target);
 3. the claims are tight: the same kernels with every instruction built for every target
-   (gen.py --all-targets) go through ptxas, which must refuse exactly the instructions the
-   kit does not claim for the target (so a target is never denied an instruction it has).
+   (gen.py --all-targets; of wgmma, N = 8 of every type and form) go through ptxas, which
+   must refuse exactly the instructions the kit does not claim for the target (so a target
+   is never denied an instruction it has).
 
 Prints a summary per target and family, and exits 1 on any failure.
 
-Usage: check_cuda.py --nvcc NVCC --gen GEN_DIR --gen-all GEN_ALL_DIR --work DIR
+Usage: check_cuda.py --nvcc NVCC --src device_cuda.cu --wgmma-src device_wgmma.cu --gen GEN_DIR
+       --gen-all GEN_ALL_DIR --work DIR
 """
 
 import argparse
@@ -24,7 +26,8 @@ import sys
 
 TARGETS = ["sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120a"]
 ENTRY = re.compile(r"^\s*\.(?:visible\s+)?\.?entry\s+(\S*?capture_k(\d+)_\S*?)\s*\(", re.M)
-MMA = re.compile(r"\bmma(?:\.sp::ordered_metadata)?\.sync\.aligned\.[\w.:]+")
+MMA = re.compile(
+    r"\b(?:mma(?:\.sp::ordered_metadata)?|wgmma\.mma_async(?:\.sp)?)\.sync\.aligned\.[\w.:]+")
 PTXAS_ERROR = re.compile(r"line (\d+); error\s*:\s*(.*)")
 
 
@@ -91,6 +94,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nvcc", required=True)
     ap.add_argument("--src", required=True, help="capture/src/device_cuda.cu")
+    ap.add_argument("--wgmma-src", required=True, help="capture/src/device_wgmma.cu (sm_90a)")
     ap.add_argument("--gen", required=True)
     ap.add_argument("--gen-all", required=True)
     ap.add_argument("--work", required=True)
@@ -101,17 +105,28 @@ def main():
     if kernel_names(a.gen_all) != names:
         print("check: error: the --all-targets kernels are not the same instructions", file=sys.stderr)
         return 1
+    # the instructions the all-targets build has kernels for (all but most wgmma N)
+    with open(os.path.join(a.gen_all, "capture_sample.txt"), encoding="utf-8") as f:
+        sample = set(f.read().split())
     failures = []
     summary = []
     for t in TARGETS:
         claimed = claims.get(t, {})
         # 1. the PTX holds every claimed instruction, and nothing else
-        ptx_path = os.path.join(a.work, f"{t}.ptx")
-        text, err = compile_ptx(a.nvcc, a.src, a.gen, t, ptx_path)
-        if text is None:
-            failures.append(f"{t}: nvcc -ptx failed:\n{err}")
+        # (the wgmma translation unit is built for sm_90a alone)
+        units = [("", a.src)] + ([(".wgmma", a.wgmma_src)] if t == "sm_90a" else [])
+        found = collections.Counter()
+        compiled = []
+        for suffix, src in units:
+            ptx_path = os.path.join(a.work, f"{t}{suffix}.ptx")
+            text, err = compile_ptx(a.nvcc, src, a.gen, t, ptx_path)
+            if text is None:
+                failures.append(f"{t}: nvcc -ptx {os.path.basename(src)} failed:\n{err}")
+                continue
+            found.update(MMA.findall(text))
+            compiled.append((suffix, ptx_path))
+        if len(compiled) != len(units):
             continue
-        found = collections.Counter(MMA.findall(text))
         for name, (ptx, _) in sorted(claimed.items()):
             if found[ptx] == 0:
                 failures.append(f"{t}: {name}: `{ptx}` is not in the PTX")
@@ -119,9 +134,10 @@ def main():
         for p in sorted(extra):
             failures.append(f"{t}: the PTX has `{p}`, which the kit does not claim for {t}")
         # 2. ptxas accepts it
-        rc, out = ptxas(a.nvcc, ptx_path, t, os.path.join(a.work, f"{t}.cubin"))
-        if rc != 0:
-            failures.append(f"{t}: ptxas rejects the kit's PTX:\n{out.strip()}")
+        for suffix, ptx_path in compiled:
+            rc, out = ptxas(a.nvcc, ptx_path, t, os.path.join(a.work, f"{t}{suffix}.cubin"))
+            if rc != 0:
+                failures.append(f"{t}: ptxas rejects the kit's PTX:\n{out.strip()}")
         # 3. tight: ptxas refuses exactly what is not claimed
         all_path = os.path.join(a.work, f"{t}.all.ptx")
         text_all, err = compile_ptx(a.nvcc, a.src, a.gen_all, t, all_path)
@@ -140,6 +156,8 @@ def main():
         if rc != 0 and not refused:
             failures.append(f"{t}: ptxas failed on the all-targets PTX without a line:\n{out.strip()}")
         for name in names:
+            if name not in sample:
+                continue  # a wgmma of another N than the sample's (checked in step 1)
             if name in claimed and name in refused:
                 failures.append(f"{t}: {name} is claimed, but ptxas refuses it: {refused[name]}")
             if name not in claimed and name not in refused:

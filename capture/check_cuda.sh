@@ -28,7 +28,7 @@ mkdir -p "$work"
 echo "check_cuda: $("$nvcc" --version | tail -1)"
 "${PYTHON:-python3}" capture/gen.py --mmac "$mmac" --out "$work/gen-all" --all-targets
 "${PYTHON:-python3}" capture/check_cuda.py --nvcc "$nvcc" --src capture/src/device_cuda.cu \
-    --gen "$out/gen" --gen-all "$work/gen-all" --work "$work"
+    --wgmma-src capture/src/device_wgmma.cu --gen "$out/gen" --gen-all "$work/gen-all" --work "$work"
 # the binary runs without a GPU as far as it can: it lists what it was built with, and
 # says that there is no device instead of crashing
 "$out/mmac-capture" --list >"$work/list.txt"

@@ -20,7 +20,9 @@ use support::{mmac_ok, mmac_path, root, stderr, stdout};
 /// f16 accumulators) and f16's m8n8k4 (four independent products per warp); sparse
 /// `mma.sp` (f16/bf16 k16/k32, tf32's 1:2 at k8/k16, s8 k32/k64, s4/u4 pairs at k64/k128,
 /// FP8 k64, `.kind::f8f6f4` with FP6 and FP4); dense `.kind::f8f6f4` (FP6, FP4 in a byte);
-/// block-scaled (mxf8f6f4, mxf4, mxf4nvf4 with both scale types) dense and sparse.
+/// block-scaled (mxf8f6f4, mxf4, mxf4nvf4 with both scale types) dense and sparse; Hopper's
+/// wgmma across a warpgroup (f16, bf16, tf32 and FP8, f32 and f16 accumulators, N = 8 to
+/// 256), dense and sparse, B in the kit's shared-memory layout.
 const FAMILIES: &[(&str, &str)] = &[
     ("specs/ampere.mma", "mma.m16n8k8.f32.f16.f16.f32"),
     ("specs/ampere.mma", "mma.m16n8k8.f16.f16.f16.f16"),
@@ -100,6 +102,13 @@ const FAMILIES: &[(&str, &str)] = &[
         "specs/rtx_blackwell.mma",
         "mma.sp.block_scale.m16n8k128.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
     ),
+    ("specs/hopper.mma", "wgmma.m64n8k16.f32.f16.f16"),
+    ("specs/hopper.mma", "wgmma.m64n256k16.f16.f16.f16"),
+    ("specs/hopper.mma", "wgmma.m64n72k8.f32.tf32.tf32"),
+    ("specs/hopper.mma", "wgmma.m64n24k32.f32.e4m3.e5m2"),
+    ("specs/hopper.mma", "wgmma.sp.m64n16k32.f32.bf16.bf16"),
+    ("specs/hopper.mma", "wgmma.sp.m64n128k16.f32.tf32.tf32"),
+    ("specs/hopper.mma", "wgmma.sp.m64n256k64.f16.e5m2.e4m3"),
     ("specs/turing.mma", "mma.m8n8k4.f32.f16.f16.f32"),
 ];
 
@@ -605,7 +614,7 @@ fn unknown_instructions_and_options_are_refused() {
     let path = dir.path().join("v.mmv");
     std::fs::write(
         &path,
-        "# instruction: wgmma.m64n8k16.f32.f16.f16\nc=0 a=0 b=0 d=0\n",
+        "# instruction: tcgen05.mma.cta_group::1.kind::f16.f32.f16.f16\nc=0 a=0 b=0 d=0\n",
     )
     .unwrap();
     let o = capture(&[
@@ -617,7 +626,7 @@ fn unknown_instructions_and_options_are_refused() {
     assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
     assert!(
         stderr(&o).contains(
-            ":1:1: `wgmma.m64n8k16.f32.f16.f16` is not an instruction of the capture kit"
+            ":1:1: `tcgen05.mma.cta_group::1.kind::f16.f32.f16.f16` is not an instruction of the capture kit"
         ),
         "{}",
         text_of(&o)
@@ -676,6 +685,8 @@ fn unknown_instructions_and_options_are_refused() {
         "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3\tmma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3\tsm_120a\n",
         "mma.sp.block_scale.m16n8k128.kind::mxf4.block32.f32.e2m1.e2m1.f32.ue8m0\tmma.sp::ordered_metadata.sync.aligned.m16n8k128.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0\tsm_120a\n",
         "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue8m0\tmma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue8m0\tno target: CUDA 13.0's ptxas refuses",
+        "wgmma.m64n8k16.f32.f16.f16\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16\tsm_90a\n",
+        "wgmma.sp.m64n256k64.f16.e4m3.e5m2\twgmma.mma_async.sp.sync.aligned.m64n256k64.f16.e4m3.e5m2\tsm_90a\n",
     ] {
         assert!(list.contains(line), "{line}\n{list}");
     }
@@ -839,14 +850,14 @@ fn the_generator_refuses_instructions_without_a_layout() {
         .args([
             "--only",
             "mma.m16n8k16.f32.f16.f16.f32",
-            "wgmma.m64n8k16.f32.f16.f16",
+            "v_mfma_f32_32x32x8_f16",
         ])
         .current_dir(root())
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
     assert!(
-        stderr(&o).contains("not an mma instruction of the specs: wgmma.m64n8k16.f32.f16.f16"),
+        stderr(&o).contains("not an mma instruction of the specs: v_mfma_f32_32x32x8_f16"),
         "{}",
         text_of(&o)
     );
@@ -862,25 +873,42 @@ fn the_generator_refuses_instructions_without_a_layout() {
             "mma.m16n8k16.f32.f16.f16.f32",
             "mma.sp.m16n8k32.f32.f16.f16.f32",
             "mma.sp.block_scale.m16n8k128.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
+            "wgmma.sp.m64n8k32.f16.f16.f16",
         ])
         .current_dir(root())
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text_of(&o));
-    let kernels = std::fs::read_to_string(dir.path().join("capture_kernels.cuh")).unwrap();
+    // (the wgmma kernels in their own file, a translation unit built for sm_90a alone)
+    let kernels = ["capture_kernels.cuh", "capture_wgmma.cuh"]
+        .map(|f| std::fs::read_to_string(dir.path().join(f)).unwrap())
+        .join("\n");
+    let wgmma = std::fs::read_to_string(dir.path().join("capture_wgmma.cuh")).unwrap();
+    assert!(
+        wgmma.contains("wgmma.mma_async") && !wgmma.contains("mma.sync"),
+        "{wgmma}"
+    );
     // the operands in PTX's order: d, a, b, c, then the metadata and the selector 0, then
     // each scale factor register with its byte and thread ids 0
     for asm in [
         "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\\n\"",
         "asm volatile(\"mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9, %10, %11}, {%12, %13, %14, %15}, %16, 0x0;\\n\"",
         "asm volatile(\"mma.sp::ordered_metadata.sync.aligned.m16n8k128.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9, %10, %11}, {%12, %13, %14, %15}, %16, 0x0, %17, {0, 0}, %18, {0, 0};\\n\"",
+        // wgmma from fence to wait: D (f16x2) accumulates onto C, A from registers, B
+        // through the descriptor of the kit's shared memory (K-major, 4 core matrices of
+        // K 128 bytes apart, groups of 8 columns 512), the metadata, selector 0, scale-d
+        // true, A and B as they are, B not transposed
+        "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %8, 0;\\nwgmma.fence.sync.aligned;\\nwgmma.mma_async.sp.sync.aligned.m64n8k32.f16.f16.f16 {%0, %1}, {%2, %3, %4, %5}, %6, %7, 0, p, 1, 1, 0;\\nwgmma.commit_group.sync.aligned;\\nwgmma.wait_group.sync.aligned 0;\\n}\\n\"",
+        ": \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(desc), \"r\"(meta0), \"r\"(1u) : \"memory\");",
+        "const uint64_t desc = capture_desc(smem_b, 128u, 512u);",
+        "fence.proxy.async.shared::cta;",
     ] {
         assert!(kernels.contains(asm), "{asm}\n{kernels}");
     }
     let manifest = std::fs::read_to_string(dir.path().join("capture_manifest.tsv")).unwrap();
     assert_eq!(
         manifest.lines().filter(|l| !l.starts_with('#')).count(),
-        5 + 5 + 1,
+        5 + 5 + 1 + 1,
         "{manifest}"
     );
 }

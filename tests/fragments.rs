@@ -516,6 +516,83 @@ fn layout_json_has_every_element_with_lane_register_bits_row_col() {
         v["operands"]["c"][31 * 2 + 1],
         serde_json::json!({"lane": 31, "register": 1, "element": 1, "bits": [0, 64], "row": 7, "col": 7})
     );
+    assert_eq!(
+        v["fragments"],
+        serde_json::json!({"a": "m8n8k4.a.f64", "b": "m8n8k4.b.f64", "c": "m8n8k4.cd.f64", "d": "m8n8k4.cd.f64"})
+    );
+}
+
+/// Several `--instr`: one JSON line each, the spec loaded once, a family's entries on the
+/// first line that uses it only; an instruction without a layout is an error line, exit 1.
+#[test]
+fn layout_json_lines_for_several_instructions() {
+    let names = [
+        "wgmma.m64n16k16.f32.f16.f16",
+        "wgmma.m64n16k16.f32.bf16.bf16",
+        "wgmma.sp.m64n16k32.f32.f16.f16",
+    ];
+    let mut args = vec!["layout", "specs/hopper.mma", "--json"];
+    for n in names {
+        args.extend(["--instr", n]);
+    }
+    let out = mmac_ok(&args);
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    for (v, name) in lines.iter().zip(names) {
+        assert_eq!(v["instruction"], name);
+        assert_eq!(v["fragments"]["d"], "wgmma.m64n16.d.32bit");
+        assert_eq!(
+            v["memory"]["b"].as_str().unwrap().get(..13),
+            Some("shared memory")
+        );
+    }
+    // the first line has every family once (C and D share one); the second shares all
+    // of them; the third its metadata alone is new (B, in memory, has no entries)
+    let keys = |v: &serde_json::Value| {
+        v["operands"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(keys(&lines[0]), ["a", "b", "c"]);
+    assert_eq!(keys(&lines[1]), ["b"]);
+    assert_eq!(keys(&lines[2]), ["b", "meta"]);
+    assert_eq!(lines[0]["operands"]["c"].as_array().unwrap().len(), 64 * 16);
+    // text needs one instruction; a name without a layout is an error line and exit 1
+    let o = mmac(&[
+        "layout",
+        "specs/hopper.mma",
+        "--instr",
+        names[0],
+        "--instr",
+        names[1],
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("several --instr print JSON lines: add --json"));
+    let o = mmac(&[
+        "layout",
+        "specs/examples/dp4.mma",
+        "--json",
+        "--instr",
+        "dp4.f32.e4m3.e4m3.f32",
+        "--instr",
+        "dp4.f32.e4m3.e4m3.f32",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let first: serde_json::Value =
+        serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
+    assert!(
+        first["error"]
+            .as_str()
+            .unwrap()
+            .contains("no fragment layout is known for `dp4.f32.e4m3.e4m3.f32`"),
+        "{first}"
+    );
 }
 
 const TCGEN05: &str = "tcgen05.mma.m64n8k8.kind::tf32.f32.tf32.tf32";

@@ -1,7 +1,7 @@
 // device_cuda.cu: the capture kit's GPU device: the generated kernels (capture_kernels.cuh,
-// one inline-PTX mma per instruction, built for the targets that have it) run the register
-// images the host packed (A, B, C, and the metadata and scale factors where the instruction
-// takes them), one warp per warp-level MMA.
+// one inline-PTX mma per instruction, built for the targets that have it; the wgmma ones
+// in device_wgmma.cu) run the register images the host packed (A, B, C, and the metadata
+// and scale factors where the instruction takes them), one warp (warpgroup) per MMA.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -10,13 +10,7 @@
 
 #include "capture.h"
 
-#define CAPTURE_BLOCK 128
-
-// The device pointers of one launch's operand images (null where the instruction lacks one).
-struct CaptureImages {
-    const uint32_t *a, *b, *c, *meta, *sa, *sb;
-};
-
+#include "capture_device.cuh"
 #include "capture_kernels.cuh"
 
 namespace capture {
@@ -81,7 +75,7 @@ public:
     std::string describe() const override { return desc_; }
 
     void run(const Instr &ins, const Images &in, std::vector<uint32_t> &d) override {
-        const size_t mmas = in.mmas, wd = 32u * static_cast<size_t>(family(ins, OP_D).words);
+        const size_t mmas = in.mmas, wd = image_words(family(ins, OP_D));
         d.assign(mmas * wd, 0);
         if (mmas == 0) return;
         // each image to the device; `per` is its words per mma
@@ -99,14 +93,16 @@ public:
         int *status = reinterpret_cast<int *>(s_.get(sizeof(int)));
         check(cudaMemset(dd, 0, d.size() * 4), "clear D");
         check(cudaMemset(status, 0, sizeof(int)), "clear status");
-        const size_t warps_per_block = CAPTURE_BLOCK / 32;
+        // a warp (32 lanes) or a warpgroup (128) per MMA
+        const size_t per_block = CAPTURE_BLOCK / static_cast<size_t>(family(ins, OP_A).lanes);
         for (size_t first = 0; first < mmas;) {
-            // at most 2^20 warps per launch
+            // at most 2^20 MMAs per launch
             size_t n = std::min<size_t>(mmas - first, size_t(1) << 20);
-            unsigned blocks = static_cast<unsigned>((n + warps_per_block - 1) / warps_per_block);
+            unsigned blocks = static_cast<unsigned>((n + per_block - 1) / per_block);
             auto at = [&](int i) -> const uint32_t * { return dev[i] ? dev[i] + first * per[i] : nullptr; };
             CaptureImages args{at(0), at(1), at(2), at(3), at(4), at(5)};
-            if (!capture_launch(ins.index, blocks, args, dd + first * wd, static_cast<unsigned>(n), status))
+            if (!capture_launch(ins.index, blocks, args, dd + first * wd, static_cast<unsigned>(n), status) &&
+                !capture_launch_wgmma(ins.index, blocks, args, dd + first * wd, static_cast<unsigned>(n), status))
                 throw DeviceError(std::string("no kernel for ") + ins.name);
             check(cudaGetLastError(), "launch");
             first += n;

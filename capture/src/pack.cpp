@@ -22,11 +22,16 @@ size_t element(const Family &f, int set, int row, int col) {
     return (static_cast<size_t>(set) * f.rows + row) * f.cols + col;
 }
 
+// The slots of element e's copies: [first(f, e), first(f, e + 1)).
+uint32_t first(const Family &f, size_t e) {
+    return f.firsts ? f.firsts[e] : static_cast<uint32_t>(e);
+}
+
 // Put v into every copy of element e of an operand in one MMA's image.
 void put(const Family &f, uint32_t *img, size_t e, uint64_t v) {
-    for (uint32_t s = f.firsts[e]; s < f.firsts[e + 1]; s++) {
+    for (uint32_t s = first(f, e); s < first(f, e + 1); s++) {
         uint32_t slot = f.slots[s];
-        size_t lane = slot >> 16, word = (slot >> 8) & 0xff, bit = slot & 0xff;
+        size_t lane = slot >> 21, word = (slot >> 5) & 0xffff, bit = slot & 31;
         uint32_t *w = img + lane * f.words + word;
         if (f.width == 64) {
             w[0] = static_cast<uint32_t>(v);
@@ -39,7 +44,7 @@ void put(const Family &f, uint32_t *img, size_t e, uint64_t v) {
 }
 
 uint64_t get_one(const Family &f, const uint32_t *img, uint32_t slot) {
-    size_t lane = slot >> 16, word = (slot >> 8) & 0xff, bit = slot & 0xff;
+    size_t lane = slot >> 21, word = (slot >> 5) & 0xffff, bit = slot & 31;
     const uint32_t *w = img + lane * f.words + word;
     if (f.width == 64) return static_cast<uint64_t>(w[0]) | static_cast<uint64_t>(w[1]) << 32;
     uint32_t mask = f.width == 32 ? 0xffffffffu : ((1u << f.width) - 1u);
@@ -48,18 +53,22 @@ uint64_t get_one(const Family &f, const uint32_t *img, uint32_t slot) {
 
 // Element e of an operand in one MMA's image; every copy must hold the same value.
 uint64_t get(const Family &f, const uint32_t *img, size_t e, const Instr &ins) {
-    uint64_t v = get_one(f, img, f.slots[f.firsts[e]]);
-    for (uint32_t s = f.firsts[e] + 1; s < f.firsts[e + 1]; s++) {
+    uint64_t v = get_one(f, img, f.slots[first(f, e)]);
+    for (uint32_t s = first(f, e) + 1; s < first(f, e + 1); s++) {
         uint64_t w = get_one(f, img, f.slots[s]);
         if (w != v)
             throw DeviceError(std::string(ins.name) + ": the copies of one element of D differ (" +
-                              hex(v, f.width) + " in lane " + std::to_string(f.slots[f.firsts[e]] >> 16) +
-                              ", " + hex(w, f.width) + " in lane " + std::to_string(f.slots[s] >> 16) + ")");
+                              hex(v, f.width) + " in lane " + std::to_string(f.slots[first(f, e)] >> 21) +
+                              ", " + hex(w, f.width) + " in lane " + std::to_string(f.slots[s] >> 21) + ")");
     }
     return v;
 }
 
 }  // namespace
+
+uint64_t read_element(const Family &f, const uint32_t *image, int set, int row, int col) {
+    return get_one(f, image, f.slots[first(f, element(f, set, row, col))]);
+}
 
 int max_cases_per_mma(const Instr &ins) {
     return std::min(ins.m, ins.n) * family(ins, OP_D).sets;
@@ -68,7 +77,7 @@ int max_cases_per_mma(const Instr &ins) {
 namespace {
 
 size_t image_words(const Instr &ins, Operand op) {
-    return has(ins, op) ? 32u * static_cast<size_t>(family(ins, op).words) : 0;
+    return has(ins, op) ? image_words(family(ins, op)) : 0;
 }
 
 // Every metadata field of one MMA's image holds the code of the first places of its group.

@@ -4,6 +4,21 @@
 
 #include "capture.h"
 
+// capture_table.bin (every family's slots and firsts, little-endian words), included as it
+// is: build.sh defines CAPTURE_TABLE_BIN as its path.
+#ifndef CAPTURE_TABLE_BIN
+#error "CAPTURE_TABLE_BIN: the path of the generated capture_table.bin (capture/build.sh)"
+#endif
+asm(".pushsection .rodata\n"
+    ".balign 4\n"
+    ".global capture_blob\n"
+    ".type capture_blob, @object\n"
+    "capture_blob:\n"
+    ".incbin \"" CAPTURE_TABLE_BIN "\"\n"
+    ".size capture_blob, . - capture_blob\n"
+    ".popsection\n");
+extern "C" const uint32_t capture_blob[];
+
 namespace capture {
 namespace {
 #include "capture_table.inc"

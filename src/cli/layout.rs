@@ -5,7 +5,9 @@
 //! (`mmac_runtime::fragments`).
 
 use super::common::{EXIT_FAILED, EXIT_OK, Outcome, instruction, load};
+use mmac_compiler::Checked;
 use mmac_runtime::fragments::{Fragment, Layout, Library, Selectors};
+use mmac_runtime::specs::LoadedSpec;
 use std::io::Write;
 use std::path::Path;
 
@@ -31,6 +33,8 @@ struct Json {
     /// A sparse instruction's metadata: how its fields encode the stored elements' places.
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<Metadata>,
+    /// The fragment family of each operand held in registers, by name.
+    fragments: std::collections::BTreeMap<&'static str, String>,
 }
 
 /// The encoding of a sparse instruction's metadata fields: a field per `unit` stored
@@ -61,22 +65,70 @@ fn entries(f: &Fragment) -> Vec<Entry> {
         .collect()
 }
 
-pub fn layout(file: &Path, name: &str, json: bool, sel: &Selectors, color: bool) -> Outcome {
+/// `layout FILE --instr NAME...`: one instruction's grids or JSON document; with several
+/// names (`--json` only), one JSON document per line, each naming its `"instruction"`,
+/// and for a name without a known layout `{"instruction", "error"}` (exit 1 at the end),
+/// so that a program reading many layouts loads the spec once. A fragment family's
+/// entries are printed once, with the first operand it lays out; every other operand of
+/// that family (C after D's twin, later lines) is named in `"fragments"` only and left out
+/// of `"operands"` (a warpgroup's 128-lane accumulators serve dozens of instructions).
+pub fn layout(file: &Path, names: &[String], json: bool, sel: &Selectors, color: bool) -> Outcome {
     let s = load(file, color)?;
-    let checked = instruction(&s, name)?;
-    let inst = checked.instruction();
-    let found = Library::builtin().and_then(|lib| {
-        let layout = lib.find_for(&s.spec().arch, inst)?;
-        let extras = layout.extras(sel)?;
-        Ok((layout, extras))
-    });
-    let (frags, extras) = match found {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(EXIT_FAILED);
+    let mut out = std::io::stdout().lock();
+    if let [name] = names {
+        let checked = instruction(&s, name)?;
+        let (doc, grids) = match one(&s, checked, sel) {
+            Ok(found) => found,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(EXIT_FAILED);
+            }
+        };
+        if json {
+            let text = serde_json::to_string(&doc).map_err(std::io::Error::other)?;
+            writeln!(out, "{text}")?;
+        } else {
+            write!(out, "{grids}")?;
         }
-    };
+        out.flush()?;
+        return Ok(EXIT_OK);
+    }
+    let mut failed = false;
+    let mut printed = std::collections::BTreeSet::new();
+    for name in names {
+        let checked = instruction(&s, name)?;
+        let line = match one(&s, checked, sel) {
+            Ok((mut doc, _)) => {
+                for (op, family) in &doc.fragments {
+                    if !printed.insert(family.clone()) {
+                        doc.operands.remove(op);
+                    }
+                }
+                let mut v = serde_json::to_value(&doc).map_err(std::io::Error::other)?;
+                v["instruction"] = name.as_str().into();
+                v
+            }
+            Err(e) => {
+                failed = true;
+                serde_json::json!({"instruction": name, "error": e})
+            }
+        };
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(if failed { EXIT_FAILED } else { EXIT_OK })
+}
+
+/// One instruction's layout: its JSON document and its grids, or why it has none.
+fn one(s: &LoadedSpec, checked: Checked, sel: &Selectors) -> Result<(Json, String), String> {
+    let inst = checked.instruction();
+    let (frags, extras) = Library::builtin()
+        .and_then(|lib| {
+            let layout = lib.find_for(&s.spec().arch, inst)?;
+            let extras = layout.extras(sel)?;
+            Ok((layout, extras))
+        })
+        .map_err(|e| e.to_string())?;
     let ar = &inst.arithmetic;
     let mut operands: Vec<(&str, &Fragment, String)> = frags
         .operands()
@@ -87,46 +139,43 @@ pub fn layout(file: &Path, name: &str, json: bool, sel: &Selectors, color: bool)
     for (op, f) in &extras {
         operands.push((op, f, extra_format(inst, &frags, op, f)));
     }
-    let mut out = std::io::stdout().lock();
-    if json {
-        let doc = Json {
-            lanes: frags.a.lanes,
-            operands: operands
-                .iter()
-                .map(|(op, f, _)| (*op, entries(f)))
-                .collect(),
-            memory: operands
-                .iter()
-                .filter_map(|(op, f, _)| Some((*op, f.memory.clone()?)))
-                .collect(),
-            metadata: frags
-                .meta
-                .as_ref()
-                .zip(inst.sparsity)
-                .map(|(m, s)| Metadata {
-                    unit: m.unit,
-                    span: s.span(),
-                    kept: s.kept_columns(),
-                    codes: m.codes.clone(),
-                    selectors: m
-                        .family
-                        .selectors
-                        .iter()
-                        .find(|(n, _)| n == "selector")
-                        .map_or(1, |(_, count)| *count),
-                }),
-        };
-        let text = serde_json::to_string(&doc).map_err(std::io::Error::other)?;
-        writeln!(out, "{text}")?;
-    } else {
-        let grids: Vec<String> = operands
+    let doc = Json {
+        lanes: frags.a.lanes,
+        operands: operands
             .iter()
-            .map(|(op, f, format)| grid(op, f, format))
-            .collect();
-        write!(out, "{}", grids.join("\n"))?;
-    }
-    out.flush()?;
-    Ok(EXIT_OK)
+            .map(|(op, f, _)| (*op, entries(f)))
+            .collect(),
+        memory: operands
+            .iter()
+            .filter_map(|(op, f, _)| Some((*op, f.memory.clone()?)))
+            .collect(),
+        fragments: operands
+            .iter()
+            .filter(|(_, f, _)| f.memory.is_none())
+            .map(|(op, f, _)| (*op, f.name.clone()))
+            .collect(),
+        metadata: frags
+            .meta
+            .as_ref()
+            .zip(inst.sparsity)
+            .map(|(m, s)| Metadata {
+                unit: m.unit,
+                span: s.span(),
+                kept: s.kept_columns(),
+                codes: m.codes.clone(),
+                selectors: m
+                    .family
+                    .selectors
+                    .iter()
+                    .find(|(n, _)| n == "selector")
+                    .map_or(1, |(_, count)| *count),
+            }),
+    };
+    let grids: Vec<String> = operands
+        .iter()
+        .map(|(op, f, format)| grid(op, f, format))
+        .collect();
+    Ok((doc, grids.join("\n")))
 }
 
 /// `layout --movement NAME`: the registers of a warp-level data movement (`ldmatrix`,

@@ -191,13 +191,16 @@ pub enum Command {
     Layout {
         #[arg(required_unless_present = "movement", conflicts_with = "movement")]
         file: Option<PathBuf>,
-        /// Instruction name, as in `mmac list`.
+        /// Instruction name, as in `mmac list`; several (`--json` only) print one JSON
+        /// document per line, each with its "instruction" (and "error" for one without a
+        /// known layout: exit 1), the spec loaded once; a fragment family's entries only on
+        /// the first line that uses it (its "fragments" names each operand's family).
         #[arg(
             long,
             required_unless_present = "movement",
             conflicts_with = "movement"
         )]
-        instr: Option<String>,
+        instr: Vec<String>,
         /// A warp-level data movement of the PTX ISA (ldmatrix, stmatrix with .m8n8 .b16,
         /// .x1/.x2/.x4, .trans), e.g. `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`.
         #[arg(long)]
@@ -207,7 +210,8 @@ pub enum Command {
         /// where the instruction has them}, "lanes": L} (entries of an operand whose warp
         /// computes several independent matrices also give their "set"; a sparse
         /// instruction adds "metadata": {"unit", "span", "kept", "codes", "selectors"}, the
-        /// encoding of its fields; "memory" names operands no thread holds).
+        /// encoding of its fields; "memory" names operands no thread holds; "fragments" the
+        /// family of each operand held in registers).
         #[arg(long)]
         json: bool,
         /// The sparsity selector (`mma.sp`'s last operand): which lanes hold the metadata.
@@ -544,13 +548,17 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
         } => layout::movement(&name, json),
         Command::Layout {
             file: Some(file),
-            instr: Some(instr),
+            instr,
             json,
             selector,
             scale_a,
             scale_b,
             ..
-        } => {
+        } if !instr.is_empty() => {
+            if instr.len() > 1 && !json {
+                eprintln!("error: several --instr print JSON lines: add --json");
+                return Ok(common::EXIT_USAGE);
+            }
             let ((byte_id_a, thread_id_a), (byte_id_b, thread_id_b)) =
                 (scale_a.unwrap_or_default(), scale_b.unwrap_or_default());
             let sel = mmac_runtime::fragments::Selectors {
