@@ -532,7 +532,7 @@ fn malformed_sparse_and_block_scaled_cases_are_refused() {
             "`pos=` value 7 (column 16): not below k = 16",
         ),
     ] {
-        refused("specs/ampere.mma", sp, what, &format!("{case}\n"), &want);
+        refused("specs/ampere.mma", sp, what, &format!("{case}\n"), want);
     }
     // s4's 2:4 over pairs: a field per pair of adjacent columns from an even one
     let pairs = "mma.sp.m16n8k64.s32.s4.s4.s32";
@@ -589,7 +589,7 @@ fn malformed_sparse_and_block_scaled_cases_are_refused() {
             "`pos=` is for a sparse instruction",
         ),
     ] {
-        refused("specs/rtx_blackwell.mma", scaled, what, &text, &want);
+        refused("specs/rtx_blackwell.mma", scaled, what, &text, want);
     }
 }
 
