@@ -758,7 +758,7 @@ def main():
             fail(f"{s}: no such spec file")
     laid, skipped = collect(a.mmac, a.specs, set(a.only))
     if not laid:
-        fail("no dense mma.sync instruction with a layout in " + ", ".join(a.specs))
+        fail("no mma or wgmma instruction with a layout in " + ", ".join(a.specs))
     families, instrs = build(laid)
     os.makedirs(a.out, exist_ok=True)
     origin = "specs " + " ".join(os.path.basename(s) for s in a.specs)
