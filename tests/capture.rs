@@ -912,3 +912,69 @@ fn the_generator_refuses_instructions_without_a_layout() {
         "{manifest}"
     );
 }
+
+/// wgmma's B, which the kit lays out in shared memory itself: the table's memory image and
+/// the kernels' matrix descriptor must tell the same story, the PTX ISA's K-major layout
+/// without swizzling (9.7.15.5.1.2): core matrices of 8 columns of B by 16 contiguous
+/// bytes of K (128 bytes each), the ones along K the leading dimension byte offset (128)
+/// apart, the groups of 8 columns the stride dimension byte offset (all K's bytes of 8
+/// columns) apart. The CPU build reads B back through the same table, so only this test
+/// and a GPU check the layout.
+#[test]
+fn wgmma_b_lies_in_shared_memory_as_its_descriptor_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new("python3")
+        .arg(root().join("capture/gen.py"))
+        .arg("--mmac")
+        .arg(mmac_path())
+        .arg("--out")
+        .arg(dir.path())
+        .args([
+            "--only",
+            "wgmma.m64n16k16.f32.f16.f16",
+            "wgmma.sp.m64n16k64.f32.e4m3.e4m3",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text_of(&o));
+    let table = std::fs::read_to_string(dir.path().join("capture_table.inc")).unwrap();
+    let blob: Vec<u32> = std::fs::read(dir.path().join("capture_table.bin"))
+        .unwrap()
+        .chunks(4)
+        .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let kernels = std::fs::read_to_string(dir.path().join("capture_wgmma.cuh")).unwrap();
+    // (rows = K, bytes per element, the stride byte offset the kernel gives)
+    for (k, bytes, sbo) in [(16usize, 2usize, 256usize), (64, 1, 512)] {
+        assert!(
+            kernels.contains(&format!("capture_desc(smem_b, 128u, {sbo}u)")),
+            "{kernels}"
+        );
+        // the memory family: `{1, K, 16, 1, width, 32, words, words, nullptr, capture_blob + OFF}`
+        let prefix = format!("    {{1, {k}, 16, 1, {}, 32, ", 8 * bytes);
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no memory family `{prefix}`:\n{table}"));
+        let off: usize = line
+            .rsplit("capture_blob + ")
+            .next()
+            .unwrap()
+            .trim_end_matches("},")
+            .parse()
+            .unwrap();
+        let per_row = 16 / bytes;
+        for r in 0..k {
+            for c in 0..16 {
+                let slot = blob[off + r * 16 + c];
+                let (word, bit) = ((slot >> 5) & 0xffff, slot & 31);
+                let byte = word as usize * 4 + bit as usize / 8;
+                let want =
+                    (c / 8) * sbo + (r / per_row) * 128 + (c % 8) * 16 + (r % per_row) * bytes;
+                assert_eq!(byte, want, "K = {k}: B[{r}][{c}]");
+                assert_eq!(slot >> 21, 0, "a memory image has one lane");
+            }
+        }
+    }
+}
