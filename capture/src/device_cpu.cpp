@@ -2,8 +2,9 @@
 // (capi/include/mmac.h) runs each warp-level MMA on the register images the host packed,
 // from the spec given with --spec, so that the host side is tested without a GPU.
 // wgmma's B, which the host lays out as the GPU's shared memory will hold it, is read
-// back through the same table into the matrix libmmac takes: that layout is tested on a
-// GPU only.
+// back through the same table into the matrix libmmac takes, so this build cannot see
+// that layout: tests/capture.rs checks it against the PTX ISA's, and only a GPU against
+// the hardware.
 #include "mmac.h"
 
 #include <string>
