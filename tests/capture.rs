@@ -837,47 +837,45 @@ fn mmac_infer_infers_the_arithmetic_through_the_kit() {
     assert!(check.status.success(), "{}", text_of(&check));
 }
 
-/// The generator refuses what it cannot lay out, naming it.
-#[test]
-fn the_generator_refuses_instructions_without_a_layout() {
-    let dir = tempfile::tempdir().unwrap();
-    let o = Command::new("python3")
+/// capture/gen.py with `--only` these instructions, into `out`.
+fn generate(out: &Path, only: &[&str]) -> Output {
+    Command::new("python3")
         .arg(root().join("capture/gen.py"))
         .arg("--mmac")
         .arg(mmac_path())
         .arg("--out")
-        .arg(dir.path())
-        .args([
-            "--only",
-            "mma.m16n8k16.f32.f16.f16.f32",
-            "v_mfma_f32_32x32x8_f16",
-        ])
+        .arg(out)
+        .arg("--only")
+        .args(only)
         .current_dir(root())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// The generator refuses what it cannot lay out, naming it.
+#[test]
+fn the_generator_refuses_instructions_without_a_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = generate(
+        dir.path(),
+        &["mma.m16n8k16.f32.f16.f16.f32", "v_mfma_f32_32x32x8_f16"],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
     assert!(
         stderr(&o).contains("not an mma instruction of the specs: v_mfma_f32_32x32x8_f16"),
         "{}",
         text_of(&o)
     );
-    // and writes the three files for what it can
-    let o = Command::new("python3")
-        .arg(root().join("capture/gen.py"))
-        .arg("--mmac")
-        .arg(mmac_path())
-        .arg("--out")
-        .arg(dir.path())
-        .args([
-            "--only",
+    // and writes its files for what it can
+    let o = generate(
+        dir.path(),
+        &[
             "mma.m16n8k16.f32.f16.f16.f32",
             "mma.sp.m16n8k32.f32.f16.f16.f32",
             "mma.sp.block_scale.m16n8k128.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
             "wgmma.sp.m64n8k32.f16.f16.f16",
-        ])
-        .current_dir(root())
-        .output()
-        .unwrap();
+        ],
+    );
     assert!(o.status.success(), "{}", text_of(&o));
     // (the wgmma kernels in their own file, a translation unit built for sm_90a alone)
     let kernels = ["capture_kernels.cuh", "capture_wgmma.cuh"]
@@ -923,20 +921,13 @@ fn the_generator_refuses_instructions_without_a_layout() {
 #[test]
 fn wgmma_b_lies_in_shared_memory_as_its_descriptor_says() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Command::new("python3")
-        .arg(root().join("capture/gen.py"))
-        .arg("--mmac")
-        .arg(mmac_path())
-        .arg("--out")
-        .arg(dir.path())
-        .args([
-            "--only",
+    let o = generate(
+        dir.path(),
+        &[
             "wgmma.m64n16k16.f32.f16.f16",
             "wgmma.sp.m64n16k64.f32.e4m3.e4m3",
-        ])
-        .current_dir(root())
-        .output()
-        .unwrap();
+        ],
+    );
     assert!(o.status.success(), "{}", text_of(&o));
     let table = std::fs::read_to_string(dir.path().join("capture_table.inc")).unwrap();
     let blob: Vec<u32> = std::fs::read(dir.path().join("capture_table.bin"))
