@@ -1,14 +1,15 @@
-//! `mmac prove` (runtime/src/prove.rs) on two specs: two that differ (a witness that
+//! `mmac prove` (runtime/src/prove/) on two specs: two that differ (a witness that
 //! `mmac run` confirms) and two that agree, `diff --prove`, errors and the budget (exit
-//! 3). The RTL example's proofs are in tests/rtl.rs.
+//! 3), each solver on its own. The RTL example's proofs are in tests/rtl.rs.
 //!
 //! Every neighbour that runtime/src/observability.rs proves unobservable for a library
 //! instruction with inputs of at most 8 bits is proved again by the solver: one in every
 //! run, all 268 with MMAC_PROVE_ALL=1 (half a minute to over a minute each with f32
 //! accumulators; some with f16 accumulators stay undecided, docs/performance.md).
 //!
-//! Needs `yosys` and `yosys-abc` (Debian's yosys; `.ci/run` installs it). Without them
-//! the tests say so and pass, unless MMAC_REQUIRE_RTL is set, as `.ci/run` sets it.
+//! Needs `yosys` and `yosys-abc` (Debian's yosys; `.ci/run` installs it) and a Python
+//! with the `bitwuzla` module (`MMAC_PYTHON`; scripts/test installs it). Without them the
+//! tests say so and pass, unless MMAC_REQUIRE_RTL is set, as `.ci/run` sets it.
 
 mod support;
 
@@ -51,6 +52,64 @@ fn two_specs_are_separated_by_a_witness_or_proved_equal() {
     let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
     assert_eq!(v["result"], "equivalent", "{v}");
     assert_eq!(v["method"], "solver", "{v}");
+    assert!(
+        ["abc", "bitwuzla"].contains(&v["solver"].as_str().unwrap()),
+        "{v}"
+    );
+}
+
+/// Bitwuzla alone (`--solver bitwuzla`, on the word-level SMT-LIB 2 miter) proves two
+/// equal specs, and finds the one-bit-narrower aligner in the RTL example, its witness
+/// replayed on both sides and confirmed by `mmac run`.
+#[test]
+fn bitwuzla_proves_and_separates_on_its_own() {
+    if !have("yosys", "tests/prove.rs") || !support::have_bitwuzla("tests/prove.rs") {
+        return;
+    }
+    let spec = "tests/data/twostep.mma";
+    let (once, twice) = ("once.f32.e4m3.e4m3.f32", "twice.f32.e4m3.e4m3.f32");
+    let out = mmac(&[
+        "prove", spec, once, spec, twice, "--solver", "bitwuzla", "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(exits(&out, 0).trim()).unwrap();
+    assert_eq!(v["result"], "equivalent", "{v}");
+    assert_eq!(v["solver"], "bitwuzla", "{v}");
+    let out = prove_dp4(&["--set", "F=19", "--solver", "bitwuzla"], DP4_RTL);
+    let text = exits(&out, 1);
+    assert!(
+        text.contains("witness found by Bitwuzla and replayed on both sides"),
+        "{text}"
+    );
+    check_witness(&text);
+}
+
+/// Without Bitwuzla, `--solver bitwuzla` is an error that says how to install it (exit
+/// 2), and the default runs ABC alone.
+#[test]
+fn without_bitwuzla_the_default_runs_abc_alone() {
+    if !have("yosys", "tests/prove.rs") {
+        return;
+    }
+    let spec = "tests/data/twostep.mma";
+    let (once, twice) = ("once.f32.e4m3.e4m3.f32", "twice.f32.e4m3.e4m3.f32");
+    let run = |extra: &[&str]| {
+        support::mmac_command()
+            .env("MMAC_PYTHON", "/nonexistent/python3")
+            .args(["prove", spec, once, spec, twice, "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--solver", "bitwuzla"]);
+    exits(&out, 2);
+    let err = support::stderr(&out);
+    assert!(
+        err.contains("Bitwuzla is not available") && err.contains("pip install bitwuzla"),
+        "{err}"
+    );
+    let out = run(&[]);
+    let v: serde_json::Value = serde_json::from_str(exits(&out, 0).trim()).unwrap();
+    assert_eq!(v["solver"], "abc", "{v}");
 }
 
 #[test]
@@ -137,6 +196,22 @@ fn the_solver_proves_what_observability_proves() {
         "{} unobservable neighbours",
         cases.len()
     );
+    if all {
+        let mut groups: Vec<(&str, u32, String, usize)> = vec![];
+        for c in &cases {
+            match groups
+                .iter_mut()
+                .find(|g| (g.0, g.1, &g.2) == (c.0, c.2, &c.3))
+            {
+                Some(g) => g.3 += 1,
+                None => groups.push((c.0, c.2, c.3.clone(), 1)),
+            }
+        }
+        eprintln!(
+            "{} cases (file, k, accumulator, count): {groups:?}",
+            cases.len()
+        );
+    }
     if !all {
         // the first with the shortest k and an f32 accumulator (about a minute; the f16
         // accumulators' e_zero lies among the values and takes the solver much longer,
@@ -162,9 +237,19 @@ fn the_solver_proves_what_observability_proves() {
             &Side::Spec(original),
             &Side::Spec(n.checked.checked()),
             std::time::Duration::from_secs(900),
+            prove::Solvers::All,
             dir.path(),
         )
         .unwrap();
+        if all {
+            // the sweep takes hours: its progress as it goes (seen with --nocapture)
+            eprintln!(
+                "{file} {name}: {label}: {:?} by {} in {:.1} s",
+                proof.verdict,
+                proof.solver.unwrap_or("none"),
+                proof.seconds
+            );
+        }
         assert_eq!(
             proof.verdict,
             Verdict::Equivalent,
@@ -191,7 +276,7 @@ fn diff_asks_the_solver_when_its_search_finds_nothing() {
     let out = mmac(&["diff", spec, once, spec, twice, "--prove"]);
     let text = exits(&out, 0);
     assert!(
-        text.contains("proven by the solver: they agree on every input"),
+        text.contains("proven by the solver (") && text.contains("they agree on every input"),
         "{text}"
     );
     let out = mmac(&["diff", spec, once, spec, twice, "--prove", "--json"]);

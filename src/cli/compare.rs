@@ -32,15 +32,24 @@ fn solver(x: Checked, y: Checked, seconds: u64) -> Result<prove::Proof, String> 
         &Side::Spec(x),
         &Side::Spec(y),
         std::time::Duration::from_secs(seconds),
+        prove::Solvers::All,
         dir.path(),
     )
     .map_err(|e| e.to_string())
+}
+
+/// The solver that decided, as the output names it.
+fn by(p: &prove::Proof) -> &'static str {
+    p.solver.map_or("none", prove::solver_name)
 }
 
 /// The solver's verdict as JSON, and the exit code it gives.
 fn solver_json(p: &prove::Proof, inst: &Instruction) -> (Value, i32) {
     let ar = &inst.arithmetic;
     let mut v = json!({"seconds": (p.seconds * 1000.0).round() / 1000.0});
+    if let Some(name) = p.solver {
+        v["name"] = json!(name);
+    }
     let code = match &p.verdict {
         Verdict::Equivalent => {
             v["result"] = json!("equivalent");
@@ -184,13 +193,15 @@ pub fn diff(args: &DiffArgs, color: bool) -> Outcome {
             match &p.verdict {
                 Verdict::Equivalent => writeln!(
                     out,
-                    "proven by the solver: they agree on every input ({:.1} s)",
+                    "proven by the solver ({}): they agree on every input ({:.1} s)",
+                    by(&p),
                     p.seconds
                 )?,
                 Verdict::Differ(w) => {
                     writeln!(
                         out,
-                        "the solver found a difference the search missed ({:.1} s): d = {} (left), {} (right)",
+                        "the solver ({}) found a difference the search missed ({:.1} s): d = {} (left), {} (right)",
+                        by(&p),
                         p.seconds,
                         d_shown(w.left_d),
                         d_shown(w.right_d)

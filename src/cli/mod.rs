@@ -33,6 +33,28 @@ pub enum Color {
     Never,
 }
 
+/// `prove --solver`: which solvers decide the miter.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Solver {
+    /// ABC and Bitwuzla side by side, the first to decide (ABC alone where the Python of
+    /// MMAC_PYTHON has no `bitwuzla` module).
+    All,
+    /// ABC's `iprove` on the bit-blasted miter.
+    Abc,
+    /// Bitwuzla (PyPI) on the word-level SMT-LIB 2 miter.
+    Bitwuzla,
+}
+
+impl From<Solver> for mmac_runtime::prove::Solvers {
+    fn from(s: Solver) -> Self {
+        match s {
+            Solver::All => Self::All,
+            Solver::Abc => Self::Abc,
+            Solver::Bitwuzla => Self::Bitwuzla,
+        }
+    }
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Engine {
     /// The exact reference interpreter.
@@ -254,8 +276,9 @@ pub enum Command {
     },
     /// Prove two instructions equal on every input, or a spec instruction and an RTL
     /// design (`--rtl`), or find a witness where they differ: a miter of the two
-    /// circuits decided by Yosys and ABC. Exit 0 equivalent, 1 a witness (replayed on
-    /// both sides before it is shown), 3 undecided within --timeout, 2 bad usage.
+    /// circuits built by Yosys and decided by ABC and Bitwuzla. Exit 0 equivalent, 1 a
+    /// witness (replayed on both sides before it is shown), 3 undecided within
+    /// --timeout, 2 bad usage.
     Prove {
         /// LEFT_FILE LEFT_INSTR RIGHT_FILE RIGHT_INSTR, or FILE with --instr and --rtl.
         #[arg(required = true, num_args = 1..=4, value_name = "OPERANDS")]
@@ -276,8 +299,11 @@ pub enum Command {
         /// Seconds before giving up undecided (exit 3).
         #[arg(long, default_value_t = 600)]
         timeout: u64,
-        /// Keep the work files (each side's Verilog, the miter, the AIG, ABC's
-        /// counterexample) in this folder.
+        /// The solvers that decide the miter.
+        #[arg(long, value_enum, default_value_t = Solver::All)]
+        solver: Solver,
+        /// Keep the work files (each side's Verilog, the miter, its AIG and SMT-LIB 2
+        /// forms, the counterexample) in this folder.
         #[arg(long, value_name = "DIR")]
         keep: Option<PathBuf>,
         /// One JSON object: result, witness, left_d, right_d, seconds.
@@ -582,6 +608,7 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
             top,
             set,
             timeout,
+            solver,
             keep,
             json,
         } => prove::prove(
@@ -592,6 +619,7 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
                 top: top.as_deref(),
                 parameters: &set,
                 timeout,
+                solvers: solver.into(),
                 keep: keep.as_deref(),
                 json,
             },

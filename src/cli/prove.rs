@@ -1,5 +1,5 @@
 //! `prove`: equivalence of two spec instructions, or of a spec instruction and an RTL
-//! design, for every input (`mmac_runtime::prove`: Yosys and ABC on a miter), with a
+//! design, for every input (`mmac_runtime::prove`: Yosys, ABC and Bitwuzla on a miter), with a
 //! replayed witness when they differ. Exit 0 proved equivalent, 1 a witness, 3 undecided
 //! within `--timeout`, 2 bad usage or a design Yosys cannot read.
 
@@ -20,6 +20,7 @@ pub struct ProveArgs<'a> {
     pub top: Option<&'a str>,
     pub parameters: &'a [String],
     pub timeout: u64,
+    pub solvers: prove::Solvers,
     pub keep: Option<&'a Path>,
     pub json: bool,
 }
@@ -121,7 +122,13 @@ fn decide(
             scratch.path().to_path_buf()
         }
     };
-    let proof = match prove::prove(left, right, Duration::from_secs(args.timeout), &dir) {
+    let proof = match prove::prove(
+        left,
+        right,
+        Duration::from_secs(args.timeout),
+        args.solvers,
+        &dir,
+    ) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
@@ -145,6 +152,9 @@ fn decide(
             "seconds": (proof.seconds * 1000.0).round() / 1000.0,
             "method": proof.method,
         });
+        if let Some(solver) = proof.solver {
+            v["solver"] = json!(solver);
+        }
         match &proof.verdict {
             Verdict::Differ(w) => {
                 let list = |f: &mmac_compiler::format::Format, xs: &[u64]| -> Vec<String> {
@@ -171,13 +181,18 @@ fn decide(
         match &proof.verdict {
             Verdict::Equivalent => writeln!(
                 out,
-                "equivalent: {} and {} give the same d on every input\n  proved by the solver in {:.1} s",
-                names.0, names.1, proof.seconds
+                "equivalent: {} and {} give the same d on every input\n  proved by {} in {:.1} s",
+                names.0,
+                names.1,
+                by(proof.solver),
+                proof.seconds
             )?,
             Verdict::Differ(w) => {
                 let how = match proof.method {
-                    "search" => "found by the structured search and confirmed by the interpreter",
-                    _ => "found by the solver and replayed on both sides",
+                    "search" => {
+                        "found by the structured search and confirmed by the interpreter".into()
+                    }
+                    _ => format!("found by {} and replayed on both sides", by(proof.solver)),
                 };
                 writeln!(
                     out,
@@ -195,6 +210,11 @@ fn decide(
     }
     out.flush()?;
     Ok(code)
+}
+
+/// The solver that decided, as the output names it.
+fn by(solver: Option<&str>) -> &'static str {
+    solver.map_or("the solver", prove::solver_name)
 }
 
 /// The witness as the `mmac run` line of the spec side and the port values of the

@@ -116,6 +116,30 @@ pub fn have(tool: &str, who: &str) -> bool {
     false
 }
 
+/// Whether the Python that `mmac prove` runs Bitwuzla with (`MMAC_PYTHON`, else
+/// `python3`) has the `bitwuzla` module (scripts/test installs it); if not, the calling
+/// test (`who`) is skipped as [`have`] skips it.
+pub fn have_bitwuzla(who: &str) -> bool {
+    let python = std::env::var("MMAC_PYTHON").unwrap_or_else(|_| "python3".into());
+    let found = std::process::Command::new(&python)
+        .args(["-c", "import bitwuzla"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return true;
+    }
+    assert!(
+        std::env::var_os("MMAC_REQUIRE_RTL").is_none(),
+        "MMAC_REQUIRE_RTL is set but {python} has no bitwuzla module (scripts/test installs it)"
+    );
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "{who}: SKIPPED: {python} has no bitwuzla module (pip install bitwuzla; MMAC_PYTHON names the Python)"
+    );
+    false
+}
+
 /// The exit code must be `code` (else the test fails showing stdout and stderr); stdout.
 pub fn exits(out: &Output, code: i32) -> String {
     let text = stdout(out);

@@ -1,11 +1,15 @@
 //! Equivalence proofs (`mmac prove`): two circuits, each a spec instruction lowered by the
 //! Verilog back end (`mmac_compiler::rtl`) or a user's RTL, joined in a miter that fires
 //! when their d differ (any NaN matching any NaN where a spec side leaves the payload free),
-//! and decided by Yosys (reading, flattening, bit-blasting to an AIG) and ABC (`iprove`:
-//! SAT sweeping, rewriting and SAT on the miter). Proved, a witness, or unknown when the
+//! built by Yosys (reading, flattening; an AIG and a word-level SMT-LIB 2 form) and decided
+//! by ABC and Bitwuzla side by side ([`solvers`]). Proved, a witness, or unknown when the
 //! budget runs out — never a guess: every witness is replayed through the interpreter for
 //! a spec side and through Yosys (`sat -set ... -show d`) for an RTL side, and reported
 //! only when the replayed results differ.
+
+mod solvers;
+
+pub use solvers::{Solvers, solver_name};
 
 use mmac_compiler::Checked;
 use mmac_compiler::engine::Operands;
@@ -14,8 +18,9 @@ use mmac_compiler::interp;
 use mmac_compiler::rtl::{self, Circuit};
 use num_bigint::BigUint;
 use num_traits::{ToPrimitive, Zero};
+use solvers::{Answer, run_until, tool};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// One side of a proof.
@@ -60,6 +65,10 @@ pub enum ProveError {
     Interface(String),
     #[error("{tool} is not installed (Debian, Ubuntu: apt-get install yosys; or set {var})")]
     Missing { tool: String, var: &'static str },
+    #[error(
+        "Bitwuzla is not available: {why} (pip install bitwuzla into a Python 3.9+ and name it with MMAC_PYTHON, now `{python}`)"
+    )]
+    NoBitwuzla { python: String, why: String },
     #[error("yosys could not read the design:\n{0}")]
     Yosys(String),
     #[error("{0}")]
@@ -70,8 +79,10 @@ pub enum ProveError {
 pub struct Proof {
     pub verdict: Verdict,
     /// `search` (a witness from `diff`'s structured and random search, for two specs),
-    /// `solver` (ABC on the miter) or `budget` (undecided).
+    /// `solver` (a solver on the miter) or `budget` (undecided).
     pub method: &'static str,
+    /// The solver that decided (`abc` or `bitwuzla`), when one did.
+    pub solver: Option<&'static str>,
     pub seconds: f64,
 }
 
@@ -104,62 +115,6 @@ fn search_first(left: &Side, right: &Side) -> Option<Witness> {
         left_d: w.left,
         right_d: w.right,
     })
-}
-
-fn tool(var: &'static str, default: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| default.to_string())
-}
-
-/// Run a command with a deadline: its stdout and stderr, or `None` when the deadline
-/// passed (the command is killed).
-fn run_until(cmd: &mut Command, deadline: Instant) -> Result<Option<(bool, String)>, ProveError> {
-    let name = cmd.get_program().to_string_lossy().into_owned();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => ProveError::Missing {
-                var: if name.contains("abc") {
-                    "MMAC_YOSYS_ABC"
-                } else {
-                    "MMAC_YOSYS"
-                },
-                tool: name.clone(),
-            },
-            _ => ProveError::Io(e),
-        })?;
-    // drain the pipes on threads so that a chatty tool never blocks on a full pipe
-    let mut out = child.stdout.take().expect("piped");
-    let mut err = child.stderr.take().expect("piped");
-    let read_out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut out, &mut s);
-        s
-    });
-    let read_err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut err, &mut s);
-        s
-    });
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let text = format!(
-        "{}{}",
-        read_out.join().unwrap_or_default(),
-        read_err.join().unwrap_or_default()
-    );
-    Ok(status.map(|s| (s.success(), text)))
 }
 
 /// The ports every side has: the left spec's, or for RTL against a spec, the spec's.
@@ -257,12 +212,13 @@ fn miter(ports: &[(&str, u32)]) -> String {
 }
 
 /// Prove `left` and `right` equal on every input, or find where they differ, within
-/// `timeout`. `dir` holds the work files (the Verilog of each side, the miter, the AIG,
-/// ABC's counterexample).
+/// `timeout`, with `solvers` on the miter. `dir` holds the work files (the Verilog of each
+/// side, the miter, its AIG and SMT-LIB 2 forms, the counterexample).
 pub fn prove(
     left: &Side,
     right: &Side,
     timeout: Duration,
+    solvers: Solvers,
     dir: &Path,
 ) -> Result<Proof, ProveError> {
     let start = Instant::now();
@@ -272,6 +228,7 @@ pub fn prove(
         return Ok(Proof {
             verdict: Verdict::Differ(w),
             method: "search",
+            solver: None,
             seconds: start.elapsed().as_secs_f64(),
         });
     }
@@ -279,18 +236,28 @@ pub fn prove(
         left,
         right,
         deadline.saturating_duration_since(Instant::now()),
+        solvers,
         dir,
     )?;
     proof.seconds = start.elapsed().as_secs_f64();
     Ok(proof)
 }
 
-/// [`prove`] without the search: the solver alone (for `mmac diff --prove`, whose
+/// The Yosys commands that build the miter from the sides read before them: flattened,
+/// written as SMT-LIB 2 for Bitwuzla (`miter.smt2`, bit-vector operations as they are)
+/// and bit-blasted to an AIG for ABC (`miter.aig`, its inputs in `miter.map`).
+const BUILD_MITER: &str = "read_verilog compare.v\nread_verilog miter.v\n\
+    hierarchy -check -top mmac_miter\nproc\nflatten\nopt -mux_undef\nsetundef -zero\n\
+    opt -fast\nwreduce\nopt_clean\nwrite_smt2 -stbv miter.smt2\ntechmap\nopt_expr\n\
+    opt_clean\naigmap\nopt_clean\nwrite_aiger -map miter.map miter.aig\n";
+
+/// [`prove`] without the search: the solvers alone (for `mmac diff --prove`, whose
 /// search has run).
 pub fn solve(
     left: &Side,
     right: &Side,
     timeout: Duration,
+    solvers: Solvers,
     dir: &Path,
 ) -> Result<Proof, ProveError> {
     let start = Instant::now();
@@ -307,7 +274,6 @@ pub fn solve(
         comparator(&spec.arithmetic().d, nan_free(left, right)),
     )?;
     std::fs::write(dir.join("miter.v"), miter(&ports))?;
-    let map = dir.join("miter.map");
     // a design's `hierarchy -top` drops every module read before it: designs first
     let mut sides = [(left, "mmac_left"), (right, "mmac_right")];
     sides.sort_by_key(|(s, _)| matches!(s, Side::Spec(_)));
@@ -316,11 +282,7 @@ pub fn solve(
         script.push_str(&read_side(side, name, dir)?);
     }
     // Yosys runs in `dir`: the files it writes are named relative to it
-    script.push_str(
-        "read_verilog compare.v\nread_verilog miter.v\nhierarchy -check -top mmac_miter\nproc\n\
-         flatten\nopt -mux_undef\nsetundef -zero\nopt -fast\nwreduce\nopt_clean\ntechmap\n\
-         opt_expr\nopt_clean\naigmap\nopt_clean\nwrite_aiger -map miter.map miter.aig\n",
-    );
+    script.push_str(BUILD_MITER);
     let built = yosys(dir, "miter.ys", &script, deadline)?;
     let seconds = || start.elapsed().as_secs_f64();
     match built {
@@ -328,46 +290,29 @@ pub fn solve(
             return Ok(Proof {
                 verdict: Verdict::Unknown("the budget ran out while Yosys built the miter".into()),
                 method: "budget",
+                solver: None,
                 seconds: seconds(),
             });
         }
         Some((false, log)) => return Err(ProveError::Yosys(errors_of(&log))),
         Some((true, _)) => {}
     }
-    let cex = dir.join("cex.txt");
-    let abc = tool("MMAC_YOSYS_ABC", "yosys-abc");
-    let decided = run_until(
-        Command::new(&abc)
-            .current_dir(dir)
-            .arg("-c")
-            .arg("read_aiger miter.aig; iprove; write_cex -n cex.txt"),
-        deadline,
-    )?;
-    let verdict = match decided {
-        None => Verdict::Unknown(format!(
-            "the budget ({} s) ran out before ABC decided the miter",
-            timeout.as_secs()
-        )),
-        Some((_, log)) if log.contains("UNSATISFIABLE") => Verdict::Equivalent,
-        Some((_, log)) if log.contains("SATISFIABLE") => {
-            let values = counterexample(
-                &std::fs::read_to_string(&cex)?,
-                &std::fs::read_to_string(&map)?,
-            );
-            replay(left, right, spec, &values, dir, deadline)?
-        }
-        Some((_, log)) => Verdict::Unknown(format!(
-            "ABC did not decide the miter: {}",
-            log.lines().last().unwrap_or("")
-        )),
+    solvers::write_query(dir)?;
+    let inputs: Vec<&str> = ports.iter().map(|p| p.0).filter(|p| *p != "d").collect();
+    let (answer, solver) = solvers::decide(solvers, dir, &inputs, timeout, deadline)?;
+    let verdict = match answer {
+        Answer::Undecided(why) => Verdict::Unknown(why),
+        Answer::Unsat => Verdict::Equivalent,
+        Answer::Sat(values) => replay(left, right, spec, &values, dir, deadline)?,
     };
-    let method = match verdict {
-        Verdict::Unknown(_) => "budget",
-        _ => "solver",
+    let (method, solver) = match verdict {
+        Verdict::Unknown(_) => ("budget", None),
+        _ => ("solver", solver),
     };
     Ok(Proof {
         verdict,
         method,
+        solver,
         seconds: seconds(),
     })
 }
@@ -463,47 +408,6 @@ fn errors_of(log: &str) -> String {
     } else {
         errors.join("\n")
     }
-}
-
-/// The input ports' values from ABC's counterexample (`piN=0|1` lines) and the AIGER
-/// map (`input N BIT NAME` lines).
-fn counterexample(cex: &str, map: &str) -> Vec<(String, BigUint)> {
-    let mut index: Vec<(usize, u32, String)> = vec![];
-    for line in map.lines() {
-        let t: Vec<&str> = line.split_whitespace().collect();
-        if let ["input", i, bit, name] = t[..]
-            && let (Ok(i), Ok(bit)) = (i.parse(), bit.parse())
-        {
-            index.push((i, bit, name.to_string()));
-        }
-    }
-    let mut values: Vec<(String, BigUint)> = vec![];
-    for line in cex.lines() {
-        let Some(rest) = line.trim().strip_prefix("pi") else {
-            continue;
-        };
-        let Some((i, v)) = rest.split_once('=') else {
-            continue;
-        };
-        let i: usize = match i.split('@').next().and_then(|x| x.parse().ok()) {
-            Some(i) => i,
-            None => continue,
-        };
-        let Some((_, bit, name)) = index.iter().find(|x| x.0 == i) else {
-            continue;
-        };
-        let slot = match values.iter().position(|(n, _)| n == name) {
-            Some(p) => p,
-            None => {
-                values.push((name.clone(), BigUint::zero()));
-                values.len() - 1
-            }
-        };
-        if v.trim() == "1" {
-            values[slot].1.set_bit(*bit as u64, true);
-        }
-    }
-    values
 }
 
 /// The elements of a packed port value.
