@@ -38,11 +38,6 @@ fn solver(x: Checked, y: Checked, seconds: u64) -> Result<prove::Proof, String> 
     .map_err(|e| e.to_string())
 }
 
-/// The solver that decided, as the output names it.
-fn by(p: &prove::Proof) -> &'static str {
-    p.solver.map_or("none", prove::solver_name)
-}
-
 /// The solver's verdict as JSON, and the exit code it gives.
 fn solver_json(p: &prove::Proof, inst: &Instruction) -> (Value, i32) {
     let ar = &inst.arithmetic;
@@ -194,14 +189,14 @@ pub fn diff(args: &DiffArgs, color: bool) -> Outcome {
                 Verdict::Equivalent => writeln!(
                     out,
                     "proven by the solver ({}): they agree on every input ({:.1} s)",
-                    by(&p),
+                    p.decided_by(),
                     p.seconds
                 )?,
                 Verdict::Differ(w) => {
                     writeln!(
                         out,
                         "the solver ({}) found a difference the search missed ({:.1} s): d = {} (left), {} (right)",
-                        by(&p),
+                        p.decided_by(),
                         p.seconds,
                         d_shown(w.left_d),
                         d_shown(w.right_d)

@@ -184,7 +184,7 @@ fn decide(
                 "equivalent: {} and {} give the same d on every input\n  proved by {} in {:.1} s",
                 names.0,
                 names.1,
-                by(proof.solver),
+                proof.decided_by(),
                 proof.seconds
             )?,
             Verdict::Differ(w) => {
@@ -192,7 +192,7 @@ fn decide(
                     "search" => {
                         "found by the structured search and confirmed by the interpreter".into()
                     }
-                    _ => format!("found by {} and replayed on both sides", by(proof.solver)),
+                    _ => format!("found by {} and replayed on both sides", proof.decided_by()),
                 };
                 writeln!(
                     out,
@@ -210,11 +210,6 @@ fn decide(
     }
     out.flush()?;
     Ok(code)
-}
-
-/// The solver that decided, as the output names it.
-fn by(solver: Option<&str>) -> &'static str {
-    solver.map_or("the solver", prove::solver_name)
 }
 
 /// The witness as the `mmac run` line of the spec side and the port values of the

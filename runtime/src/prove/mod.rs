@@ -9,7 +9,7 @@
 
 mod solvers;
 
-pub use solvers::{Solvers, solver_name};
+pub use solvers::Solvers;
 
 use mmac_compiler::Checked;
 use mmac_compiler::engine::Operands;
@@ -84,6 +84,14 @@ pub struct Proof {
     /// The solver that decided (`abc` or `bitwuzla`), when one did.
     pub solver: Option<&'static str>,
     pub seconds: f64,
+}
+
+impl Proof {
+    /// The solver that decided, as output names it: `ABC`, `Bitwuzla`, or `the solver`
+    /// when none did.
+    pub fn decided_by(&self) -> &'static str {
+        self.solver.map_or("the solver", solvers::solver_name)
+    }
 }
 
 /// Do the sides' results compare with any NaN matching any NaN? Where a spec side leaves

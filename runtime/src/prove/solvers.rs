@@ -251,7 +251,7 @@ pub(super) fn decide(
 }
 
 /// A solver's name as the output shows it.
-pub fn solver_name(name: &str) -> &'static str {
+pub(super) fn solver_name(name: &str) -> &'static str {
     match name {
         "abc" => "ABC",
         "bitwuzla" => "Bitwuzla",
