@@ -96,24 +96,16 @@ pub fn check_witness(text: &str) -> (String, String) {
 /// Whether `tool` runs; if not, the calling test (`who`) is skipped, said on stderr,
 /// unless MMAC_REQUIRE_RTL is set (as `.ci/run` sets it), when it fails.
 pub fn have(tool: &str, who: &str) -> bool {
-    if std::process::Command::new(tool)
+    let found = std::process::Command::new(tool)
         .arg("--version")
         .output()
-        .is_ok()
-    {
-        return true;
-    }
-    assert!(
-        std::env::var_os("MMAC_REQUIRE_RTL").is_none(),
-        "MMAC_REQUIRE_RTL is set but {tool} is not installed"
-    );
-    // straight to stderr, past the test harness's capture: a skip must be seen
-    use std::io::Write as _;
-    let _ = writeln!(
-        std::io::stderr(),
-        "{who}: SKIPPED: {tool} is not installed (apt-get install {tool})"
-    );
-    false
+        .is_ok();
+    found
+        || skipped(
+            who,
+            &format!("{tool} is not installed"),
+            &format!("apt-get install {tool}"),
+        )
 }
 
 /// Whether the Python that `mmac prove` runs Bitwuzla with (`MMAC_PYTHON`, else
@@ -125,18 +117,24 @@ pub fn have_bitwuzla(who: &str) -> bool {
         .args(["-c", "import bitwuzla"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if found {
-        return true;
-    }
+    found
+        || skipped(
+            who,
+            &format!("{python} has no bitwuzla module"),
+            "pip install bitwuzla, as scripts/test does; MMAC_PYTHON names the Python",
+        )
+}
+
+/// A test skipped for want of a tool (`missing`): said on stderr with how to install it,
+/// or a failure when MMAC_REQUIRE_RTL is set. Always false.
+fn skipped(who: &str, missing: &str, install: &str) -> bool {
     assert!(
         std::env::var_os("MMAC_REQUIRE_RTL").is_none(),
-        "MMAC_REQUIRE_RTL is set but {python} has no bitwuzla module (scripts/test installs it)"
+        "MMAC_REQUIRE_RTL is set but {missing} ({install})"
     );
+    // straight to stderr, past the test harness's capture: a skip must be seen
     use std::io::Write as _;
-    let _ = writeln!(
-        std::io::stderr(),
-        "{who}: SKIPPED: {python} has no bitwuzla module (pip install bitwuzla; MMAC_PYTHON names the Python)"
-    );
+    let _ = writeln!(std::io::stderr(), "{who}: SKIPPED: {missing} ({install})");
     false
 }
 
