@@ -20,6 +20,14 @@ use support::{
     DP4_INSTR, DP4_RTL, DP4_SPEC, check_witness, exits, have, mmac, prove_dp4, root, stdout,
 };
 
+/// Two pipelines that agree by an argument `observability.rs` does not make (two
+/// truncations onto nested grids are one): the spec and its two instructions.
+const TWOSTEP: (&str, &str, &str) = (
+    "tests/data/twostep.mma",
+    "once.f32.e4m3.e4m3.f32",
+    "twice.f32.e4m3.e4m3.f32",
+);
+
 /// A spec file like dp4.mma with F (the aligner) and e_zero given.
 fn variant(dir: &Path, f: u32, e_zero: i32) -> String {
     let text = std::fs::read_to_string(root().join(DP4_SPEC))
@@ -66,8 +74,7 @@ fn bitwuzla_proves_and_separates_on_its_own() {
     if !have("yosys", "tests/prove.rs") || !support::have_bitwuzla("tests/prove.rs") {
         return;
     }
-    let spec = "tests/data/twostep.mma";
-    let (once, twice) = ("once.f32.e4m3.e4m3.f32", "twice.f32.e4m3.e4m3.f32");
+    let (spec, once, twice) = TWOSTEP;
     let out = mmac(&[
         "prove", spec, once, spec, twice, "--solver", "bitwuzla", "--json",
     ]);
@@ -90,8 +97,7 @@ fn without_bitwuzla_the_default_runs_abc_alone() {
     if !have("yosys", "tests/prove.rs") {
         return;
     }
-    let spec = "tests/data/twostep.mma";
-    let (once, twice) = ("once.f32.e4m3.e4m3.f32", "twice.f32.e4m3.e4m3.f32");
+    let (spec, once, twice) = TWOSTEP;
     let run = |extra: &[&str]| {
         support::mmac_command()
             .env("MMAC_PYTHON", "/nonexistent/python3")
@@ -299,8 +305,7 @@ fn diff_asks_the_solver_when_its_search_finds_nothing() {
     if !have("yosys", "tests/prove.rs") {
         return;
     }
-    let spec = "tests/data/twostep.mma";
-    let (once, twice) = ("once.f32.e4m3.e4m3.f32", "twice.f32.e4m3.e4m3.f32");
+    let (spec, once, twice) = TWOSTEP;
     let plain = mmac(&["diff", spec, once, spec, twice]);
     let text = stdout(&plain);
     assert!(text.starts_with("no difference found"), "{text}");

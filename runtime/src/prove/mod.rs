@@ -251,13 +251,18 @@ pub fn prove(
     Ok(proof)
 }
 
-/// The Yosys commands that build the miter from the sides read before them: flattened,
-/// written as SMT-LIB 2 for Bitwuzla (`miter.smt2`, bit-vector operations as they are)
-/// and bit-blasted to an AIG for ABC (`miter.aig`, its inputs in `miter.map`).
-const BUILD_MITER: &str = "read_verilog compare.v\nread_verilog miter.v\n\
+/// The Yosys commands that flatten the miter from the sides read before them.
+const FLATTEN_MITER: &str = "read_verilog compare.v\nread_verilog miter.v\n\
     hierarchy -check -top mmac_miter\nproc\nflatten\nopt -mux_undef\nsetundef -zero\n\
-    opt -fast\nwreduce\nopt_clean\nwrite_smt2 -stbv miter.smt2\ntechmap\nopt_expr\n\
-    opt_clean\naigmap\nopt_clean\nwrite_aiger -map miter.map miter.aig\n";
+    opt -fast\nwreduce\nopt_clean\n";
+
+/// The flat miter as SMT-LIB 2 for Bitwuzla (`miter.smt2`, bit-vector operations as
+/// they are).
+const WRITE_SMT2: &str = "write_smt2 -stbv miter.smt2\n";
+
+/// The flat miter bit-blasted to an AIG for ABC (`miter.aig`, its inputs in `miter.map`).
+const WRITE_AIG: &str =
+    "techmap\nopt_expr\nopt_clean\naigmap\nopt_clean\nwrite_aiger -map miter.map miter.aig\n";
 
 /// [`prove`] without the search: the solvers alone (for `mmac diff --prove`, whose
 /// search has run).
@@ -290,7 +295,11 @@ pub fn solve(
         script.push_str(&read_side(side, name, dir)?);
     }
     // Yosys runs in `dir`: the files it writes are named relative to it
-    script.push_str(BUILD_MITER);
+    script.push_str(FLATTEN_MITER);
+    if solvers.bitwuzla() {
+        script.push_str(WRITE_SMT2);
+    }
+    script.push_str(WRITE_AIG);
     let built = yosys(dir, "miter.ys", &script, deadline)?;
     let seconds = || start.elapsed().as_secs_f64();
     match built {
@@ -305,7 +314,9 @@ pub fn solve(
         Some((false, log)) => return Err(ProveError::Yosys(errors_of(&log))),
         Some((true, _)) => {}
     }
-    solvers::write_query(dir)?;
+    if solvers.bitwuzla() {
+        solvers::write_query(dir)?;
+    }
     let inputs: Vec<&str> = ports.iter().map(|p| p.0).filter(|p| *p != "d").collect();
     let (answer, solver) = solvers::decide(solvers, dir, &inputs, timeout, deadline)?;
     let verdict = match answer {

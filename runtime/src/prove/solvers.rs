@@ -166,6 +166,7 @@ pub(super) fn decide(
 ) -> Result<(Answer, Option<&'static str>), ProveError> {
     let mut running = vec![];
     let mut notes = vec![];
+    let python = tool("MMAC_PYTHON", "python3");
     if solvers.abc() {
         let abc = tool("MMAC_YOSYS_ABC", "yosys-abc");
         let job = Job::spawn(
@@ -178,7 +179,6 @@ pub(super) fn decide(
         running.push(Running { name: "abc", job });
     }
     if solvers.bitwuzla() {
-        let python = tool("MMAC_PYTHON", "python3");
         match Job::spawn(
             Command::new(&python)
                 .current_dir(dir)
@@ -228,7 +228,6 @@ pub(super) fn decide(
         let answer = match name {
             "abc" => abc_answer(&text, dir)?,
             _ if status.code() == Some(NO_BITWUZLA) => {
-                let python = tool("MMAC_PYTHON", "python3");
                 if solvers != Solvers::All {
                     return Err(no_bitwuzla(&python, text.trim()));
                 }
