@@ -45,6 +45,9 @@ fn solver_json(p: &prove::Proof, inst: &Instruction) -> (Value, i32) {
     if let Some(name) = p.solver {
         v["name"] = json!(name);
     }
+    if p.by_steps.is_some() {
+        v["by_steps"] = p.by_steps_json();
+    }
     let code = match &p.verdict {
         Verdict::Equivalent => {
             v["result"] = json!("equivalent");

@@ -155,6 +155,9 @@ fn decide(
         if let Some(solver) = proof.solver {
             v["solver"] = json!(solver);
         }
+        if proof.by_steps.is_some() {
+            v["by_steps"] = proof.by_steps_json();
+        }
         match &proof.verdict {
             Verdict::Differ(w) => {
                 let list = |f: &mmac_compiler::format::Format, xs: &[u64]| -> Vec<String> {

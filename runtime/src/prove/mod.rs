@@ -8,6 +8,7 @@
 //! only when the replayed results differ.
 
 mod solvers;
+mod steps;
 
 pub use solvers::Solvers;
 
@@ -83,14 +84,33 @@ pub struct Proof {
     pub method: &'static str,
     /// The solver that decided (`abc` or `bitwuzla`), when one did.
     pub solver: Option<&'static str>,
+    /// Proved one chained step at a time ([`steps`]): the products per step, and how many
+    /// step proofs (one per format of a step's `c`).
+    pub by_steps: Option<(u32, usize)>,
     pub seconds: f64,
 }
 
 impl Proof {
     /// The solver that decided, as output names it: `ABC`, `Bitwuzla`, or `the solver`
-    /// when none did.
-    pub fn decided_by(&self) -> &'static str {
-        self.solver.map_or("the solver", solvers::solver_name)
+    /// when none did; for a proof by steps, how it was split (`ABC, one chained step of
+    /// 16 products at a time, 2 step proofs`).
+    pub fn decided_by(&self) -> String {
+        let name = self.solver.map_or("the solver", solvers::solver_name);
+        match self.by_steps {
+            None => name.into(),
+            Some((products, proofs)) => format!(
+                "{name}, one chained step of {products} products at a time ({proofs} step proof{})",
+                if proofs == 1 { "" } else { "s" }
+            ),
+        }
+    }
+
+    /// `by_steps` as JSON: `{"products": L, "proofs": N}`, or null.
+    pub fn by_steps_json(&self) -> serde_json::Value {
+        match self.by_steps {
+            None => serde_json::Value::Null,
+            Some((products, proofs)) => serde_json::json!({"products": products, "proofs": proofs}),
+        }
     }
 }
 
@@ -237,6 +257,7 @@ pub fn prove(
             verdict: Verdict::Differ(w),
             method: "search",
             solver: None,
+            by_steps: None,
             seconds: start.elapsed().as_secs_f64(),
         });
     }
@@ -265,8 +286,90 @@ const WRITE_AIG: &str =
     "techmap\nopt_expr\nopt_clean\naigmap\nopt_clean\nwrite_aiger -map miter.map miter.aig\n";
 
 /// [`prove`] without the search: the solvers alone (for `mmac diff --prove`, whose
-/// search has run).
+/// search has run). Two chains of the same step are first proved one step at a time
+/// ([`steps`]); where a step differs or is undecided, the whole miter is tried.
 pub fn solve(
+    left: &Side,
+    right: &Side,
+    timeout: Duration,
+    solvers: Solvers,
+    dir: &Path,
+) -> Result<Proof, ProveError> {
+    let start = Instant::now();
+    let deadline = start + timeout;
+    if let (Side::Spec(x), Side::Spec(y)) = (left, right) {
+        interface(left, right)?;
+        if let Some(pairs) = steps::pairs(*x, *y) {
+            // proved; or undecided with no budget left for the whole miter
+            if let Some(mut proof) = solve_steps(&pairs, solvers, deadline, dir)? {
+                proof.seconds = start.elapsed().as_secs_f64();
+                return Ok(proof);
+            }
+        }
+    }
+    let mut proof = solve_whole(
+        left,
+        right,
+        deadline.saturating_duration_since(Instant::now()),
+        solvers,
+        dir,
+    )?;
+    proof.seconds = start.elapsed().as_secs_f64();
+    Ok(proof)
+}
+
+/// Each step pair proved equal (each in a folder of its own under `dir`): the proof, or
+/// an undecided step's verdict when the budget is spent, or None when a step differs or
+/// is undecided within the budget. A step's witness is not one of the whole.
+fn solve_steps(
+    pairs: &[steps::StepPair],
+    solvers: Solvers,
+    deadline: Instant,
+    dir: &Path,
+) -> Result<Option<Proof>, ProveError> {
+    let mut decided_by = None;
+    for (i, pair) in pairs.iter().enumerate() {
+        let sub = dir.join(format!("step{i}"));
+        std::fs::create_dir_all(&sub)?;
+        let proof = solve_whole(
+            &Side::Spec(pair.left.checked()),
+            &Side::Spec(pair.right.checked()),
+            deadline.saturating_duration_since(Instant::now()),
+            solvers,
+            &sub,
+        )?;
+        match proof.verdict {
+            Verdict::Equivalent => {}
+            Verdict::Unknown(why) if Instant::now() >= deadline => {
+                return Ok(Some(Proof {
+                    verdict: Verdict::Unknown(format!(
+                        "step proof {} of {} (one chained step of {} products): {why}",
+                        i + 1,
+                        pairs.len(),
+                        pair.products
+                    )),
+                    by_steps: None,
+                    ..proof
+                }));
+            }
+            _ => return Ok(None),
+        }
+        // (the solver of the longest step proof)
+        if decided_by.is_none_or(|(_, s)| proof.seconds > s) {
+            decided_by = Some((proof.solver, proof.seconds));
+        }
+    }
+    Ok(Some(Proof {
+        verdict: Verdict::Equivalent,
+        method: "solver",
+        solver: decided_by.and_then(|(s, _)| s),
+        by_steps: Some((pairs[0].products, pairs.len())),
+        seconds: 0.0,
+    }))
+}
+
+/// [`solve`] on the whole miter of the two sides.
+pub fn solve_whole(
     left: &Side,
     right: &Side,
     timeout: Duration,
@@ -308,6 +411,7 @@ pub fn solve(
                 verdict: Verdict::Unknown("the budget ran out while Yosys built the miter".into()),
                 method: "budget",
                 solver: None,
+                by_steps: None,
                 seconds: seconds(),
             });
         }
@@ -332,6 +436,7 @@ pub fn solve(
         verdict,
         method,
         solver,
+        by_steps: None,
         seconds: seconds(),
     })
 }
