@@ -4,8 +4,9 @@
 //!
 //! Every neighbour that runtime/src/observability.rs proves unobservable for a library
 //! instruction with inputs of at most 8 bits is proved again by the solvers: one in every
-//! run, all 268 with MMAC_PROVE_ALL=1 (half a minute to over a minute each with f32
-//! accumulators, minutes with f16 accumulators; docs/rtl.md).
+//! run; all 268 (166 distinct proofs) with MMAC_PROVE_ALL=1, on every core, ABC first and
+//! Bitwuzla where ABC is undecided (half a minute to two minutes each with f32
+//! accumulators, up to ten with f16 accumulators; hours in all, docs/rtl.md).
 //!
 //! Needs `yosys` and `yosys-abc` (Debian's yosys; `.ci/run` installs it) and a Python
 //! with the `bitwuzla` module (`MMAC_PYTHON`; scripts/test installs it). Without them the
@@ -64,6 +65,68 @@ fn two_specs_are_separated_by_a_witness_or_proved_equal() {
         ["abc", "bitwuzla"].contains(&v["solver"].as_str().unwrap()),
         "{v}"
     );
+}
+
+/// Chained units proved one step at a time (runtime/src/prove/steps.rs): one step proof
+/// where c and d share a format, two where the first step reads another; the whole miter
+/// agrees; a step that differs hands over to the whole miter, whose witness (over all
+/// four products) is replayed, and the text says how a proof was split.
+#[test]
+fn chains_are_proved_one_step_at_a_time() {
+    if !have("yosys", "tests/prove.rs") {
+        return;
+    }
+    const CHAINED: &str = "tests/data/chained.mma";
+    let json = |x: &str, y: &str| {
+        let out = mmac(&["prove", CHAINED, x, CHAINED, y, "--json"]);
+        let v: serde_json::Value = serde_json::from_str(exits(&out, 0).trim()).unwrap();
+        assert_eq!(v["result"], "equivalent", "{v}");
+        v["by_steps"].clone()
+    };
+    let (z20, z21, f12) = (
+        "z20.f16.e4m3.e4m3.f16",
+        "z21.f16.e4m3.e4m3.f16",
+        "f12.f16.e4m3.e4m3.f16",
+    );
+    let one = json(z20, z21);
+    assert_eq!(one, serde_json::json!({"products": 2, "proofs": 1}));
+    let two = json("z160.f16.e4m3.e4m3.f32", "z161.f16.e4m3.e4m3.f32");
+    assert_eq!(two, serde_json::json!({"products": 2, "proofs": 2}));
+    let out = mmac(&["prove", CHAINED, z20, CHAINED, z21]);
+    let text = exits(&out, 0);
+    assert!(
+        text.contains("one chained step of 2 products at a time (1 step proof)"),
+        "{text}"
+    );
+    let loaded = mmac_runtime::specs::load_file(&root().join(CHAINED)).unwrap();
+    let side = |name| Side::Spec(loaded.checked.find(name).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let budget = std::time::Duration::from_secs(600);
+    let whole = prove::solve_whole(
+        &side(z20),
+        &side(z21),
+        budget,
+        prove::Solvers::All,
+        dir.path(),
+    );
+    let whole = whole.unwrap();
+    assert_eq!(whole.verdict, Verdict::Equivalent);
+    assert_eq!(whole.by_steps, None);
+    // (solve: no search first, so the witness is the solvers')
+    let dir = tempfile::tempdir().unwrap();
+    let proof = prove::solve(
+        &side(z20),
+        &side(f12),
+        budget,
+        prove::Solvers::All,
+        dir.path(),
+    );
+    let proof = proof.unwrap();
+    let Verdict::Differ(w) = &proof.verdict else {
+        panic!("{:?}", proof.verdict)
+    };
+    assert_eq!((w.a.len(), w.b.len(), proof.by_steps), (4, 4, None));
+    assert_ne!(w.left_d, w.right_d);
 }
 
 /// Bitwuzla alone (`--solver bitwuzla`, on the word-level SMT-LIB 2 miter) proves two
@@ -168,29 +231,113 @@ fn usage_errors_exit_2_and_a_spent_budget_exits_3() {
     assert_eq!(v["result"], "unknown", "{v}");
 }
 
+/// One proof of the sweep: a library file, an instruction in it, its k and accumulator, and
+/// the label of the neighbour.
+type Case = (&'static str, String, u32, String, String);
+
+/// Proves `case`'s instruction equal to its neighbour with `solvers` within `budget`
+/// seconds: the line that reports it, and the verdict.
+fn prove_case(case: &Case, solvers: prove::Solvers, budget: u64) -> (String, Verdict) {
+    let (file, name, _, _, label) = case;
+    let loaded = mmac_runtime::specs::load_file(&root().join(format!("specs/{file}.mma"))).unwrap();
+    let original = loaded.checked.find(name).unwrap();
+    let n = mutants::neighbours(original)
+        .into_iter()
+        .find(|n| n.label() == *label)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let proof = prove::prove(
+        &Side::Spec(original),
+        &Side::Spec(n.checked.checked()),
+        std::time::Duration::from_secs(budget),
+        solvers,
+        dir.path(),
+    )
+    .unwrap();
+    let line = format!(
+        "{file} {name}: {label}: {:?} by {} in {:.1} s",
+        proof.verdict,
+        proof.decided_by(),
+        proof.seconds
+    );
+    (line, proof.verdict)
+}
+
+/// The whole sweep, on every core: each case first by ABC alone within 180 s (where most
+/// are proved, in half a minute to two minutes), then, where ABC is undecided, by Bitwuzla
+/// alone within 1200 s. A free core takes a waiting Bitwuzla proof before a new ABC one,
+/// so that the long proofs start early. Prints each case as it goes (seen with
+/// --nocapture); returns the lines of those not proved.
+fn sweep(cases: &[Case]) -> Vec<String> {
+    use std::sync::Mutex;
+    struct Queue {
+        next: usize,
+        abc_running: usize,
+        for_bitwuzla: Vec<usize>,
+    }
+    let queue = Mutex::new(Queue {
+        next: 0,
+        abc_running: 0,
+        for_bitwuzla: vec![],
+    });
+    let failed = Mutex::new(vec![]);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let work = || {
+        loop {
+            let job = {
+                let mut q = queue.lock().unwrap();
+                if let Some(i) = q.for_bitwuzla.pop() {
+                    Some((i, prove::Solvers::Bitwuzla))
+                } else if q.next < cases.len() {
+                    q.next += 1;
+                    q.abc_running += 1;
+                    Some((q.next - 1, prove::Solvers::Abc))
+                } else if q.abc_running == 0 {
+                    return;
+                } else {
+                    None
+                }
+            };
+            // (nothing to start, but a running ABC proof may still hand one to Bitwuzla)
+            let Some((i, solvers)) = job else {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                continue;
+            };
+            let abc = solvers == prove::Solvers::Abc;
+            let (line, verdict) = prove_case(&cases[i], solvers, if abc { 180 } else { 1200 });
+            eprintln!("{line}");
+            let mut q = queue.lock().unwrap();
+            match verdict {
+                Verdict::Equivalent => {}
+                Verdict::Unknown(_) if abc => q.for_bitwuzla.push(i),
+                _ => failed.lock().unwrap().push(line),
+            }
+            if abc {
+                q.abc_running -= 1;
+            }
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 0..cores.min(cases.len()) {
+            s.spawn(work);
+        }
+    });
+    failed.into_inner().unwrap()
+}
+
 /// Every unobservable neighbour (observability.rs) of a library instruction with inputs
-/// of at most 8 bits, proved again by the solvers: a sample, or all with MMAC_PROVE_ALL
+/// of at most 8 bits, proved again by the solvers: a sample, or all with MMAC_PROVE_ALL=1
 /// (`MMAC_PROVE_ALL=I/N`: the I-th of N shards, every N-th case from the I-th, to spread
-/// the hours over machines). The sweep reports every case that is not proved.
+/// the hours over machines; `I-J/N`: shards I to J; `MMAC_PROVE_MATCH=ada,hopper`: only
+/// those instructions). The sweep reports every case that is not proved.
 #[test]
 fn the_solver_proves_what_observability_proves() {
     if !have("yosys", "tests/prove.rs") {
         return;
     }
-    let sweep = std::env::var("MMAC_PROVE_ALL").ok();
-    let all = sweep.is_some();
-    let (shard, shards) = match sweep.as_deref().and_then(|s| s.split_once('/')) {
-        Some((i, n)) => {
-            let parsed = (i.parse::<usize>(), n.parse::<usize>());
-            let (Ok(i), Ok(n)) = parsed else {
-                panic!("MMAC_PROVE_ALL={i}/{n}: write I/N, 1 <= I <= N")
-            };
-            assert!((1..=n).contains(&i), "MMAC_PROVE_ALL={i}/{n}: 1 <= I <= N");
-            (i - 1, n)
-        }
-        None => (0, 1),
-    };
-    let mut cases = vec![];
+    let sweep_shards = std::env::var("MMAC_PROVE_ALL").ok().map(|s| shards(&s));
+    let all = sweep_shards.is_some();
+    let mut cases: Vec<Case> = vec![];
     // (the arithmetic of each case and of its neighbour: a pair met before, in another
     // spec, is the same proof)
     let mut pairs = vec![];
@@ -237,13 +384,21 @@ fn the_solver_proves_what_observability_proves() {
             cases.len()
         );
     }
-    if all {
+    let failed = if let Some((shards, n)) = sweep_shards {
+        // (MMAC_PROVE_MATCH: only the cases whose `file instruction` contains one of
+        // these, comma-separated)
+        let matching = std::env::var("MMAC_PROVE_MATCH").unwrap_or_default();
+        let wanted = |c: &Case| {
+            let line = format!("{} {}", c.0, c.1);
+            matching.is_empty() || matching.split(',').any(|m| line.contains(m))
+        };
         cases = cases
             .into_iter()
             .enumerate()
-            .filter(|(i, _)| i % shards == shard)
+            .filter(|(i, c)| shards.contains(&(i % n)) && wanted(c))
             .map(|(_, c)| c)
             .collect();
+        sweep(&cases)
     } else {
         // the first with the shortest k and an f32 accumulator (about a minute; the f16
         // accumulators' e_zero lies among the values and takes the solver much longer,
@@ -254,40 +409,14 @@ fn the_solver_proves_what_observability_proves() {
             .find(|c| c.2 == k && c.3 == "f32")
             .cloned()
             .unwrap();
+        let (line, verdict) = prove_case(&first, prove::Solvers::All, 900);
         cases = vec![first];
-    }
-    let mut failed = vec![];
-    for (file, name, _, _, label) in &cases {
-        let loaded =
-            mmac_runtime::specs::load_file(&root().join(format!("specs/{file}.mma"))).unwrap();
-        let original = loaded.checked.find(name).unwrap();
-        let n = mutants::neighbours(original)
-            .into_iter()
-            .find(|n| n.label() == *label)
-            .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let proof = prove::prove(
-            &Side::Spec(original),
-            &Side::Spec(n.checked.checked()),
-            std::time::Duration::from_secs(900),
-            prove::Solvers::All,
-            dir.path(),
-        )
-        .unwrap();
-        let line = format!(
-            "{file} {name}: {label}: {:?} by {} in {:.1} s",
-            proof.verdict,
-            proof.solver.unwrap_or("none"),
-            proof.seconds
-        );
-        if all {
-            // the sweep takes hours: its progress as it goes (seen with --nocapture)
-            eprintln!("{line}");
+        if verdict == Verdict::Equivalent {
+            vec![]
+        } else {
+            vec![line]
         }
-        if proof.verdict != Verdict::Equivalent {
-            failed.push(line);
-        }
-    }
+    };
     assert!(
         failed.is_empty(),
         "{} of {} not proved:\n{}",
@@ -295,6 +424,25 @@ fn the_solver_proves_what_observability_proves() {
         cases.len(),
         failed.join("\n")
     );
+}
+
+/// `MMAC_PROVE_ALL`'s value: `1` (all), `I/N` or `I-J/N`, as the shards (from 0) and N.
+fn shards(value: &str) -> (std::ops::RangeInclusive<usize>, usize) {
+    if value == "1" {
+        return (0..=0, 1);
+    }
+    let parsed = value.split_once('/').and_then(|(range, n)| {
+        let (i, j) = range.split_once('-').unwrap_or((range, range));
+        Some((
+            i.parse::<usize>().ok()?,
+            j.parse::<usize>().ok()?,
+            n.parse::<usize>().ok()?,
+        ))
+    });
+    match parsed {
+        Some((i, j, n)) if 1 <= i && i <= j && j <= n => (i - 1..=j - 1, n),
+        _ => panic!("MMAC_PROVE_ALL={value}: write 1, I/N or I-J/N with 1 <= I <= J <= N"),
+    }
 }
 
 /// `diff --prove`: two pipelines that agree by an argument `observability.rs` does not
