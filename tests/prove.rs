@@ -100,28 +100,22 @@ fn chains_are_proved_one_step_at_a_time() {
     );
     let loaded = mmac_runtime::specs::load_file(&root().join(CHAINED)).unwrap();
     let side = |name| Side::Spec(loaded.checked.find(name).unwrap());
-    let dir = tempfile::tempdir().unwrap();
-    let budget = std::time::Duration::from_secs(600);
-    let whole = prove::solve_whole(
-        &side(z20),
-        &side(z21),
-        budget,
-        prove::Solvers::All,
-        dir.path(),
-    );
-    let whole = whole.unwrap();
-    assert_eq!(whole.verdict, Verdict::Equivalent);
-    assert_eq!(whole.by_steps, None);
+    type Solve = fn(
+        &Side,
+        &Side,
+        std::time::Duration,
+        prove::Solvers,
+        &Path,
+    ) -> Result<prove::Proof, prove::ProveError>;
+    let run = |solve: Solve, x, y| {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = std::time::Duration::from_secs(600);
+        solve(&side(x), &side(y), budget, prove::Solvers::All, dir.path()).unwrap()
+    };
+    let whole = run(prove::solve_whole, z20, z21);
+    assert_eq!((whole.verdict, whole.by_steps), (Verdict::Equivalent, None));
     // (solve: no search first, so the witness is the solvers')
-    let dir = tempfile::tempdir().unwrap();
-    let proof = prove::solve(
-        &side(z20),
-        &side(f12),
-        budget,
-        prove::Solvers::All,
-        dir.path(),
-    );
-    let proof = proof.unwrap();
+    let proof = run(prove::solve, z20, f12);
     let Verdict::Differ(w) = &proof.verdict else {
         panic!("{:?}", proof.verdict)
     };

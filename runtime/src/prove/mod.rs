@@ -261,13 +261,18 @@ pub fn prove(
             seconds: start.elapsed().as_secs_f64(),
         });
     }
-    let mut proof = solve(
-        left,
-        right,
-        deadline.saturating_duration_since(Instant::now()),
-        solvers,
-        dir,
-    )?;
+    within(start, deadline, |left_time| {
+        solve(left, right, left_time, solvers, dir)
+    })
+}
+
+/// `f` given the time left before `deadline`, its proof's seconds counted from `start`.
+fn within(
+    start: Instant,
+    deadline: Instant,
+    f: impl FnOnce(Duration) -> Result<Proof, ProveError>,
+) -> Result<Proof, ProveError> {
+    let mut proof = f(deadline.saturating_duration_since(Instant::now()))?;
     proof.seconds = start.elapsed().as_secs_f64();
     Ok(proof)
 }
@@ -307,15 +312,9 @@ pub fn solve(
             }
         }
     }
-    let mut proof = solve_whole(
-        left,
-        right,
-        deadline.saturating_duration_since(Instant::now()),
-        solvers,
-        dir,
-    )?;
-    proof.seconds = start.elapsed().as_secs_f64();
-    Ok(proof)
+    within(start, deadline, |left_time| {
+        solve_whole(left, right, left_time, solvers, dir)
+    })
 }
 
 /// Each step pair proved equal (each in a folder of its own under `dir`): the proof, or
