@@ -259,9 +259,9 @@ fn prove_case(case: &Case, solvers: prove::Solvers, budget: u64) -> (String, Ver
 
 /// The whole sweep, on every core: each case first by ABC alone within 180 s (where most
 /// are proved, in half a minute to two minutes), then, where ABC is undecided, by Bitwuzla
-/// alone within 1200 s. A free core takes a waiting Bitwuzla proof before a new ABC one,
-/// so that the long proofs start early. Prints each case as it goes (seen with
-/// --nocapture); returns the lines of those not proved.
+/// alone within 1200 s (or MMAC_PROVE_BUDGET seconds). A free core takes a waiting
+/// Bitwuzla proof before a new ABC one, so that the long proofs start early. Prints each
+/// case as it goes (seen with --nocapture); returns the lines of those not proved.
 fn sweep(cases: &[Case]) -> Vec<String> {
     use std::sync::Mutex;
     struct Queue {
@@ -276,6 +276,8 @@ fn sweep(cases: &[Case]) -> Vec<String> {
     });
     let failed = Mutex::new(vec![]);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let bitwuzla_budget: u64 = std::env::var("MMAC_PROVE_BUDGET")
+        .map_or(1200, |s| s.parse().expect("MMAC_PROVE_BUDGET: seconds"));
     let work = || {
         loop {
             let job = {
@@ -298,7 +300,8 @@ fn sweep(cases: &[Case]) -> Vec<String> {
                 continue;
             };
             let abc = solvers == prove::Solvers::Abc;
-            let (line, verdict) = prove_case(&cases[i], solvers, if abc { 180 } else { 1200 });
+            let budget = if abc { 180 } else { bitwuzla_budget };
+            let (line, verdict) = prove_case(&cases[i], solvers, budget);
             eprintln!("{line}");
             let mut q = queue.lock().unwrap();
             match verdict {
@@ -323,7 +326,7 @@ fn sweep(cases: &[Case]) -> Vec<String> {
 /// of at most 8 bits, proved again by the solvers: a sample, or all with MMAC_PROVE_ALL=1
 /// (`MMAC_PROVE_ALL=I/N`: the I-th of N shards, every N-th case from the I-th, to spread
 /// the hours over machines; `I-J/N`: shards I to J; `MMAC_PROVE_MATCH=ada,hopper`: only
-/// those instructions). The sweep reports every case that is not proved.
+/// the instructions or neighbours named). The sweep reports every case that is not proved.
 #[test]
 fn the_solver_proves_what_observability_proves() {
     if !have("yosys", "tests/prove.rs") {
@@ -379,11 +382,11 @@ fn the_solver_proves_what_observability_proves() {
         );
     }
     let failed = if let Some((shards, n)) = sweep_shards {
-        // (MMAC_PROVE_MATCH: only the cases whose `file instruction` contains one of
-        // these, comma-separated)
+        // (MMAC_PROVE_MATCH: only the cases whose `file instruction: neighbour` contains
+        // one of these, comma-separated)
         let matching = std::env::var("MMAC_PROVE_MATCH").unwrap_or_default();
         let wanted = |c: &Case| {
-            let line = format!("{} {}", c.0, c.1);
+            let line = format!("{} {}: {}", c.0, c.1, c.4);
             matching.is_empty() || matching.split(',').any(|m| line.contains(m))
         };
         cases = cases
