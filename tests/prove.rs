@@ -5,8 +5,8 @@
 //! Every neighbour that runtime/src/observability.rs proves unobservable for a library
 //! instruction with inputs of at most 8 bits is proved again by the solvers: one in every
 //! run; all 268 (166 distinct proofs) with MMAC_PROVE_ALL=1, on every core, ABC first and
-//! Bitwuzla where ABC is undecided (half a minute to two minutes each with f32
-//! accumulators, up to ten with f16 accumulators; hours in all, docs/rtl.md).
+//! Bitwuzla where ABC is undecided (half a minute to three minutes each by ABC, three to
+//! ten by Bitwuzla, two undecided after twenty; hours in all, docs/rtl.md).
 //!
 //! Needs `yosys` and `yosys-abc` (Debian's yosys; `.ci/run` installs it) and a Python
 //! with the `bitwuzla` module (`MMAC_PYTHON`; scripts/test installs it). Without them the

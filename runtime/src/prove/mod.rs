@@ -93,7 +93,7 @@ pub struct Proof {
 impl Proof {
     /// The solver that decided, as output names it: `ABC`, `Bitwuzla`, or `the solver`
     /// when none did; for a proof by steps, how it was split (`ABC, one chained step of
-    /// 16 products at a time, 2 step proofs`).
+    /// 16 products at a time (2 step proofs)`).
     pub fn decided_by(&self) -> String {
         let name = self.solver.map_or("the solver", solvers::solver_name);
         match self.by_steps {
