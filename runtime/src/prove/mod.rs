@@ -302,15 +302,14 @@ pub fn solve(
 ) -> Result<Proof, ProveError> {
     let start = Instant::now();
     let deadline = start + timeout;
-    if let (Side::Spec(x), Side::Spec(y)) = (left, right) {
-        interface(left, right)?;
-        if let Some(pairs) = steps::pairs(*x, *y) {
-            // proved; or undecided with no budget left for the whole miter
-            if let Some(mut proof) = solve_steps(&pairs, solvers, deadline, dir)? {
-                proof.seconds = start.elapsed().as_secs_f64();
-                return Ok(proof);
-            }
-        }
+    // (operands that differ: no step pairs, and the whole miter's `interface` says why)
+    if let (Side::Spec(x), Side::Spec(y)) = (left, right)
+        && let Some(pairs) = steps::pairs(*x, *y)
+        // proved; or undecided with no budget left for the whole miter
+        && let Some(mut proof) = solve_steps(&pairs, solvers, deadline, dir)?
+    {
+        proof.seconds = start.elapsed().as_secs_f64();
+        return Ok(proof);
     }
     within(start, deadline, |left_time| {
         solve_whole(left, right, left_time, solvers, dir)
