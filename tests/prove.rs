@@ -1,12 +1,13 @@
 //! `mmac prove` (runtime/src/prove/) on two specs: two that differ (a witness that
-//! `mmac run` confirms) and two that agree, `diff --prove`, errors and the budget (exit
-//! 3), each solver on its own. The RTL example's proofs are in tests/rtl.rs.
+//! `mmac run` confirms) and two that agree, proofs by chained steps and cut at the
+//! reference exponent, `diff --prove`, errors and the budget (exit 3), each solver on its
+//! own. The RTL example's proofs are in tests/rtl.rs.
 //!
 //! Every neighbour that runtime/src/observability.rs proves unobservable for a library
 //! instruction with inputs of at most 8 bits is proved again by the solvers: one in every
-//! run; all 268 (166 distinct proofs) with MMAC_PROVE_ALL=1, on every core, ABC first and
-//! Bitwuzla where ABC is undecided (half a minute to three minutes each by ABC, three to
-//! ten by Bitwuzla, two undecided after twenty; hours in all, docs/rtl.md).
+//! run; all 268 (166 distinct proofs) with MMAC_PROVE_ALL=1, on every core, Bitwuzla
+//! first and ABC where Bitwuzla is undecided (all proved, docs/rtl.md; cut at the
+//! reference exponent, seconds to about a minute and a half each).
 //!
 //! Needs `yosys` and `yosys-abc` (Debian's yosys; `.ci/run` installs it) and a Python
 //! with the `bitwuzla` module (`MMAC_PYTHON`; scripts/test installs it). Without them the
@@ -121,6 +122,52 @@ fn chains_are_proved_one_step_at_a_time() {
     };
     assert_eq!((w.a.len(), w.b.len(), proof.by_steps), (4, 4, None));
     assert_ne!(w.left_d, w.right_d);
+}
+
+/// Single-step units proved cut at the reference exponent (runtime/src/prove/cut.rs): a
+/// zero exponent moved where no result shows it is proved by the two cut miters; one
+/// moved where results show it, only where the references differ, gets the apart miter's
+/// witness, replayed; an alignment one bit narrower differs with equal references, so the
+/// shared miter fails and the whole miter's witness is reported.
+#[test]
+fn single_steps_are_proved_cut_at_the_reference_exponent() {
+    if !have("yosys", "tests/prove.rs") {
+        return;
+    }
+    const CUT: &str = "tests/data/cut.mma";
+    let name = |x: &str| format!("{x}.f16.e4m3.e4m3.f16");
+    let out = mmac(&["prove", CUT, &name("z20"), CUT, &name("z21"), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(exits(&out, 0).trim()).unwrap();
+    assert_eq!(v["result"], "equivalent", "{v}");
+    assert_eq!(v["cut"], "reference exponent", "{v}");
+    assert!(v.get("by_steps").is_none(), "{v}");
+    let out = mmac(&["prove", CUT, &name("z20"), CUT, &name("z21")]);
+    assert!(
+        exits(&out, 0).contains(", cut at the reference exponent"),
+        "{}",
+        stdout(&out)
+    );
+    let loaded = mmac_runtime::specs::load_file(&root().join(CUT)).unwrap();
+    // (solve: no search first, so a witness is the solvers')
+    let solve = |x: &str, y: &str| {
+        let side = |n: &str| Side::Spec(loaded.checked.find(&name(n)).unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let budget = std::time::Duration::from_secs(600);
+        prove::solve(&side(x), &side(y), budget, prove::Solvers::All, dir.path()).unwrap()
+    };
+    let differ = |proof: &prove::Proof| match &proof.verdict {
+        Verdict::Differ(w) => {
+            assert_eq!((w.a.len(), w.b.len()), (4, 4));
+            assert_ne!(w.left_d, w.right_d);
+        }
+        other => panic!("{other:?}"),
+    };
+    let apart = solve("z10", "z11");
+    differ(&apart);
+    assert!(apart.cut, "{}", apart.decided_by());
+    let narrower = solve("z20", "f12");
+    differ(&narrower);
+    assert!(!narrower.cut, "{}", narrower.decided_by());
 }
 
 /// Bitwuzla alone (`--solver bitwuzla`, on the word-level SMT-LIB 2 miter) proves two
@@ -257,60 +304,62 @@ fn prove_case(case: &Case, solvers: prove::Solvers, budget: u64) -> (String, Ver
     (line, proof.verdict)
 }
 
-/// The whole sweep, on every core: each case first by ABC alone within 180 s (where most
-/// are proved, in half a minute to two minutes), then, where ABC is undecided, by Bitwuzla
-/// alone within 1200 s (or MMAC_PROVE_BUDGET seconds). A free core takes a waiting
-/// Bitwuzla proof before a new ABC one, so that the long proofs start early. Prints each
-/// case as it goes (seen with --nocapture); returns the lines of those not proved.
+/// The whole sweep, on every core: each case first by Bitwuzla alone within 300 s (cut at
+/// the reference exponent, most proofs take it seconds to a minute and a half), then,
+/// where Bitwuzla is undecided, by ABC alone within 1200 s (or MMAC_PROVE_BUDGET seconds).
+/// A free core takes a waiting ABC proof before a new Bitwuzla one, so that the long
+/// proofs start early. Prints each case as it goes (seen with --nocapture); returns the
+/// lines of those not proved.
 fn sweep(cases: &[Case]) -> Vec<String> {
     use std::sync::Mutex;
     struct Queue {
         next: usize,
-        abc_running: usize,
-        for_bitwuzla: Vec<usize>,
+        first_running: usize,
+        for_second: Vec<usize>,
     }
     let queue = Mutex::new(Queue {
         next: 0,
-        abc_running: 0,
-        for_bitwuzla: vec![],
+        first_running: 0,
+        for_second: vec![],
     });
     let failed = Mutex::new(vec![]);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let bitwuzla_budget: u64 = std::env::var("MMAC_PROVE_BUDGET")
+    let second_budget: u64 = std::env::var("MMAC_PROVE_BUDGET")
         .map_or(1200, |s| s.parse().expect("MMAC_PROVE_BUDGET: seconds"));
+    let (first, second) = (prove::Solvers::Bitwuzla, prove::Solvers::Abc);
     let work = || {
         loop {
             let job = {
                 let mut q = queue.lock().unwrap();
-                if let Some(i) = q.for_bitwuzla.pop() {
-                    Some((i, prove::Solvers::Bitwuzla))
+                if let Some(i) = q.for_second.pop() {
+                    Some((i, second))
                 } else if q.next < cases.len() {
                     q.next += 1;
-                    q.abc_running += 1;
-                    Some((q.next - 1, prove::Solvers::Abc))
-                } else if q.abc_running == 0 {
+                    q.first_running += 1;
+                    Some((q.next - 1, first))
+                } else if q.first_running == 0 {
                     return;
                 } else {
                     None
                 }
             };
-            // (nothing to start, but a running ABC proof may still hand one to Bitwuzla)
+            // (nothing to start, but a running first proof may still hand one on)
             let Some((i, solvers)) = job else {
                 std::thread::sleep(std::time::Duration::from_secs(1));
                 continue;
             };
-            let abc = solvers == prove::Solvers::Abc;
-            let budget = if abc { 180 } else { bitwuzla_budget };
+            let is_first = solvers == first;
+            let budget = if is_first { 300 } else { second_budget };
             let (line, verdict) = prove_case(&cases[i], solvers, budget);
             eprintln!("{line}");
             let mut q = queue.lock().unwrap();
             match verdict {
                 Verdict::Equivalent => {}
-                Verdict::Unknown(_) if abc => q.for_bitwuzla.push(i),
+                Verdict::Unknown(_) if is_first => q.for_second.push(i),
                 _ => failed.lock().unwrap().push(line),
             }
-            if abc {
-                q.abc_running -= 1;
+            if is_first {
+                q.first_running -= 1;
             }
         }
     };

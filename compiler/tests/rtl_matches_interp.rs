@@ -4,6 +4,9 @@
 //! interpreter's bits on random encodings: uniform codes (NaN and Inf included), codes
 //! clustered around one binade (cancellation, alignment shifts), zeros and extreme codes.
 //!
+//! The circuit with the proofs' cut point at the reference exponent open computes the same
+//! d with the cut clear, and with it set and fed the reference the circuit computes.
+//!
 //! Cases per arithmetic: `MMAC_RTL_CASES` (default 64, fewer for the largest circuits);
 //! the Verilog text itself is simulated under Verilator in the root crate's tests/rtl.rs.
 
@@ -66,6 +69,9 @@ fn check_spec(spec: &CheckedSpec, file: &Path, cases: usize) -> usize {
     let mut checked = 0;
     for (_, inst) in spec.distinct() {
         let circuit = rtl::circuit(inst);
+        // (the proofs' cut point: clear, or given the reference the circuit computes, it
+        // changes nothing)
+        let cut = rtl::circuit_cut_at_reference(inst);
         // the largest circuits get fewer cases (the evaluator is a plain interpreter)
         let n = (cases * 20_000 / circuit.len().max(1)).clamp(4, cases);
         let ar = inst.arithmetic();
@@ -109,6 +115,23 @@ fn check_spec(spec: &CheckedSpec, file: &Path, cases: usize) -> usize {
                 inst.name(),
                 got[0]
             );
+            if let Some(cut) = cut.as_ref().filter(|_| i < 8) {
+                let mut inputs = rtl::pack(inst, &ops);
+                inputs.extend([BigUint::ZERO, BigUint::ZERO]);
+                let port = |name| cut.outputs().position(|(n, _)| n == name).unwrap();
+                let (d, r) = (port("d"), port("r"));
+                let open = cut.eval(&inputs);
+                let n = inputs.len();
+                (inputs[n - 2], inputs[n - 1]) = (open[r].clone(), BigUint::from(1u32));
+                let fed = cut.eval(&inputs);
+                assert_eq!(
+                    (&open[d], &fed[d]),
+                    (&got[0], &got[0]),
+                    "{} {} case {i}: the cut at the reference changes d (clear, then fed its own r)",
+                    file.display(),
+                    inst.name(),
+                );
+            }
             checked += 1;
         }
     }

@@ -48,6 +48,9 @@ fn solver_json(p: &prove::Proof, inst: &Instruction) -> (Value, i32) {
     if p.by_steps.is_some() {
         v["by_steps"] = p.by_steps_json();
     }
+    if p.cut {
+        v["cut"] = json!("reference exponent");
+    }
     let code = match &p.verdict {
         Verdict::Equivalent => {
             v["result"] = json!("equivalent");

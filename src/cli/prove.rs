@@ -158,6 +158,9 @@ fn decide(
         if proof.by_steps.is_some() {
             v["by_steps"] = proof.by_steps_json();
         }
+        if proof.cut {
+            v["cut"] = json!("reference exponent");
+        }
         match &proof.verdict {
             Verdict::Differ(w) => {
                 let list = |f: &mmac_compiler::format::Format, xs: &[u64]| -> Vec<String> {

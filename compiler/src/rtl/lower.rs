@@ -29,11 +29,22 @@ fn float(f: &Format) -> &FloatFormat {
     }
 }
 
-/// `d` of an arithmetic on these operands.
-pub fn arithmetic(c: &mut Circuit, ar: &Arithmetic, info: &ArithmeticInfo, ops: &Operands) -> Wire {
+/// `d` of an arithmetic on these operands. With `cut_reference`, a fused arithmetic
+/// whose last step's root alignment takes the maximum exponent opens a cut point there,
+/// for proofs that split on it (`mmac_runtime::prove`): the circuit gains input ports
+/// `r_in` (exponent-wide) and `cut` and output port `r`, the reference it computes. Where
+/// `cut` is set the datapath takes `r_in` in place of that reference; where it is clear,
+/// the circuit computes what it computes without the cut. (Other arithmetics open none.)
+pub fn arithmetic(
+    c: &mut Circuit,
+    ar: &Arithmetic,
+    info: &ArithmeticInfo,
+    ops: &Operands,
+    cut_reference: bool,
+) -> Wire {
     match info.kind() {
         Kind::Fused(f) => {
-            let d = fused(c, ar, f, ops);
+            let d = fused(c, ar, f, ops, cut_reference);
             propagate_nan(c, ar, f.pipeline.nan, ops, d)
         }
         Kind::Sequential(s) => {
@@ -128,12 +139,19 @@ fn term(c: &mut Circuit, value: Value, exp: Wire, zero: Wire, rule: ZeroExponent
     }
 }
 
-fn fused(c: &mut Circuit, ar: &Arithmetic, f: &CheckedFused, ops: &Operands) -> Wire {
-    let l = f.pipeline.chain as usize;
+fn fused(
+    c: &mut Circuit,
+    ar: &Arithmetic,
+    f: &CheckedFused,
+    ops: &Operands,
+    cut_reference: bool,
+) -> Wire {
+    let (l, k) = (f.pipeline.chain as usize, ar.k as usize);
     let mut cw = ops.c;
     let mut c_format = &ar.c;
-    for start in (0..ar.k as usize).step_by(l) {
-        cw = fused_step(c, ar, f, c_format, cw, ops, start..start + l);
+    for start in (0..k).step_by(l) {
+        let cut = cut_reference && start + l >= k;
+        cw = fused_step(c, ar, f, c_format, cw, ops, start..start + l, cut);
         c_format = &ar.d;
     }
     cw
@@ -155,6 +173,9 @@ fn scale(c: &mut Circuit, ar: &Arithmetic, ops: &Operands, k: usize) -> (Num, Wi
     (number::multiply(c, &x, &y), c.add(ux.exp, uy.exp))
 }
 
+/// One chained step of a fused pipeline (its products `range`), from `cw` in `c_format`;
+/// `cut_reference` opens the cut point of [`arithmetic`] at its root alignment.
+#[allow(clippy::too_many_arguments)]
 fn fused_step(
     c: &mut Circuit,
     ar: &Arithmetic,
@@ -163,6 +184,7 @@ fn fused_step(
     cw: Wire,
     ops: &Operands,
     range: std::ops::Range<usize>,
+    cut_reference: bool,
 ) -> Wire {
     let p = &f.pipeline;
     let mut specials = Specials::default();
@@ -207,7 +229,9 @@ fn fused_step(
     // alignments
     let mut nodes: Vec<Term> = vec![];
     for ni in 0..p.nodes.len() {
-        let t = align(c, f, ni, &c_term, &product_terms, &groups, &nodes);
+        let cut = cut_reference && ni + 1 == p.nodes.len();
+        let terms = (&c_term, &product_terms[..], &groups[..], &nodes[..]);
+        let t = align(c, f, ni, terms, cut);
         nodes.push(t);
     }
     let root = nodes
@@ -294,16 +318,16 @@ fn groups(
     out
 }
 
-/// Alignment node `ni`: its terms aligned to the reference, rounded to their grids or
-/// dropped, summed in the validator's width. Returns the sum as a term of later nodes.
+/// Alignment node `ni`: its terms (from c, the products, the groups and earlier nodes)
+/// aligned to the reference, rounded to their grids or dropped, summed in the
+/// validator's width. Returns the sum as a term of later nodes. `cut_reference` opens
+/// the cut point of [`arithmetic`] at its reference, where that is the maximum exponent.
 fn align(
     c: &mut Circuit,
     f: &CheckedFused,
     ni: usize,
-    c_term: &Term,
-    products: &[Term],
-    groups: &[Term],
-    nodes: &[Term],
+    (c_term, products, groups, nodes): (&Term, &[Term], &[Term], &[Term]),
+    cut_reference: bool,
 ) -> Term {
     let node = &f.pipeline.nodes[ni];
     let facts = &f.facts.nodes[ni];
@@ -339,6 +363,12 @@ fn align(
                 let take = c.and(t.present, better);
                 r = c.mux(take, t.exp, r);
                 valid = c.or(valid, t.present);
+            }
+            if cut_reference {
+                let r_in = c.input("r_in", c.exp_bits());
+                let cut = c.input("cut", 1);
+                c.output("r", r);
+                r = c.mux(cut, r_in, r);
             }
             (r, valid)
         }
@@ -616,7 +646,7 @@ fn composed(c: &mut Circuit, ar: &Arithmetic, x: &CheckedComposed, ops: &Operand
                     sa: vec![],
                     sb: vec![],
                 };
-                (arithmetic(c, sub, info, &sub_ops), &sub.d)
+                (arithmetic(c, sub, info, &sub_ops, false), &sub.d)
             }
             Step::Add { x: u, y: v, op } => {
                 let (u, v) = (num_of(c, *u, &values), num_of(c, *v, &values));

@@ -7,6 +7,7 @@
 //! a spec side and through Yosys (`sat -set ... -show d`) for an RTL side, and reported
 //! only when the replayed results differ.
 
+mod cut;
 mod solvers;
 mod steps;
 
@@ -87,22 +88,31 @@ pub struct Proof {
     /// Proved one chained step at a time ([`steps`]): the products per step, and how many
     /// step proofs (one per format of a step's `c`).
     pub by_steps: Option<(u32, usize)>,
+    /// Proved (or found to differ) cut at the reference exponent ([`cut`]).
+    pub cut: bool,
     pub seconds: f64,
 }
 
 impl Proof {
     /// The solver that decided, as output names it: `ABC`, `Bitwuzla`, or `the solver`
-    /// when none did; for a proof by steps, how it was split (`ABC, one chained step of
-    /// 16 products at a time (2 step proofs)`).
+    /// when none did; for a proof by steps or cut, how it was split (`ABC, one chained
+    /// step of 16 products at a time (2 step proofs)`, `Bitwuzla, cut at the reference
+    /// exponent`).
     pub fn decided_by(&self) -> String {
-        let name = self.solver.map_or("the solver", solvers::solver_name);
-        match self.by_steps {
-            None => name.into(),
-            Some((products, proofs)) => format!(
-                "{name}, one chained step of {products} products at a time ({proofs} step proof{})",
+        let mut text = self
+            .solver
+            .map_or("the solver", solvers::solver_name)
+            .to_string();
+        if let Some((products, proofs)) = self.by_steps {
+            text.push_str(&format!(
+                ", one chained step of {products} products at a time ({proofs} step proof{})",
                 if proofs == 1 { "" } else { "s" }
-            ),
+            ));
         }
+        if self.cut {
+            text.push_str(", cut at the reference exponent");
+        }
+        text
     }
 
     /// `by_steps` as JSON: `{"products": L, "proofs": N}`, or null.
@@ -168,11 +178,18 @@ fn interface<'a>(left: &Side<'a>, right: &Side<'a>) -> Result<Checked<'a>, Prove
     }
 }
 
-/// The Yosys commands that read a side as module `name`.
-fn read_side(side: &Side, name: &str, dir: &Path) -> Result<String, ProveError> {
+/// The Yosys commands that read a side as module `name` (a spec cut open at its reference
+/// exponent with `cut`, [`cut`]).
+fn read_side(side: &Side, name: &str, dir: &Path, cut: bool) -> Result<String, ProveError> {
     Ok(match side {
         Side::Spec(inst) => {
-            std::fs::write(dir.join(format!("{name}.v")), rtl::verilog(*inst, name))?;
+            let text = match cut {
+                false => rtl::verilog(*inst, name),
+                true => rtl::verilog_cut_at_reference(*inst, name).ok_or_else(|| {
+                    ProveError::Interface(format!("{} has no reference to cut at", inst.name()))
+                })?,
+            };
+            std::fs::write(dir.join(format!("{name}.v")), text)?;
             format!("read_verilog {name}.v\n")
         }
         Side::Rtl {
@@ -221,20 +238,44 @@ fn comparator(d: &Format, nan_free: bool) -> String {
     c.verilog("mmac_compare", "fires when the two results differ")
 }
 
-/// The miter: both sides on the same inputs, and the comparator.
-fn miter(ports: &[(&str, u32)]) -> String {
-    let inputs: Vec<&(&str, u32)> = ports.iter().filter(|(p, _)| *p != "d").collect();
+/// The miter: both sides on the same inputs, and the comparator; cut at the reference
+/// exponent as `join` says ([`cut`]).
+fn miter(ports: &[(&str, u32)], join: Join) -> String {
+    let mut inputs: Vec<(&str, u32)> = ports.iter().filter(|(p, _)| *p != "d").copied().collect();
     let d = ports.iter().find(|(p, _)| *p == "d").map_or(1, |x| x.1);
+    let mut connect: Vec<String> = inputs.iter().map(|(p, _)| format!(".{p}({p})")).collect();
+    let (mut fires, mut wires) = ("differ".to_string(), String::new());
+    match join {
+        Join::Whole => {}
+        Join::SharedReference(bits) => {
+            inputs.push(("r_in", bits));
+            connect.push(".r_in(r_in), .cut(1'b1)".into());
+        }
+        Join::ApartReferences(bits) => {
+            connect.push(format!(".r_in({bits}'b0), .cut(1'b0)"));
+            wires = format!("  wire [{}:0] left_r, right_r;\n", bits - 1);
+            fires.push_str(" & (left_r != right_r)");
+        }
+    }
+    let r = |side: &str| match join {
+        Join::ApartReferences(_) => format!(", .r({side}_r)"),
+        _ => String::new(),
+    };
     let mut s = String::from("module mmac_miter (\n");
     for (p, w) in &inputs {
         s.push_str(&format!("    input wire [{}:0] {p},\n", w - 1));
     }
     s.push_str("    output wire trigger\n);\n");
-    let connect: Vec<String> = inputs.iter().map(|(p, _)| format!(".{p}({p})")).collect();
+    let connect = connect.join(", ");
     s.push_str(&format!(
-        "  wire [{0}:0] left_d, right_d;\n  mmac_left left ({1}, .d(left_d));\n  mmac_right right ({1}, .d(right_d));\n  mmac_compare compare (.left_d(left_d), .right_d(right_d), .differ(trigger));\nendmodule\n",
+        "  wire [{0}:0] left_d, right_d;\n  wire differ;\n{wires}  \
+         mmac_left left ({connect}, .d(left_d){1});\n  \
+         mmac_right right ({connect}, .d(right_d){2});\n  \
+         mmac_compare compare (.left_d(left_d), .right_d(right_d), .differ(differ));\n  \
+         assign trigger = {fires};\nendmodule\n",
         d - 1,
-        connect.join(", ")
+        r("left"),
+        r("right"),
     ));
     s
 }
@@ -258,6 +299,7 @@ pub fn prove(
             method: "search",
             solver: None,
             by_steps: None,
+            cut: false,
             seconds: start.elapsed().as_secs_f64(),
         });
     }
@@ -300,20 +342,59 @@ pub fn solve(
     solvers: Solvers,
     dir: &Path,
 ) -> Result<Proof, ProveError> {
+    // (operands that differ: no step pairs, and the whole miter's `interface` says why)
+    let by_steps = |deadline| match two_specs(left, right).and_then(|(x, y)| steps::pairs(x, y)) {
+        // proved; or undecided with no budget left for the whole miter
+        Some(pairs) => solve_steps(&pairs, solvers, deadline, dir),
+        None => Ok(None),
+    };
+    split_first(timeout, by_steps, |left_time| {
+        solve_pair(left, right, left_time, solvers, dir)
+    })
+}
+
+/// One pair of sides: for two specs that open the cut at the reference exponent, the two
+/// cut miters ([`cut`]) first; where those do not decide, the whole miter.
+fn solve_pair(
+    left: &Side,
+    right: &Side,
+    timeout: Duration,
+    solvers: Solvers,
+    dir: &Path,
+) -> Result<Proof, ProveError> {
+    let cut = two_specs(left, right).and_then(|(x, y)| Some((x, y, cut::reference_bits(x, y)?)));
+    let by_cut = |deadline| match cut {
+        Some((x, y, bits)) => cut::solve_cut(x, y, bits, solvers, deadline, dir),
+        None => Ok(None),
+    };
+    split_first(timeout, by_cut, |left_time| {
+        solve_whole(left, right, left_time, solvers, dir)
+    })
+}
+
+/// The two instructions, where both sides are specs.
+fn two_specs<'a>(left: &Side<'a>, right: &Side<'a>) -> Option<(Checked<'a>, Checked<'a>)> {
+    match (left, right) {
+        (Side::Spec(x), Side::Spec(y)) => Some((*x, *y)),
+        _ => None,
+    }
+}
+
+/// A split proof first (`split`, given the deadline: its proof, or None where it does
+/// not decide with budget left), then `rest` within what is left of `timeout`; the
+/// seconds counted from the start.
+fn split_first(
+    timeout: Duration,
+    split: impl FnOnce(Instant) -> Result<Option<Proof>, ProveError>,
+    rest: impl FnOnce(Duration) -> Result<Proof, ProveError>,
+) -> Result<Proof, ProveError> {
     let start = Instant::now();
     let deadline = start + timeout;
-    // (operands that differ: no step pairs, and the whole miter's `interface` says why)
-    if let (Side::Spec(x), Side::Spec(y)) = (left, right)
-        && let Some(pairs) = steps::pairs(*x, *y)
-        // proved; or undecided with no budget left for the whole miter
-        && let Some(mut proof) = solve_steps(&pairs, solvers, deadline, dir)?
-    {
+    if let Some(mut proof) = split(deadline)? {
         proof.seconds = start.elapsed().as_secs_f64();
         return Ok(proof);
     }
-    within(start, deadline, |left_time| {
-        solve_whole(left, right, left_time, solvers, dir)
-    })
+    within(start, deadline, rest)
 }
 
 /// Each step pair proved equal (each in a folder of its own under `dir`): the proof, or
@@ -325,11 +406,11 @@ fn solve_steps(
     deadline: Instant,
     dir: &Path,
 ) -> Result<Option<Proof>, ProveError> {
-    let mut decided_by = None;
+    let (mut decided_by, mut every_cut) = (None, true);
     for (i, pair) in pairs.iter().enumerate() {
         let sub = dir.join(format!("step{i}"));
         std::fs::create_dir_all(&sub)?;
-        let proof = solve_whole(
+        let proof = solve_pair(
             &Side::Spec(pair.left.checked()),
             &Side::Spec(pair.right.checked()),
             deadline.saturating_duration_since(Instant::now()),
@@ -356,12 +437,14 @@ fn solve_steps(
         if decided_by.is_none_or(|(_, s)| proof.seconds > s) {
             decided_by = Some((proof.solver, proof.seconds));
         }
+        every_cut &= proof.cut;
     }
     Ok(Some(Proof {
         verdict: Verdict::Equivalent,
         method: "solver",
         solver: decided_by.and_then(|(s, _)| s),
         by_steps: Some((pairs[0].products, pairs.len())),
+        cut: every_cut,
         seconds: 0.0,
     }))
 }
@@ -373,6 +456,33 @@ pub fn solve_whole(
     timeout: Duration,
     solvers: Solvers,
     dir: &Path,
+) -> Result<Proof, ProveError> {
+    solve_join(left, right, timeout, solvers, dir, Join::Whole)
+}
+
+/// How a miter joins its two sides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Join {
+    /// Each side whole, on the same operands: fires where their d differ.
+    Whole,
+    /// Two specs cut open at the reference exponent (of these bits), fed the same `r_in`
+    /// ([`cut`]).
+    SharedReference(u32),
+    /// Two specs whole (the cut clear): fires where their d differ and their references
+    /// differ too ([`cut`]).
+    ApartReferences(u32),
+}
+
+/// The miter of `join` decided within `timeout`, in `dir`. A witness of a whole or
+/// apart miter is replayed; one of a shared miter (not an input of the instructions)
+/// is reported as undecided.
+fn solve_join(
+    left: &Side,
+    right: &Side,
+    timeout: Duration,
+    solvers: Solvers,
+    dir: &Path,
+    join: Join,
 ) -> Result<Proof, ProveError> {
     let start = Instant::now();
     let deadline = start + timeout;
@@ -387,13 +497,13 @@ pub fn solve_whole(
         dir.join("compare.v"),
         comparator(&spec.arithmetic().d, nan_free(left, right)),
     )?;
-    std::fs::write(dir.join("miter.v"), miter(&ports))?;
+    std::fs::write(dir.join("miter.v"), miter(&ports, join))?;
     // a design's `hierarchy -top` drops every module read before it: designs first
     let mut sides = [(left, "mmac_left"), (right, "mmac_right")];
     sides.sort_by_key(|(s, _)| matches!(s, Side::Spec(_)));
     let mut script = String::new();
     for (side, name) in sides {
-        script.push_str(&read_side(side, name, dir)?);
+        script.push_str(&read_side(side, name, dir, join != Join::Whole)?);
     }
     // Yosys runs in `dir`: the files it writes are named relative to it
     script.push_str(FLATTEN_MITER);
@@ -410,6 +520,7 @@ pub fn solve_whole(
                 method: "budget",
                 solver: None,
                 by_steps: None,
+                cut: false,
                 seconds: seconds(),
             });
         }
@@ -419,11 +530,17 @@ pub fn solve_whole(
     if solvers.bitwuzla() {
         solvers::write_query(dir)?;
     }
-    let inputs: Vec<&str> = ports.iter().map(|p| p.0).filter(|p| *p != "d").collect();
+    let mut inputs: Vec<&str> = ports.iter().map(|p| p.0).filter(|p| *p != "d").collect();
+    if let Join::SharedReference(_) = join {
+        inputs.push("r_in");
+    }
     let (answer, solver) = solvers::decide(solvers, dir, &inputs, timeout, deadline)?;
     let verdict = match answer {
         Answer::Undecided(why) => Verdict::Unknown(why),
         Answer::Unsat => Verdict::Equivalent,
+        Answer::Sat(_) if matches!(join, Join::SharedReference(_)) => Verdict::Unknown(
+            "the two datapaths differ when given the same reference exponent".into(),
+        ),
         Answer::Sat(values) => replay(left, right, spec, &values, dir, deadline)?,
     };
     let (method, solver) = match verdict {
@@ -435,6 +552,7 @@ pub fn solve_whole(
         method,
         solver,
         by_steps: None,
+        cut: false,
         seconds: seconds(),
     })
 }
@@ -451,7 +569,7 @@ fn check_ports(
 ) -> Result<(), ProveError> {
     let script = format!(
         "{}write_json {name}.ports.json\n",
-        read_side(side, name, dir)?
+        read_side(side, name, dir, false)?
     );
     match yosys(dir, &format!("{name}.ports.ys"), &script, deadline)? {
         // out of time: the miter's construction reports it
@@ -632,7 +750,7 @@ fn evaluate_rtl(
     let out = dir.join(format!("{name}.replay.txt"));
     let script = format!(
         "{}opt -mux_undef\nsetundef -zero\ntee -q -o {name}.replay.txt sat {} -show d {name}\n",
-        read_side(side, name, dir)?,
+        read_side(side, name, dir, false)?,
         sets.join(" ")
     );
     match yosys(dir, &format!("{name}.replay.ys"), &script, deadline)? {
