@@ -51,7 +51,7 @@ pub(super) fn solve_cut(
     dir: &Path,
 ) -> Result<Option<Proof>, ProveError> {
     let (left, right) = (Side::Spec(x), Side::Spec(y));
-    let mut decided_by = vec![];
+    let mut decided_by = None;
     for (join, sub) in [
         (Join::SharedReference(r_bits), "cut_shared"),
         (Join::ApartReferences(r_bits), "cut_apart"),
@@ -61,7 +61,8 @@ pub(super) fn solve_cut(
         let left_time = deadline.saturating_duration_since(Instant::now());
         let proof = solve_join(&left, &right, left_time, solvers, &sub, join)?;
         match (&proof.verdict, join) {
-            (Verdict::Equivalent, _) => decided_by.push((proof.solver, proof.seconds)),
+            // (the apart miter's solver: the shared one is all but free)
+            (Verdict::Equivalent, _) => decided_by = proof.solver,
             (Verdict::Differ(_), Join::ApartReferences(_)) => {
                 return Ok(Some(Proof { cut: true, ..proof }));
             }
@@ -74,15 +75,10 @@ pub(super) fn solve_cut(
             _ => return Ok(None),
         }
     }
-    // (the solver of the longer proof)
-    let longest = decided_by
-        .into_iter()
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .and_then(|(s, _)| s);
     Ok(Some(Proof {
         verdict: Verdict::Equivalent,
         method: "solver",
-        solver: longest,
+        solver: decided_by,
         by_steps: None,
         cut: true,
         seconds: 0.0,
