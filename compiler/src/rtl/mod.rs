@@ -44,8 +44,9 @@ pub fn circuit(inst: Checked) -> Circuit {
     circuit_with(inst, false)
 }
 
-/// The instruction's circuit with the cut point at its reference exponent open (ports
-/// `r_in` and `cut` after the operands, `r` after `d`; see [`lower::arithmetic`]), or
+/// The instruction's circuit with the cut point at its reference exponent open (input
+/// ports `r_in` and `cut` after the operands, output `r` before `d`; see
+/// [`lower::arithmetic`]), or
 /// None where its arithmetic has none (not fused, or a fixed reference).
 pub fn circuit_cut_at_reference(inst: Checked) -> Option<Circuit> {
     let c = circuit_with(inst, true);
