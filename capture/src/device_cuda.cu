@@ -4,8 +4,11 @@
 // and scale factors where the instruction takes them), one warp (warpgroup) per MMA.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "capture.h"
@@ -57,11 +60,13 @@ std::string driver_release() {
     std::ifstream f("/proc/driver/nvidia/version");
     std::string line;
     if (f && std::getline(f, line)) {
-        // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  ..."
-        size_t k = line.find("Module");
-        if (k != std::string::npos) {
-            size_t b = line.find_first_not_of(' ', k + 6), e = line.find(' ', b);
-            if (b != std::string::npos) return "driver " + line.substr(b, e - b);
+        // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  ..." or, for the open
+        // modules, "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  ...":
+        // the release is the first word after "Module" that starts with a digit and has a dot
+        std::istringstream words(line.substr(std::min(line.size(), line.find("Module"))));
+        for (std::string w; words >> w;) {
+            if (std::isdigit(static_cast<unsigned char>(w[0])) && w.find('.') != std::string::npos)
+                return "driver " + w;
         }
     }
     return "driver release unknown";

@@ -109,7 +109,7 @@ int vectors(const Options &o) {
     std::vector<std::string> notes = {
         "captured: " + dev->describe(),
         "capture: mmac-capture, " + std::string(ins->ptx) + ", " + std::to_string(per_mma) +
-            " cases per mma, d= is the device's"};
+            (per_mma == 1 ? " case" : " cases") + " per mma, d= is the device's"};
     std::string text = write_mmv(mmv, *ins, d, notes);
     if (o.output.empty()) {
         std::cout << text << std::flush;
