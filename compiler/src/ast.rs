@@ -285,17 +285,17 @@ pub enum KClause {
     },
 }
 
-/// A value in a composed pipeline: `0` (+0), `c`, or the name of an earlier `let`.
+/// A value in a composed pipeline: `0` (+0), `-0`, `c`, or the name of an earlier `let`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ValueRef {
-    Zero(Span),
+    Zero { span: Span, negative: bool },
     Name(Ident),
 }
 
 impl ValueRef {
     pub fn span(&self) -> Span {
         match self {
-            ValueRef::Zero(s) => *s,
+            ValueRef::Zero { span, .. } => *span,
             ValueRef::Name(id) => id.span,
         }
     }

@@ -25,6 +25,11 @@ impl Num {
         Num::Fin(false, Dyadic::zero())
     }
 
+    /// +0, or -0 where `negative`.
+    pub fn signed_zero(negative: bool) -> Num {
+        Num::Fin(negative, Dyadic::zero())
+    }
+
     /// A decoded element as a value.
     pub fn of(d: &Decoded) -> Num {
         match d {

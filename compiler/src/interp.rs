@@ -173,14 +173,16 @@ fn composed(
     let raw_of = |v: StepValue, values: &[(u64, &Format)], format: &Format| -> u64 {
         match v {
             StepValue::C => c_raw,
-            StepValue::Zero => ieee::encode(format, &Num::zero()).unwrap_or(0),
+            StepValue::Zero { negative } => {
+                ieee::encode(format, &Num::signed_zero(negative)).unwrap_or(0)
+            }
             StepValue::Step(i) => values[i].0,
         }
     };
     let num_of = |v: StepValue, values: &[(u64, &Format)]| -> Num {
         match v {
             StepValue::C => Num::of(&c_format.decode(c_raw)),
-            StepValue::Zero => Num::zero(),
+            StepValue::Zero { negative } => Num::signed_zero(negative),
             StepValue::Step(i) => Num::of(&values[i].1.decode(values[i].0)),
         }
     };
@@ -281,7 +283,9 @@ fn composed(
                 let operand = |v: StepValue| {
                     let name = match v {
                         StepValue::C => "c".to_string(),
-                        StepValue::Zero => "0".to_string(),
+                        StepValue::Zero { negative } => {
+                            if negative { "-0" } else { "0" }.to_string()
+                        }
                         StepValue::Step(j) => label(j),
                     };
                     match v {
@@ -289,7 +293,7 @@ fn composed(
                         StepValue::Step(j) => {
                             format!("{name} {}", describe_raw(values[j].1, values[j].0))
                         }
-                        StepValue::Zero => name,
+                        StepValue::Zero { .. } => name,
                     }
                 };
                 let what = match step {

@@ -637,8 +637,9 @@ pub struct Conversion {
 pub enum StepValue {
     /// The instruction's c (converted, if c is).
     C,
-    /// +0, in whatever format it is used.
-    Zero,
+    /// A zero (+0, or -0 where `negative`), in whatever format it is used. -0 is the
+    /// identity of IEEE addition (x + -0 = x, signed zeros included).
+    Zero { negative: bool },
     /// The result of an earlier step.
     Step(usize),
 }
@@ -682,12 +683,12 @@ pub struct Composed {
 }
 
 impl Composed {
-    /// The format of a value (`None` for +0, which takes the format it is used in), given
+    /// The format of a value (`None` for a zero, which takes the format it is used in), given
     /// the instruction's c format.
     pub fn format_of<'a>(&'a self, v: StepValue, c: &'a Format) -> Option<&'a Format> {
         match v {
             StepValue::C => Some(self.convert_c.as_ref().map_or(c, |x| &x.format)),
-            StepValue::Zero => None,
+            StepValue::Zero { .. } => None,
             StepValue::Step(i) => Some(self.step_format(i)),
         }
     }

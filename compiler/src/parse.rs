@@ -152,7 +152,7 @@ fn rule_name(r: &Rule) -> &'static str {
         | Rule::repeat
         | Rule::coverage => "a pipeline stage",
         Rule::run_step | Rule::add_step | Rule::fma_step => "`run`, `add`, `fma` or a value",
-        Rule::value_ref | Rule::zero_value => "a value (`c`, `0` or a `let` name)",
+        Rule::value_ref | Rule::zero_value => "a value (`c`, `0`, `-0` or a `let` name)",
         Rule::k_set | Rule::all_k | Rule::k_range | Rule::k_mod => {
             "k positions (`all k`, `k in A..B`, `k mod M in [..]`)"
         }
@@ -1101,7 +1101,10 @@ fn value_ref_inner(rule: Rule, mut it: pest::iterators::Pairs<Rule>, sp: Span) -
     debug_assert_eq!(rule, Rule::value_ref);
     let inner = it.next().unwrap();
     match inner.as_rule() {
-        Rule::zero_value => ValueRef::Zero(sp),
+        Rule::zero_value => ValueRef::Zero {
+            span: sp,
+            negative: inner.as_str().starts_with('-'),
+        },
         _ => ValueRef::Name(ident(inner)),
     }
 }

@@ -146,7 +146,7 @@ impl Printer {
         }
         let value = |v: StepValue| match v {
             StepValue::C => "c".to_string(),
-            StepValue::Zero => "0".to_string(),
+            StepValue::Zero { negative } => if negative { "-0" } else { "0" }.to_string(),
             StepValue::Step(i) => format!("s{i}"),
         };
         for (i, step) in c.steps.iter().enumerate() {

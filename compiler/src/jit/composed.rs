@@ -116,14 +116,16 @@ impl ComposedKernel {
         let raw = |v: StepValue, values: &[u64], format: &Format| -> u64 {
             match v {
                 StepValue::C => c,
-                StepValue::Zero => ieee::encode(format, &Num::zero()).unwrap_or(0),
+                StepValue::Zero { negative } => {
+                    ieee::encode(format, &Num::signed_zero(negative)).unwrap_or(0)
+                }
                 StepValue::Step(i) => values[i],
             }
         };
         let num = |v: StepValue, values: &[u64]| -> Num {
             match v {
                 StepValue::C => Num::of(&self.c_format.decode(c)),
-                StepValue::Zero => Num::zero(),
+                StepValue::Zero { negative } => Num::signed_zero(negative),
                 StepValue::Step(i) => Num::of(&self.formats[i].decode(values[i])),
             }
         };

@@ -618,15 +618,15 @@ fn composed(c: &mut Circuit, ar: &Arithmetic, x: &CheckedComposed, ops: &Operand
     let mut values: Vec<(Wire, &Format)> = vec![];
     let raw_of = |c: &mut Circuit, v: StepValue, values: &[(Wire, &Format)], f: &Format| match v {
         StepValue::C => c.zext(c_raw, f.storage_bits()),
-        StepValue::Zero => c.konst(
-            ieee::encode(f, &ieee::Num::zero()).unwrap_or(0),
+        StepValue::Zero { negative } => c.konst(
+            ieee::encode(f, &ieee::Num::signed_zero(negative)).unwrap_or(0),
             f.storage_bits(),
         ),
         StepValue::Step(i) => c.zext(values[i].0, f.storage_bits()),
     };
     let num_of = |c: &mut Circuit, v: StepValue, values: &[(Wire, &Format)]| match v {
         StepValue::C => num(c, c_format, c_raw, false).0,
-        StepValue::Zero => Num::zero(c),
+        StepValue::Zero { negative } => Num::signed_zero(c, negative),
         StepValue::Step(i) => num(c, values[i].1, values[i].0, false).0,
     };
     for (i, step) in p.steps.iter().enumerate() {

@@ -392,12 +392,18 @@ impl Num {
 
     /// +0.
     pub fn zero(c: &mut Circuit) -> Num {
+        Num::signed_zero(c, false)
+    }
+
+    /// +0, or -0 where `negative`.
+    pub fn signed_zero(c: &mut Circuit, negative: bool) -> Num {
         let no = c.bit_const(false);
+        let neg = c.bit_const(negative);
         Num {
             nan: no,
             inf: no,
             value: Value {
-                neg: no,
+                neg,
                 mag: c.konst(0u32, 1),
                 lsb: c.int(0, c.exp_bits()),
             },

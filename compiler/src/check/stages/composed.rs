@@ -61,15 +61,15 @@ impl State<'_> {
             convert_b: self.convert[1].clone(),
             convert_c: self.convert[2].clone(),
             steps: self.steps.clone(),
-            result: StepValue::Zero,
+            result: StepValue::Zero { negative: false },
         }
     }
 
-    /// The format of a value (`None` for +0).
+    /// The format of a value (`None` for a zero).
     fn format_of(&self, v: StepValue) -> Option<Format> {
         match v {
             StepValue::C => Some(self.format(2).clone()),
-            StepValue::Zero => None,
+            StepValue::Zero { .. } => None,
             StepValue::Step(i) => Some(match &self.steps[i] {
                 Step::Run { arithmetic, .. } => arithmetic.d.clone(),
                 Step::Add { op, .. } | Step::Fma { op, .. } => op.format.clone(),
@@ -79,7 +79,9 @@ impl State<'_> {
 
     fn value(&self, r: &ValueRef) -> Result<StepValue, Diag> {
         match r {
-            ValueRef::Zero(_) => Ok(StepValue::Zero),
+            ValueRef::Zero { negative, .. } => Ok(StepValue::Zero {
+                negative: *negative,
+            }),
             ValueRef::Name(id) => {
                 if let Some(v) = self.values.get(&id.name) {
                     return Ok(*v);
@@ -231,7 +233,9 @@ fn walk(stages: &[ast::Stage], scope: &Scope, env: &Env, state: &mut State) {
                 Err(mut ds) => {
                     // later uses of the name are not reported again
                     if name.name != "c" {
-                        state.values.insert(name.name.clone(), StepValue::Zero);
+                        state
+                            .values
+                            .insert(name.name.clone(), StepValue::Zero { negative: false });
                     }
                     let last = ds.pop();
                     state.diags.append(&mut ds);
