@@ -130,6 +130,46 @@ impl Code {
             Code::Composed(k) => k.dot(ops),
         }
     }
+
+    /// `d[i] = dot(c[i], a[i*k..][..k], b[i*k..][..k])` for every i, with no scale
+    /// factors: a composed kernel's run of an arithmetic whose k is `k` (the validator
+    /// made the run's positions number exactly the arithmetic's k).
+    pub(crate) fn batch(
+        &self,
+        k: usize,
+        c: &[u64],
+        a: &[u64],
+        b: &[u64],
+        d: &mut [u64],
+    ) -> Result<(), EvalError> {
+        let n = c.len();
+        assert!(a.len() == n * k && b.len() == n * k && d.len() == n);
+        match self {
+            Code::Native(entry) => {
+                let _fp = IeeeDefaults::enter(entry.flush_to_zero);
+                let strides = [k as u64, k as u64, 0, 0];
+                // SAFETY: record i reads a[i*k..][..k] and b[i*k..][..k], inside the
+                // slices (asserted above), and the kernel's k is `k`; it reads no scale
+                // factors (none are taken by a run).
+                unsafe {
+                    (entry.batch)(
+                        n as u64,
+                        c.as_ptr(),
+                        a.as_ptr(),
+                        b.as_ptr(),
+                        [].as_ptr(),
+                        [].as_ptr(),
+                        d.as_mut_ptr(),
+                        strides.as_ptr(),
+                    )
+                };
+                Ok(())
+            }
+            Code::Composed(inner) => {
+                inner.batch(c, (a, k), (b, k), d, &mut composed::Scratch::default())
+            }
+        }
+    }
 }
 
 /// The memory of one JIT module: its machine code and data, freed when the last holder
@@ -353,18 +393,9 @@ impl Kernel {
         let entry = match &self.code {
             Code::Native(entry) => entry,
             Code::Composed(k) => {
-                // record by record, through the composed kernel
-                for (i, di) in d.iter_mut().enumerate() {
-                    let at = |stride: usize, len: usize| i * stride..i * stride + len;
-                    *di = k.dot(&Operands {
-                        c: c[i],
-                        a: &a[at(a_stride, self.k)],
-                        b: &b[at(b_stride, self.k)],
-                        sa: &sa[at(sa_stride, self.scales)],
-                        sb: &sb[at(sb_stride, self.scales)],
-                    })?;
-                }
-                return Ok(());
+                // (a composed instruction takes no scale factors)
+                let mut scratch = composed::Scratch::default();
+                return k.batch(c, (a, a_stride), (b, b_stride), d, &mut scratch);
             }
         };
         let strides = [
@@ -756,6 +787,7 @@ pub(crate) enum Lowered {
 /// A composed kernel before its runs' code exists.
 pub(crate) struct ComposedPlan {
     name: String,
+    k: usize,
     converters: [composed::Converter; 3],
     c_format: crate::format::Format,
     d: crate::format::Format,
@@ -950,6 +982,7 @@ impl<M: Module> Jobs<'_, '_, M> {
         }
         Ok(Lowered::Composed(Box::new(ComposedPlan {
             name: inst.name.clone(),
+            k: inst.k(),
             converters: [
                 composed::Converter::new(&ar.a, c.convert_a.as_ref()),
                 composed::Converter::new(&ar.b, c.convert_b.as_ref()),
@@ -998,15 +1031,18 @@ fn materialize(l: &Lowered, entries: &[Result<Entry, String>]) -> Result<Code, S
                 });
             }
             let [a, b, c] = &p.converters;
+            let native = composed::native_ops(&steps, &p.formats, &p.c_format);
             Ok(Code::Composed(std::sync::Arc::new(
                 composed::ComposedKernel {
                     name: p.name.clone(),
+                    k: p.k,
                     a: a.clone(),
                     b: b.clone(),
                     c: c.clone(),
                     c_format: p.c_format.clone(),
                     d: p.d.clone(),
                     steps,
+                    native,
                     formats: p.formats.clone(),
                     result: p.result,
                 },
