@@ -188,6 +188,9 @@ fn host_fp_state_does_not_change_the_bits() {
         ("specs/hopper.mma", "mma.m16n8k16.f32.f16.f16.f32"),
         // f64 FMA
         ("specs/cdna2.mma", "v_mfma_f64_16x16x4f64"),
+        // composed: f32 additions of subnormal sums on the processor, and into f16
+        ("specs/hopper.mma", "mma.m8n8k4.f32.f16.f16.f32"),
+        ("specs/hopper.mma", "mma.m8n8k4.f16.f16.f16.f16"),
     ];
     let mut rng = Rng::new(42);
     for (spec, name) in cases {

@@ -381,6 +381,9 @@ impl ComposedKernel {
             message,
         };
         let k = self.k;
+        // the native additions round as IEEE's only in the default environment (no
+        // flush-to-zero or denormals-are-zero an embedder may have set)
+        let _fp = super::fpenv::IeeeDefaults::enter(false);
         for r0 in (0..c.len()).step_by(CHUNK) {
             let m = (c.len() - r0).min(CHUNK);
             s.a.clear();
