@@ -148,10 +148,9 @@ impl Native {
 /// An addition or fused multiply-add that the processor rounds exactly as IEEE 754 does
 /// (to nearest even, no flushing, the default floating-point environment): into binary32
 /// or binary64 with one native operation on operands that convert exactly; into binary16
-/// an addition whose f64 sum is exact and a binary32 value (TwoSum's error term is 0),
-/// rounded once by the binary32 to binary16 conversion. A NaN result is the format's
-/// canonical NaN, as [`ieee::encode`] gives it. Any other case returns `None` and is
-/// computed exactly.
+/// an addition whose f64 sum is exact (TwoSum's error term is 0), rounded once by
+/// [`binary16`]. A NaN result is the format's canonical NaN, as [`ieee::encode`] gives it.
+/// Any other case returns `None` and is computed exactly.
 #[derive(Clone, Debug)]
 pub(crate) struct NativeOp {
     into: Native,
@@ -187,7 +186,8 @@ impl NativeOp {
         })
     }
 
-    /// The operand `i` whose code is `raw` (a zero's sign in `raw`'s top bit).
+    /// The operand `i` whose code is `raw` (for a zero operand, `raw` is 1 for -0 and 0
+    /// for +0).
     fn operand(&self, i: usize, raw: u64) -> f64 {
         match self.operands[i] {
             Some(k) => k.value(raw),
