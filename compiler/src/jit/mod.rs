@@ -101,6 +101,39 @@ pub(crate) struct Entry {
     flush_to_zero: bool,
 }
 
+impl Entry {
+    /// The batch entry over `c.len()` records, record i of an operand at `i * stride`
+    /// elements (`strides`: a, b, sa, sb), in the floating-point environment it needs.
+    ///
+    /// # Safety
+    /// Every record the strides reach, of the kernel's k elements of a and b and its
+    /// scale count of sa and sb, lies inside its slice, and `d` holds `c.len()` results.
+    unsafe fn batch(
+        &self,
+        c: &[u64],
+        a: &[u64],
+        b: &[u64],
+        (sa, sb): (&[u64], &[u64]),
+        d: &mut [u64],
+        strides: [u64; 4],
+    ) {
+        let _fp = IeeeDefaults::enter(self.flush_to_zero);
+        // SAFETY: the caller's promise above
+        unsafe {
+            (self.batch)(
+                c.len() as u64,
+                c.as_ptr(),
+                a.as_ptr(),
+                b.as_ptr(),
+                sa.as_ptr(),
+                sb.as_ptr(),
+                d.as_mut_ptr(),
+                strides.as_ptr(),
+            )
+        }
+    }
+}
+
 /// What runs an arithmetic: native entries, or a composed kernel that calls others.
 #[derive(Clone)]
 pub(crate) enum Code {
@@ -146,23 +179,10 @@ impl Code {
         assert!(a.len() == n * k && b.len() == n * k && d.len() == n);
         match self {
             Code::Native(entry) => {
-                let _fp = IeeeDefaults::enter(entry.flush_to_zero);
-                let strides = [k as u64, k as u64, 0, 0];
                 // SAFETY: record i reads a[i*k..][..k] and b[i*k..][..k], inside the
                 // slices (asserted above), and the kernel's k is `k`; it reads no scale
                 // factors (none are taken by a run).
-                unsafe {
-                    (entry.batch)(
-                        n as u64,
-                        c.as_ptr(),
-                        a.as_ptr(),
-                        b.as_ptr(),
-                        [].as_ptr(),
-                        [].as_ptr(),
-                        d.as_mut_ptr(),
-                        strides.as_ptr(),
-                    )
-                };
+                unsafe { entry.batch(c, a, b, (&[], &[]), d, [k as u64, k as u64, 0, 0]) };
                 Ok(())
             }
             Code::Composed(inner) => {
@@ -404,21 +424,9 @@ impl Kernel {
             sa_stride as u64,
             sb_stride as u64,
         ];
-        let _fp = IeeeDefaults::enter(entry.flush_to_zero);
         // SAFETY: every record read lies inside its slice (checked above, without
         // overflow); the batch entry reads n records and writes n results.
-        unsafe {
-            (entry.batch)(
-                n as u64,
-                c.as_ptr(),
-                a.as_ptr(),
-                b.as_ptr(),
-                sa.as_ptr(),
-                sb.as_ptr(),
-                d.as_mut_ptr(),
-                strides.as_ptr(),
-            )
-        };
+        unsafe { entry.batch(c, a, b, (sa, sb), d, strides) };
         Ok(())
     }
 
