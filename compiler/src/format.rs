@@ -56,6 +56,19 @@ pub struct FloatFormat {
 }
 
 impl FloatFormat {
+    /// Whether this is IEEE 754's binary format of `exponent_bits` and `mantissa_bits`
+    /// (binary32 is 8 and 23): its bias, a sign, Inf and NaN, subnormals, and the code in
+    /// the low storage bits.
+    pub fn is_ieee(&self, exponent_bits: u32, mantissa_bits: u32) -> bool {
+        self.exponent_bits == exponent_bits
+            && self.mantissa_bits == mantissa_bits
+            && self.bias == (1 << (exponent_bits - 1)) - 1
+            && self.signed
+            && self.specials == Specials::Ieee
+            && self.subnormals
+            && self.ignored_low_bits == 0
+    }
+
     /// Bits of the code itself: sign, exponent, mantissa.
     pub fn code_bits(&self) -> u32 {
         self.signed as u32 + self.exponent_bits + self.mantissa_bits

@@ -112,22 +112,19 @@ enum Native {
 impl Native {
     fn of(f: &Format) -> Option<Native> {
         let ff = f.as_float()?;
-        if ff.specials != Specials::Ieee
-            || !ff.subnormals
-            || !ff.signed
-            || ff.ignored_low_bits != 0
-            || ff.storage_bits != 1 + ff.exponent_bits + ff.mantissa_bits
-            || ff.bias != (1 << (ff.exponent_bits - 1)) - 1
-        {
+        // (the code fills its storage: no padding above it)
+        if ff.storage_bits != ff.code_bits() {
             return None;
         }
-        match (ff.exponent_bits, ff.mantissa_bits) {
-            (5, 10) => Some(Native::Binary16),
-            (8, 7) => Some(Native::Bfloat16),
-            (8, 23) => Some(Native::Binary32),
-            (11, 52) => Some(Native::Binary64),
-            _ => None,
-        }
+        [
+            (5, 10, Native::Binary16),
+            (8, 7, Native::Bfloat16),
+            (8, 23, Native::Binary32),
+            (11, 52, Native::Binary64),
+        ]
+        .into_iter()
+        .find(|&(e, m, _)| ff.is_ieee(e, m))
+        .map(|(_, _, native)| native)
     }
 
     fn value(self, raw: u64) -> f64 {

@@ -248,13 +248,7 @@ pub(super) fn binary32_step(inst: &Instruction, fused: &Fused, last: bool) -> Op
 
 /// IEEE binary32, with subnormals.
 pub(super) fn is_binary32(x: &crate::format::FloatFormat) -> bool {
-    x.exponent_bits == 8
-        && x.mantissa_bits == 23
-        && x.bias == 127
-        && x.signed
-        && x.specials == crate::format::Specials::Ieee
-        && x.subnormals
-        && x.ignored_low_bits == 0
+    x.is_ieee(8, 23)
 }
 
 /// The sign of a zero result by the zero rule: +0, or (ExactPositive) the sum's sign for
