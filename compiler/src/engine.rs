@@ -13,6 +13,12 @@ use std::sync::Arc;
 /// Elements of the dense operands a sparse batch builds at a time (32 KiB).
 const SPARSE_CHUNK_ELEMENTS: usize = 4096;
 
+thread_local! {
+    /// The buffer of [`Engine::sparse_batch_strided`]'s dense operands, kept for the
+    /// thread's next call (taken for the call, so a call inside another's gets its own).
+    static SPARSE_BUFFER: std::cell::Cell<Vec<u64>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// The inputs of one dot product, as raw encodings.
 #[derive(Clone, Copy, Debug)]
 pub struct Operands<'a> {
@@ -246,9 +252,9 @@ impl<'a> Engine<'a> {
 
     /// [`Engine::batch_strided`] for the instruction as its users see it (see
     /// [`Engine::sparse_dot`]): record r's positions at `positions.0[r * positions.1..]`.
-    /// Every record's positions are checked (records that share them, once); the dense
-    /// arithmetic's operands are built a chunk of records at a time and run through its
-    /// batch entry. After an error, the records before the failing one may have their d.
+    /// Every record's positions are checked (`over columns`: records that share them,
+    /// once); the dense arithmetic's operands are built a chunk of records at a time and
+    /// run through its batch entry. After an error, the records before the failing one may have their d.
     #[allow(clippy::too_many_arguments)]
     pub fn sparse_batch_strided(
         &self,
@@ -293,30 +299,27 @@ impl<'a> Engine<'a> {
             let m = sparse::check(&sp, columns, p).err().unwrap_or_default();
             pattern(if n > 1 { format!("record {r}: {m}") } else { m })
         };
-        // the dense operands a chunk of records at a time, in one buffer (small enough to
-        // stay in cache and to come from the allocator's free lists)
+        // the dense operands a chunk of records at a time, in one buffer small enough to
+        // stay in cache, the thread's own from call to call (a GEMM makes one call per
+        // row of a tile)
         let k = self.checked.k();
         let chunk = (SPARSE_CHUNK_ELEMENTS / k.max(1)).clamp(1, n.max(1));
-        let mut buffer = vec![0; chunk * k];
-        let select = sparse::select_fn(&sp);
+        let mut buffer = SPARSE_BUFFER.take();
+        buffer.resize(chunk * k, 0);
+        let gather = sparse::gather_fn(&sp);
         for r0 in (0..n).step_by(chunk) {
             let r1 = (r0 + chunk).min(n);
             let from = |x| from_record(x, r0);
             let (c, d) = (&c[r0..r1], &mut d[r0..r1]);
             match sp.walk {
                 Walk::Selected => {
-                    // a as it is; b's selected elements, record by record, each record's
-                    // positions checked in the same pass (positions every record shares,
-                    // once)
-                    for (r, out) in (r0..r1).zip(buffer.chunks_exact_mut(k.max(1))) {
-                        let (b, p) = (slice(b, r, columns), slice(positions, r, stored));
-                        if positions.1 == 0 && r > 0 {
-                            sparse::select(b, p, out);
-                        } else if !select(b, p, out) {
-                            return Err(explained(r));
-                        }
+                    // a as it is; b's selected elements, every record's positions checked
+                    // in the same pass
+                    let kb = &mut buffer[..(r1 - r0) * k];
+                    if !gather(from(b), from(positions), kb, k) {
+                        let fits = |r| sparse::fits(&sp, columns, slice(positions, r, stored));
+                        return Err(explained((r0..r1).find(|&r| !fits(r)).unwrap_or(r0)));
                     }
-                    let kb = &buffer[..(r1 - r0) * k];
                     self.batch_strided(c, from(a), (kb, k), from(sa), from(sb), d)?;
                 }
                 Walk::Columns => {
@@ -336,6 +339,7 @@ impl<'a> Engine<'a> {
                 }
             }
         }
+        SPARSE_BUFFER.set(buffer);
         Ok(())
     }
 

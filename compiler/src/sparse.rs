@@ -23,7 +23,7 @@ pub fn check(s: &Sparsity, columns: usize, positions: &[u64]) -> Result<(), Stri
 }
 
 /// Do `positions` fit `s` (what [`check`] checks), without saying why not (see
-/// [`select_fn`] for how).
+/// [`gather_fn`] for how).
 pub fn fits(s: &Sparsity, columns: usize, positions: &[u64]) -> bool {
     positions.len() == s.stored(columns as u32) as usize
         && match pattern(s) {
@@ -34,25 +34,66 @@ pub fn fits(s: &Sparsity, columns: usize, positions: &[u64]) -> bool {
         }
 }
 
-/// A record's selected elements for the engines' batches: `f(b, positions, out)` puts
-/// the elements of `b` (a record's `columns`) at `positions` (its `stored`) into `out`
-/// (`stored` long), checking the positions against `s` in the same pass, and returns
-/// whether they fit it (if not, `out` is meaningless and [`check`] says why).
-///
-/// One pass with no early exit, monomorphised per pattern. With exactly `kept` elements in
-/// every group (what the count and at most `kept` per group imply), element i lies in
-/// group g = i / kept_columns: its offset in the group, position - g * span, must be below
-/// the span (wrapping, a position below the group is a huge offset), the offsets must
-/// increase, and with `pairs` element 2j + 1 is its pair partner's column + 1. The offset,
-/// masked to the span, picks b's element, so a wrong position never reads outside the
-/// record.
-pub fn select_fn(s: &Sparsity) -> fn(&[u64], &[u64], &mut [u64]) -> bool {
-    match pattern(s) {
-        Some((1, 2, false)) => |b, p, out| pass::<1, 2, false>(p, Some((b, out))),
-        Some((2, 4, false)) => |b, p, out| pass::<2, 4, false>(p, Some((b, out))),
-        Some((4, 8, true)) => |b, p, out| pass::<4, 8, true>(p, Some((b, out))),
-        _ => |_, _, _| false,
+/// B's selected elements for a chunk of records, as the engines' batches take them:
+/// `f(b, positions, out, stored)` puts, for every record r of `out` (`stored` elements
+/// each), the elements of r's b (2 x `stored` columns at `b.0[r * b.1..]`) at r's
+/// positions (`positions.0[r * positions.1..]`, `stored` of them) into r's part of `out`,
+/// checking the positions against `s` in the same pass, and returns whether every record
+/// fits it (if not, `out` is meaningless and [`check`] says which record and why).
+pub type Gather = fn((&[u64], usize), (&[u64], usize), &mut [u64], usize) -> bool;
+
+/// The [`Gather`] of `s`: one pass with no early exit, monomorphised per pattern, with
+/// AVX-512 where the processor has it. With exactly `kept` elements in every group (what
+/// the count and at most `kept` per group imply), element i lies in group g = i /
+/// kept_columns: its offset in the group, position - g * span, must be below the span
+/// (wrapping, a position below the group is a huge offset), the offsets must increase, and
+/// with `pairs` element 2j + 1 is its pair partner's column + 1. The offset, masked to the
+/// span, picks b's element, so a wrong position never reads outside the record.
+pub fn gather_fn(s: &Sparsity) -> Gather {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY (each closure): the processor has AVX-512F, checked just above
+        match pattern(s) {
+            Some((1, 2, false)) => {
+                return |b, p, out, n| unsafe { wide::gather::<1, 2, false>(b, p, out, n) };
+            }
+            Some((2, 4, false)) => {
+                return |b, p, out, n| unsafe { wide::gather::<2, 4, false>(b, p, out, n) };
+            }
+            Some((4, 8, true)) => {
+                return |b, p, out, n| unsafe { wide::gather::<4, 8, true>(b, p, out, n) };
+            }
+            _ => {}
+        }
     }
+    match pattern(s) {
+        Some((1, 2, false)) => gather::<1, 2, false>,
+        Some((2, 4, false)) => gather::<2, 4, false>,
+        Some((4, 8, true)) => gather::<4, 8, true>,
+        _ => |_, _, _, _| false,
+    }
+}
+
+/// [`gather_fn`]'s portable pass: [`pass`] record by record (a record outside the
+/// slices fails).
+fn gather<const KEPT: usize, const SPAN: usize, const PAIRS: bool>(
+    (b, b_stride): (&[u64], usize),
+    (positions, p_stride): (&[u64], usize),
+    out: &mut [u64],
+    stored: usize,
+) -> bool {
+    let mut fit = true;
+    for (r, out) in out.chunks_exact_mut(stored.max(1)).enumerate() {
+        let (b, p) = (
+            b.get(r * b_stride..r * b_stride + 2 * stored),
+            positions.get(r * p_stride..r * p_stride + stored),
+        );
+        let (Some(b), Some(p)) = (b, p) else {
+            return false;
+        };
+        fit &= pass::<KEPT, SPAN, PAIRS>(p, Some((b, out)));
+    }
+    fit
 }
 
 /// The engines' patterns (those [`Sparsity::is_known`] accepts): kept columns, span, pairs.
@@ -61,7 +102,7 @@ fn pattern(s: &Sparsity) -> Option<(u32, u32, bool)> {
         .then_some((s.kept_columns(), s.span(), s.pairs))
 }
 
-/// [`select_fn`]'s pass for `KEPT` positions per group of `SPAN` columns, gathering b's
+/// One record's pass of [`gather_fn`] for `KEPT` positions per group of `SPAN` columns, gathering b's
 /// elements into `out` when given them. `positions` must be a whole number of groups
 /// (and then b `SPAN` and out `KEPT` elements for each).
 #[inline(always)]
@@ -91,6 +132,178 @@ fn pass<const KEPT: usize, const SPAN: usize, const PAIRS: bool>(
         }
     }
     bad == 0
+}
+
+/// [`gather_fn`] with AVX-512, eight positions at a time. Every pattern keeps half of
+/// each group's columns, so eight consecutive positions (whole groups: `KEPT` divides 8)
+/// cover sixteen consecutive columns, those from 16 j for block j: a block's elements are
+/// picked from two vectors of b with one two-table permute, which reads only the low four
+/// bits of each index (a position's are those of its column in the block, 16 j being a
+/// multiple of 16, so a wrong position never reads outside the block). Its checks are [`group_offsets`]'s as lane comparisons: the offsets from the
+/// groups' first columns increase within each group (unsigned, so a position below its
+/// group wraps to a huge offset and fails against the one after it, or against the span
+/// if first), the last of each group lies below the span, and with pairs the second of a
+/// pair is the even first + 1. A record's last block, when shorter than eight positions,
+/// is masked.
+#[cfg(target_arch = "x86_64")]
+mod wide {
+    use std::arch::x86_64::*;
+
+    /// [`super::gather`] on AVX-512; slices that do not hold every record (or positions
+    /// that are not whole groups) go to it.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn gather<const KEPT: usize, const SPAN: usize, const PAIRS: bool>(
+        b: (&[u64], usize),
+        positions: (&[u64], usize),
+        out: &mut [u64],
+        stored: usize,
+    ) -> bool {
+        let records = out.len() / stored.max(1);
+        let holds = |(x, stride): (&[u64], usize), len: usize| {
+            records
+                .checked_sub(1)
+                .and_then(|last| last.checked_mul(stride))
+                .and_then(|first| first.checked_add(len))
+                .is_some_and(|end| end <= x.len())
+        };
+        if stored == 0
+            || !stored.is_multiple_of(KEPT)
+            || out.len() != records * stored
+            || !holds(b, 2 * stored)
+            || !holds(positions, stored)
+        {
+            return super::gather::<KEPT, SPAN, PAIRS>(b, positions, out, stored);
+        }
+        let lanes = Lanes::new::<KEPT, SPAN, PAIRS>();
+        let (mut bad, sixteen) = (0, _mm512_set1_epi64(16));
+        for r in 0..records {
+            // SAFETY: record r's b (2 x stored), positions and out (stored each) lie
+            // inside the slices (checked above), and each block's loads and store only
+            // its own lanes of them
+            unsafe {
+                let b = b.0.as_ptr().add(r * b.1);
+                let p = positions.0.as_ptr().add(r * positions.1);
+                let out = out.as_mut_ptr().add(r * stored);
+                let mut group_first = lanes.group_first;
+                let mut start = 0;
+                while start + 8 <= stored {
+                    bad |= block::<PAIRS>(
+                        &lanes,
+                        group_first,
+                        0xff,
+                        p.add(start),
+                        b.add(2 * start),
+                        out.add(start),
+                    );
+                    group_first = _mm512_add_epi64(group_first, sixteen);
+                    start += 8;
+                }
+                if start < stored {
+                    let valid = (1 << (stored - start)) - 1;
+                    bad |= block::<PAIRS>(
+                        &lanes,
+                        group_first,
+                        valid,
+                        p.add(start),
+                        b.add(2 * start),
+                        out.add(start),
+                    );
+                }
+            }
+        }
+        bad == 0
+    }
+
+    /// The lanes' constants of a pattern.
+    struct Lanes {
+        /// lane i's group's first column in its block: (i / KEPT) x SPAN
+        group_first: __m512i,
+        /// the lanes after the first of their group
+        has_previous: __mmask8,
+        /// the last lane of each group
+        last: __mmask8,
+        /// the lanes holding the second column of a pair (with pairs)
+        second_of_pair: __mmask8,
+        /// lane i - 1 for every lane i (lane 0 for lane 0, which has no previous)
+        previous: __m512i,
+        /// the span of a group
+        span: __m512i,
+    }
+
+    impl Lanes {
+        #[target_feature(enable = "avx512f")]
+        fn new<const KEPT: usize, const SPAN: usize, const PAIRS: bool>() -> Lanes {
+            let first = |i: i64| i / KEPT as i64 * SPAN as i64;
+            let lanes =
+                |keep: fn(usize) -> bool| (0..8).filter(|&i| keep(i)).fold(0, |m, i| m | 1 << i);
+            Lanes {
+                group_first: _mm512_set_epi64(
+                    first(7),
+                    first(6),
+                    first(5),
+                    first(4),
+                    first(3),
+                    first(2),
+                    first(1),
+                    first(0),
+                ),
+                has_previous: lanes(|i| i % KEPT != 0),
+                last: lanes(|i| i % KEPT == KEPT - 1),
+                second_of_pair: if PAIRS { lanes(|i| i % 2 == 1) } else { 0 },
+                previous: _mm512_set_epi64(6, 5, 4, 3, 2, 1, 0, 0),
+                span: _mm512_set1_epi64(SPAN as i64),
+            }
+        }
+    }
+
+    /// One block of up to eight positions (lanes `valid`, the rest masked), their groups'
+    /// first columns `group_first`: their elements of b into `out`; the lanes that break
+    /// the pattern.
+    ///
+    /// # Safety
+    /// `p` and `out` must hold the valid lanes and `b` twice as many elements.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn block<const PAIRS: bool>(
+        lanes: &Lanes,
+        group_first: __m512i,
+        valid: __mmask8,
+        p: *const u64,
+        b: *const u64,
+        out: *mut u64,
+    ) -> __mmask8 {
+        // b's columns of the valid lanes: two per lane, the low eight then the high eight
+        let (low, high) = if valid == 0xff {
+            (0xff, 0xff)
+        } else {
+            let columns = 2 * valid.count_ones();
+            let mask = |n: u32| ((1u16 << n.min(8)) - 1) as __mmask8;
+            (mask(columns), mask(columns.saturating_sub(8)))
+        };
+        // SAFETY: the masks keep the loads and the store inside the block's lanes
+        let (p, b_low, b_high) = unsafe {
+            (
+                _mm512_maskz_loadu_epi64(valid, p.cast()),
+                _mm512_maskz_loadu_epi64(low, b.cast()),
+                _mm512_maskz_loadu_epi64(high, b.add(8).cast()),
+            )
+        };
+        let picked = _mm512_permutex2var_epi64(b_low, p, b_high);
+        unsafe { _mm512_mask_storeu_epi64(out.cast(), valid, picked) };
+        let offset = _mm512_sub_epi64(p, group_first);
+        let before = _mm512_permutexvar_epi64(lanes.previous, offset);
+        let mut bad = _mm512_mask_cmple_epu64_mask(valid & lanes.has_previous, offset, before)
+            | _mm512_mask_cmpge_epu64_mask(valid & lanes.last, offset, lanes.span);
+        if PAIRS {
+            let one = _mm512_set1_epi64(1);
+            let pair = _mm512_or_si512(
+                _mm512_and_si512(before, one),
+                _mm512_xor_si512(offset, _mm512_add_epi64(before, one)),
+            );
+            bad |= _mm512_mask_test_epi64_mask(valid & lanes.second_of_pair, pair, pair);
+        }
+        bad
+    }
 }
 
 /// The offsets of a group's positions from its first column `first`, with any break of
@@ -333,7 +546,8 @@ mod tests {
         if p.len() == pattern.stored(columns as u32) as usize {
             let b: Vec<u64> = (0..columns as u64).map(|c| 1000 + c).collect();
             let mut out = vec![0; p.len()];
-            assert_eq!(select_fn(pattern)(&b, p, &mut out), explained, "{p:?}");
+            let fit = gather_fn(pattern)((&b, 0), (p, 0), &mut out, p.len());
+            assert_eq!(fit, explained, "{p:?}");
             if explained {
                 let want: Vec<u64> = p.iter().map(|&c| 1000 + c).collect();
                 assert_eq!(out, want, "{pattern:?} {p:?}");
@@ -394,6 +608,101 @@ mod tests {
                 agree(&pattern, columns, &p);
             }
         }
+    }
+
+    /// The gather the engines use (AVX-512 where the processor has it) against the
+    /// portable pass, over chunks of records: 1 to 5 blocks of eight positions and a
+    /// masked last block (12, 20 and 4 positions), strides of 0 and wider than a record,
+    /// and records that break the pattern (one in three chunks), whose result must be
+    /// false whichever record it is.
+    #[test]
+    fn the_chunk_gather_agrees_with_the_portable_pass() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let patterns = [
+            (TWO_OF_FOUR, gather::<2, 4, false> as Gather),
+            (
+                Sparsity {
+                    kept: 1,
+                    group: 2,
+                    ..TWO_OF_FOUR
+                },
+                gather::<1, 2, false>,
+            ),
+            (
+                Sparsity {
+                    pairs: true,
+                    ..TWO_OF_FOUR
+                },
+                gather::<4, 8, true>,
+            ),
+        ];
+        for (pattern, portable) in patterns {
+            let chosen = gather_fn(&pattern);
+            for stored in [4, 8, 12, 16, 20, 40] {
+                let columns = 2 * stored;
+                for round in 0..300 {
+                    let records = 1 + next(9) as usize;
+                    let (b_stride, p_stride) = match round % 3 {
+                        0 => (columns, stored),
+                        1 => (columns + 3, 0),
+                        _ => (0, stored + 5),
+                    };
+                    let len = |stride: usize, n: usize| (records - 1) * stride + n;
+                    let b: Vec<u64> = (0..len(b_stride, columns)).map(|_| next(1 << 40)).collect();
+                    let mut p = vec![0; len(p_stride, stored)];
+                    for r in 0..records {
+                        let mut rng = crate::random::Rng::new(next(u64::MAX));
+                        let row = random_positions(&pattern, columns, &mut rng);
+                        let at = r * p_stride;
+                        p[at..at + stored].copy_from_slice(&row);
+                    }
+                    if round % 3 == 2 && next(3) == 0 {
+                        // one position moved: often out of the pattern, sometimes not
+                        let i = next(p.len() as u64) as usize;
+                        p[i] = p[i].wrapping_add(next(5)).wrapping_sub(2);
+                    }
+                    let (mut want, mut got) =
+                        (vec![0; records * stored], vec![0; records * stored]);
+                    let fit = portable((&b, b_stride), (&p, p_stride), &mut want, stored);
+                    assert_eq!(
+                        chosen((&b, b_stride), (&p, p_stride), &mut got, stored),
+                        fit
+                    );
+                    let every =
+                        (0..records).all(|r| fits(&pattern, columns, &p[r * p_stride..][..stored]));
+                    assert_eq!(fit, every, "{pattern:?} {p:?}");
+                    if fit {
+                        assert_eq!(got, want, "{pattern:?} stored {stored}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Positions that fit `s` for a row of `columns`: `kept` units (elements, or pairs)
+    /// of each group, chosen at random.
+    fn random_positions(s: &Sparsity, columns: usize, rng: &mut crate::random::Rng) -> Vec<u64> {
+        let unit = if s.pairs { 2 } else { 1 };
+        let units = s.group as usize;
+        let mut out = vec![];
+        for g in 0..columns / s.span() as usize {
+            let mut chosen: Vec<usize> = (0..units).collect();
+            while chosen.len() > s.kept as usize {
+                chosen.remove(rng.below(chosen.len()));
+            }
+            for u in chosen {
+                for j in 0..unit {
+                    out.push((g * s.span() as usize + u * unit + j) as u64);
+                }
+            }
+        }
+        out
     }
 
     #[test]
