@@ -254,7 +254,8 @@ impl<'a> Engine<'a> {
     /// [`Engine::sparse_dot`]): record r's positions at `positions.0[r * positions.1..]`.
     /// Every record's positions are checked (`over columns`: records that share them,
     /// once); the dense arithmetic's operands are built a chunk of records at a time and
-    /// run through its batch entry. After an error, the records before the failing one may have their d.
+    /// run through its batch entry. After an error, the records before the failing one
+    /// may have their d.
     #[allow(clippy::too_many_arguments)]
     pub fn sparse_batch_strided(
         &self,

@@ -102,9 +102,9 @@ fn pattern(s: &Sparsity) -> Option<(u32, u32, bool)> {
         .then_some((s.kept_columns(), s.span(), s.pairs))
 }
 
-/// One record's pass of [`gather_fn`] for `KEPT` positions per group of `SPAN` columns, gathering b's
-/// elements into `out` when given them. `positions` must be a whole number of groups
-/// (and then b `SPAN` and out `KEPT` elements for each).
+/// One record's pass of [`gather_fn`] for `KEPT` positions per group of `SPAN` columns,
+/// gathering b's elements into `out` when given them. `positions` must be a whole number
+/// of groups (and then b `SPAN` and out `KEPT` elements for each).
 #[inline(always)]
 fn pass<const KEPT: usize, const SPAN: usize, const PAIRS: bool>(
     positions: &[u64],
@@ -139,12 +139,12 @@ fn pass<const KEPT: usize, const SPAN: usize, const PAIRS: bool>(
 /// cover sixteen consecutive columns, those from 16 j for block j: a block's elements are
 /// picked from two vectors of b with one two-table permute, which reads only the low four
 /// bits of each index (a position's are those of its column in the block, 16 j being a
-/// multiple of 16, so a wrong position never reads outside the block). Its checks are [`group_offsets`]'s as lane comparisons: the offsets from the
-/// groups' first columns increase within each group (unsigned, so a position below its
-/// group wraps to a huge offset and fails against the one after it, or against the span
-/// if first), the last of each group lies below the span, and with pairs the second of a
-/// pair is the even first + 1. A record's last block, when shorter than eight positions,
-/// is masked.
+/// multiple of 16, so a wrong position never reads outside the block). Its checks are
+/// [`group_offsets`]'s as lane comparisons: the offsets from the groups' first columns
+/// increase within each group (unsigned, so a position below its group wraps to a huge
+/// offset and fails against the one after it, or against the span if first), the last of
+/// each group lies below the span, and with pairs the second of a pair is one past the
+/// even first. A record's last block, when shorter than eight positions, is masked.
 #[cfg(target_arch = "x86_64")]
 mod wide {
     use std::arch::x86_64::*;
@@ -611,10 +611,10 @@ mod tests {
     }
 
     /// The gather the engines use (AVX-512 where the processor has it) against the
-    /// portable pass, over chunks of records: 1 to 5 blocks of eight positions and a
-    /// masked last block (12, 20 and 4 positions), strides of 0 and wider than a record,
-    /// and records that break the pattern (one in three chunks), whose result must be
-    /// false whichever record it is.
+    /// portable pass, over chunks of 1 to 9 records: 1 to 5 blocks of eight positions and
+    /// masked last blocks (4, 12 and 20 positions), strides of 0 and wider than a record,
+    /// and in some chunks one position moved by -2 to 2, which often breaks the pattern:
+    /// the result must be false whichever record breaks it.
     #[test]
     fn the_chunk_gather_agrees_with_the_portable_pass() {
         let mut x = 0x2545_f491_4f6c_dd1du64;
