@@ -252,9 +252,9 @@ impl<'a> Engine<'a> {
 
     /// [`Engine::batch_strided`] for the instruction as its users see it (see
     /// [`Engine::sparse_dot`]): record r's positions at `positions.0[r * positions.1..]`.
-    /// Every record's positions are checked (`over columns`: records that share them,
-    /// once); the dense arithmetic's operands are built a chunk of records at a time and
-    /// run through its batch entry. After an error, the records before the failing one
+    /// Every record's positions are checked (records that share them and the operand
+    /// they build from, once); the dense arithmetic's operands are built a chunk of
+    /// records at a time and run through its batch entry. After an error, the records before the failing one
     /// may have their d.
     #[allow(clippy::too_many_arguments)]
     pub fn sparse_batch_strided(
@@ -291,9 +291,8 @@ impl<'a> Engine<'a> {
                 ("positions", positions, stored),
             ],
         )?;
-        // each record's positions are checked where its operands are built: in the pass
-        // that gathers b's selected elements, or before a is expanded (records that share
-        // them, once)
+        // each record's positions are checked in the pass that builds its dense operand
+        // (gathers b's selected elements, or expands a)
         let n = c.len();
         let explained = |r: usize| {
             let p = slice(positions, r, stored);
@@ -307,38 +306,30 @@ impl<'a> Engine<'a> {
         let chunk = (SPARSE_CHUNK_ELEMENTS / k.max(1)).clamp(1, n.max(1));
         let mut buffer = SPARSE_BUFFER.take();
         buffer.resize(chunk * k, 0);
-        let gather = sparse::gather_fn(&sp);
+        let build = sparse::build_fn(&sp);
+        let zero = self.checked.arithmetic().a.positive_zero();
+        // the operand the positions build from: b's columns, or a's stored elements
+        let from = match sp.walk {
+            Walk::Selected => b,
+            Walk::Columns => a,
+        };
+        // records that share it and their positions share what is built: once
+        let shared = from.1 == 0 && positions.1 == 0;
         for r0 in (0..n).step_by(chunk) {
             let r1 = (r0 + chunk).min(n);
-            let from = |x| from_record(x, r0);
+            let at = |x| from_record(x, r0);
             let (c, d) = (&c[r0..r1], &mut d[r0..r1]);
-            match sp.walk {
-                Walk::Selected => {
-                    // a as it is; b's selected elements, every record's positions checked
-                    // in the same pass
-                    let kb = &mut buffer[..(r1 - r0) * k];
-                    if !gather(from(b), from(positions), kb, k) {
-                        let fits = |r| sparse::fits(&sp, columns, slice(positions, r, stored));
-                        return Err(explained((r0..r1).find(|&r| !fits(r)).unwrap_or(r0)));
-                    }
-                    self.batch_strided(c, from(a), (kb, k), from(sa), from(sb), d)?;
-                }
-                Walk::Columns => {
-                    // a expanded (once, when every record shares it); b as it is
-                    let shared = a.1 == 0 && positions.1 == 0;
-                    let zero = self.checked.arithmetic().a.positive_zero();
-                    let mut ka = Vec::with_capacity(chunk * k);
-                    for r in if shared { r0..r0 + 1 } else { r0..r1 } {
-                        let p = slice(positions, r, stored);
-                        if (positions.1 > 0 || r == 0) && !sparse::fits(&sp, columns, p) {
-                            return Err(explained(r));
-                        }
-                        sparse::expand(slice(a, r, stored), p, columns, zero, &mut ka);
-                    }
-                    let stride = if shared { 0 } else { k };
-                    self.batch_strided(c, (&ka, stride), from(b), from(sa), from(sb), d)?;
-                }
+            let built = &mut buffer[..if shared { 1 } else { r1 - r0 } * k];
+            if !build(at(from), at(positions), zero, built, stored) {
+                let fits = |r| sparse::fits(&sp, columns, slice(positions, r, stored));
+                return Err(explained((r0..r1).find(|&r| !fits(r)).unwrap_or(r0)));
             }
+            let built = (&*built, if shared { 0 } else { k });
+            let (a, b) = match sp.walk {
+                Walk::Selected => (at(a), built),
+                Walk::Columns => (built, at(b)),
+            };
+            self.batch_strided(c, a, b, at(sa), at(sb), d)?;
         }
         SPARSE_BUFFER.set(buffer);
         Ok(())

@@ -23,7 +23,7 @@ pub fn check(s: &Sparsity, columns: usize, positions: &[u64]) -> Result<(), Stri
 }
 
 /// Do `positions` fit `s` (what [`check`] checks), without saying why not (see
-/// [`gather_fn`] for how).
+/// [`build_fn`] for how).
 pub fn fits(s: &Sparsity, columns: usize, positions: &[u64]) -> bool {
     positions.len() == s.stored(columns as u32) as usize
         && match pattern(s) {
@@ -34,64 +34,100 @@ pub fn fits(s: &Sparsity, columns: usize, positions: &[u64]) -> bool {
         }
 }
 
-/// B's selected elements for a chunk of records, as the engines' batches take them:
-/// `f(b, positions, out, stored)` puts, for every record r of `out` (`stored` elements
-/// each), the elements of r's b (2 x `stored` columns at `b.0[r * b.1..]`) at r's
-/// positions (`positions.0[r * positions.1..]`, `stored` of them) into r's part of `out`,
-/// checking the positions against `s` in the same pass, and returns whether every record
+/// The dense arithmetic's operand that the positions build, for a chunk of records, as
+/// the engines' batches take it: `f(from, positions, zero, out, stored)` builds, for
+/// every record r of `out`, r's operand from r's elements of `from` (at `from.0[r *
+/// from.1..]`) and r's `stored` positions (at `positions.0[r * positions.1..]`), checking
+/// the positions against the pattern in the same pass, and returns whether every record
 /// fits it (if not, `out` is meaningless and [`check`] says which record and why).
-pub type Gather = fn((&[u64], usize), (&[u64], usize), &mut [u64], usize) -> bool;
+/// `over selected`: from is B (2 x `stored` columns a record) and out its `stored`
+/// selected elements; `over columns`: from is A's `stored` elements and out the row of 2 x
+/// `stored` columns, `zero` at every column without one.
+pub type Build = fn((&[u64], usize), (&[u64], usize), u64, &mut [u64], usize) -> bool;
 
-/// The [`Gather`] of `s`: one pass with no early exit, monomorphised per pattern, with
-/// AVX-512 where the processor has it. With exactly `kept` elements in every group (what
-/// the count and at most `kept` per group imply), element i lies in group g = i /
-/// kept_columns: its offset in the group, position - g * span, must be below the span
-/// (wrapping, a position below the group is a huge offset), the offsets must increase, and
-/// with `pairs` element 2j + 1 is its pair partner's column + 1. The offset, masked to the
-/// span, picks b's element, so a wrong position never reads outside the record.
-pub fn gather_fn(s: &Sparsity) -> Gather {
+/// The [`Build`] of `s` (by its walk): one pass with no early exit, monomorphised per
+/// pattern, with AVX-512 where the processor has it. With exactly `kept` elements in
+/// every group (what the count and at most `kept` per group imply), element i lies in
+/// group g = i / kept_columns: its offset in the group, position - g * span, must be below
+/// the span (wrapping, a position below the group is a huge offset), the offsets must
+/// increase, and with `pairs` element 2j + 1 is its pair partner's column + 1. The offset,
+/// masked to the span, picks b's element (or a's column), so a wrong position never
+/// reaches outside the record.
+pub fn build_fn(s: &Sparsity) -> Build {
+    match s.walk {
+        Walk::Selected => build_for::<false>(s),
+        Walk::Columns => build_for::<true>(s),
+    }
+}
+
+/// [`build_fn`] for one walk.
+fn build_for<const EXPAND: bool>(s: &Sparsity) -> Build {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY (each closure): the processor has AVX-512F, checked just above
         match pattern(s) {
             Some((1, 2, false)) => {
-                return |b, p, out, n| unsafe { wide::gather::<1, 2, false>(b, p, out, n) };
+                return |f, p, z, out, n| unsafe {
+                    wide::build::<1, 2, false, EXPAND>(f, p, z, out, n)
+                };
             }
             Some((2, 4, false)) => {
-                return |b, p, out, n| unsafe { wide::gather::<2, 4, false>(b, p, out, n) };
+                return |f, p, z, out, n| unsafe {
+                    wide::build::<2, 4, false, EXPAND>(f, p, z, out, n)
+                };
             }
             Some((4, 8, true)) => {
-                return |b, p, out, n| unsafe { wide::gather::<4, 8, true>(b, p, out, n) };
+                return |f, p, z, out, n| unsafe {
+                    wide::build::<4, 8, true, EXPAND>(f, p, z, out, n)
+                };
             }
             _ => {}
         }
     }
     match pattern(s) {
-        Some((1, 2, false)) => gather::<1, 2, false>,
-        Some((2, 4, false)) => gather::<2, 4, false>,
-        Some((4, 8, true)) => gather::<4, 8, true>,
-        _ => |_, _, _, _| false,
+        Some((1, 2, false)) => build::<1, 2, false, EXPAND>,
+        Some((2, 4, false)) => build::<2, 4, false, EXPAND>,
+        Some((4, 8, true)) => build::<4, 8, true, EXPAND>,
+        _ => |_, _, _, _, _| false,
     }
 }
 
-/// [`gather_fn`]'s portable pass: [`pass`] record by record (a record outside the
-/// slices fails).
-fn gather<const KEPT: usize, const SPAN: usize, const PAIRS: bool>(
-    (b, b_stride): (&[u64], usize),
+/// [`build_fn`]'s portable pass: [`pass`] record by record (a record outside the slices
+/// fails).
+fn build<const KEPT: usize, const SPAN: usize, const PAIRS: bool, const EXPAND: bool>(
+    (from, f_stride): (&[u64], usize),
     (positions, p_stride): (&[u64], usize),
+    zero: u64,
     out: &mut [u64],
     stored: usize,
 ) -> bool {
+    let (from_len, out_len) = if EXPAND {
+        (stored, 2 * stored)
+    } else {
+        (2 * stored, stored)
+    };
     let mut fit = true;
-    for (r, out) in out.chunks_exact_mut(stored.max(1)).enumerate() {
-        let (b, p) = (
-            b.get(r * b_stride..r * b_stride + 2 * stored),
+    for (r, out) in out.chunks_exact_mut(out_len.max(1)).enumerate() {
+        let (from, p) = (
+            from.get(r * f_stride..r * f_stride + from_len),
             positions.get(r * p_stride..r * p_stride + stored),
         );
-        let (Some(b), Some(p)) = (b, p) else {
+        let (Some(from), Some(p)) = (from, p) else {
             return false;
         };
-        fit &= pass::<KEPT, SPAN, PAIRS>(p, Some((b, out)));
+        if EXPAND {
+            // (a position that passes lies inside the row)
+            let passed = pass::<KEPT, SPAN, PAIRS>(p, None);
+            out.fill(zero);
+            if passed {
+                for (&x, &p) in from.iter().zip(p) {
+                    out[p as usize] = x;
+                }
+            }
+            fit &= passed;
+        } else {
+            fit &= pass::<KEPT, SPAN, PAIRS>(p, Some((from, out)));
+        }
     }
     fit
 }
@@ -102,7 +138,7 @@ fn pattern(s: &Sparsity) -> Option<(u32, u32, bool)> {
         .then_some((s.kept_columns(), s.span(), s.pairs))
 }
 
-/// One record's pass of [`gather_fn`] for `KEPT` positions per group of `SPAN` columns,
+/// One record's pass of [`build_fn`] for `KEPT` positions per group of `SPAN` columns,
 /// gathering b's elements into `out` when given them. `positions` must be a whole number
 /// of groups (and then b `SPAN` and out `KEPT` elements for each).
 #[inline(always)]
@@ -134,31 +170,47 @@ fn pass<const KEPT: usize, const SPAN: usize, const PAIRS: bool>(
     bad == 0
 }
 
-/// [`gather_fn`] with AVX-512, eight positions at a time. Every pattern keeps half of
-/// each group's columns, so eight consecutive positions (whole groups: `KEPT` divides 8)
-/// cover sixteen consecutive columns, those from 16 j for block j: a block's elements are
-/// picked from two vectors of b with one two-table permute, which reads only the low four
-/// bits of each index (a position's are those of its column in the block, 16 j being a
-/// multiple of 16, so a wrong position never reads outside the block). Its checks are
-/// [`group_offsets`]'s as lane comparisons: the offsets from the groups' first columns
-/// increase within each group (unsigned, so a position below its group wraps to a huge
-/// offset and fails against the one after it, or against the span if first), the last of
-/// each group lies below the span, and with pairs the second of a pair is one past the
-/// even first. A record's last block, when shorter than eight positions, is masked.
+/// [`build_fn`] with AVX-512, eight positions at a time. Every pattern keeps half of each
+/// group's columns, so eight consecutive positions (whole groups: `KEPT` divides 8) cover
+/// sixteen consecutive columns, those from 16 j for block j. `over selected`: the block's
+/// elements are picked from two vectors of b with one two-table permute, which reads only
+/// the low four bits of each index (a position's are those of its column in the block,
+/// 16 j being a multiple of 16, so a wrong position never reads outside the block). `over
+/// columns`: the columns the positions name form a 16-bit mask, and a's eight elements
+/// are expanded into its set bits in order (the positions increase), the low eight
+/// columns and then the high eight. The checks are [`group_offsets`]'s as lane
+/// comparisons: the offsets from the groups' first columns increase within each group
+/// (unsigned, so a position below its group wraps to a huge offset and fails against the
+/// one after it, or against the span if first), the last of each group lies below the
+/// span, and with pairs the second of a pair is one past the even first. A record's last
+/// block, when shorter than eight positions, is masked.
 #[cfg(target_arch = "x86_64")]
 mod wide {
     use std::arch::x86_64::*;
 
-    /// [`super::gather`] on AVX-512; slices that do not hold every record (or positions
+    /// [`super::build`] on AVX-512; slices that do not hold every record (or positions
     /// that are not whole groups) go to it.
     #[target_feature(enable = "avx512f")]
-    pub(super) fn gather<const KEPT: usize, const SPAN: usize, const PAIRS: bool>(
-        b: (&[u64], usize),
+    pub(super) fn build<
+        const KEPT: usize,
+        const SPAN: usize,
+        const PAIRS: bool,
+        const EXPAND: bool,
+    >(
+        from: (&[u64], usize),
         positions: (&[u64], usize),
+        zero: u64,
         out: &mut [u64],
         stored: usize,
     ) -> bool {
-        let records = out.len() / stored.max(1);
+        // a record's elements of `from` and of `out`, and each one's per position
+        let (from_len, out_len) = if EXPAND {
+            (stored, 2 * stored)
+        } else {
+            (2 * stored, stored)
+        };
+        let (from_per, out_per) = if EXPAND { (1, 2) } else { (2, 1) };
+        let records = out.len() / out_len.max(1);
         let holds = |(x, stride): (&[u64], usize), len: usize| {
             records
                 .checked_sub(1)
@@ -168,46 +220,34 @@ mod wide {
         };
         if stored == 0
             || !stored.is_multiple_of(KEPT)
-            || out.len() != records * stored
-            || !holds(b, 2 * stored)
+            || out.len() != records * out_len
+            || !holds(from, from_len)
             || !holds(positions, stored)
         {
-            return super::gather::<KEPT, SPAN, PAIRS>(b, positions, out, stored);
+            return super::build::<KEPT, SPAN, PAIRS, EXPAND>(from, positions, zero, out, stored);
         }
         let lanes = Lanes::new::<KEPT, SPAN, PAIRS>();
-        let (mut bad, sixteen) = (0, _mm512_set1_epi64(16));
+        let (mut bad, sixteen, zero) = (0, _mm512_set1_epi64(16), _mm512_set1_epi64(zero as i64));
         for r in 0..records {
-            // SAFETY: record r's b (2 x stored), positions and out (stored each) lie
-            // inside the slices (checked above), and each block's loads and store only
-            // its own lanes of them
+            // SAFETY: record r's elements of from, positions and out lie inside the slices
+            // (checked above), and each block's loads and stores only its own lanes of them
             unsafe {
-                let b = b.0.as_ptr().add(r * b.1);
+                let f = from.0.as_ptr().add(r * from.1);
                 let p = positions.0.as_ptr().add(r * positions.1);
-                let out = out.as_mut_ptr().add(r * stored);
+                let out = out.as_mut_ptr().add(r * out_len);
                 let mut group_first = lanes.group_first;
                 let mut start = 0;
+                let block = |start: usize, valid, group_first| {
+                    let at = (f.add(from_per * start), out.add(out_per * start));
+                    block::<PAIRS, EXPAND>(&lanes, group_first, valid, zero, p.add(start), at)
+                };
                 while start + 8 <= stored {
-                    bad |= block::<PAIRS>(
-                        &lanes,
-                        group_first,
-                        0xff,
-                        p.add(start),
-                        b.add(2 * start),
-                        out.add(start),
-                    );
+                    bad |= block(start, 0xff, group_first);
                     group_first = _mm512_add_epi64(group_first, sixteen);
                     start += 8;
                 }
                 if start < stored {
-                    let valid = (1 << (stored - start)) - 1;
-                    bad |= block::<PAIRS>(
-                        &lanes,
-                        group_first,
-                        valid,
-                        p.add(start),
-                        b.add(2 * start),
-                        out.add(start),
-                    );
+                    bad |= block(start, (1 << (stored - start)) - 1, group_first);
                 }
             }
         }
@@ -256,40 +296,44 @@ mod wide {
         }
     }
 
-    /// One block of up to eight positions (lanes `valid`, the rest masked), their groups'
-    /// first columns `group_first`: their elements of b into `out`; the lanes that break
-    /// the pattern.
+    /// One block of up to eight positions at `p` (lanes `valid`, the rest masked), their
+    /// groups' first columns `group_first`: its part of the dense operand built from
+    /// `at`'s first pointer into its second; the lanes that break the pattern.
     ///
     /// # Safety
-    /// `p` and `out` must hold the valid lanes and `b` twice as many elements.
+    /// `p` must hold the valid lanes, and `at` the block's elements of from and out.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    unsafe fn block<const PAIRS: bool>(
+    unsafe fn block<const PAIRS: bool, const EXPAND: bool>(
         lanes: &Lanes,
         group_first: __m512i,
         valid: __mmask8,
+        zero: __m512i,
         p: *const u64,
-        b: *const u64,
-        out: *mut u64,
+        at: (*const u64, *mut u64),
     ) -> __mmask8 {
-        // b's columns of the valid lanes: two per lane, the low eight then the high eight
-        let (low, high) = if valid == 0xff {
-            (0xff, 0xff)
-        } else {
-            let columns = 2 * valid.count_ones();
-            let mask = |n: u32| ((1u16 << n.min(8)) - 1) as __mmask8;
-            (mask(columns), mask(columns.saturating_sub(8)))
-        };
-        // SAFETY: the masks keep the loads and the store inside the block's lanes
-        let (p, b_low, b_high) = unsafe {
-            (
-                _mm512_maskz_loadu_epi64(valid, p.cast()),
-                _mm512_maskz_loadu_epi64(low, b.cast()),
-                _mm512_maskz_loadu_epi64(high, b.add(8).cast()),
-            )
-        };
-        let picked = _mm512_permutex2var_epi64(b_low, p, b_high);
-        unsafe { _mm512_mask_storeu_epi64(out.cast(), valid, picked) };
+        // SAFETY: the caller's promises
+        unsafe {
+            let p = _mm512_maskz_loadu_epi64(valid, p.cast());
+            if EXPAND {
+                expand(valid, p, zero, at);
+            } else {
+                gather(valid, p, at);
+            }
+            check::<PAIRS>(lanes, group_first, valid, p)
+        }
+    }
+
+    /// The lanes of a block's positions `p` (lanes `valid`; their groups' first columns
+    /// `group_first`) that break the pattern.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn check<const PAIRS: bool>(
+        lanes: &Lanes,
+        group_first: __m512i,
+        valid: __mmask8,
+        p: __m512i,
+    ) -> __mmask8 {
         let offset = _mm512_sub_epi64(p, group_first);
         let before = _mm512_permutexvar_epi64(lanes.previous, offset);
         let mut bad = _mm512_mask_cmple_epu64_mask(valid & lanes.has_previous, offset, before)
@@ -303,6 +347,65 @@ mod wide {
             bad |= _mm512_mask_test_epi64_mask(valid & lanes.second_of_pair, pair, pair);
         }
         bad
+    }
+
+    /// The masks of the low and the high eight of a block's sixteen columns that hold
+    /// its valid lanes' columns (two per lane).
+    #[inline]
+    fn column_masks(valid: __mmask8) -> (__mmask8, __mmask8) {
+        if valid == 0xff {
+            return (0xff, 0xff);
+        }
+        let columns = 2 * valid.count_ones();
+        let mask = |n: u32| ((1u16 << n.min(8)) - 1) as __mmask8;
+        (mask(columns), mask(columns.saturating_sub(8)))
+    }
+
+    /// `over selected`: the block's elements of b (its sixteen columns at `b`) at the
+    /// positions `p` into `out`.
+    ///
+    /// # Safety
+    /// `out` must hold the valid lanes and `b` twice as many elements.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn gather(valid: __mmask8, p: __m512i, (b, out): (*const u64, *mut u64)) {
+        let (low, high) = column_masks(valid);
+        // SAFETY: the masks keep the loads and the store inside the block's lanes
+        unsafe {
+            let b_low = _mm512_maskz_loadu_epi64(low, b.cast());
+            let b_high = _mm512_maskz_loadu_epi64(high, b.add(8).cast());
+            let picked = _mm512_permutex2var_epi64(b_low, p, b_high);
+            _mm512_mask_storeu_epi64(out.cast(), valid, picked);
+        }
+    }
+
+    /// `over columns`: the block's elements of a (at `a`) at the columns `p` of the
+    /// block's row (its sixteen columns at `out`), `zero` in the others. With positions
+    /// that break the pattern the row is meaningless, but no access leaves the block.
+    ///
+    /// # Safety
+    /// `a` must hold the valid lanes and `out` twice as many elements.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn expand(valid: __mmask8, p: __m512i, zero: __m512i, (a, out): (*const u64, *mut u64)) {
+        let (low, high) = column_masks(valid);
+        // the columns named, as a 16-bit mask (one bit a lane, at most the lanes' count)
+        let one = _mm512_set1_epi64(1);
+        let bits = _mm512_maskz_sllv_epi64(valid, one, _mm512_and_si512(p, _mm512_set1_epi64(15)));
+        let named = _mm512_reduce_or_epi64(bits) as u16;
+        let (named_low, named_high) = (named as __mmask8, (named >> 8) as __mmask8);
+        // in a block that fits the pattern, each half of its columns holds half of its
+        // positions: a's first four elements go to the low eight columns, the next four to
+        // the high eight
+        // SAFETY: the masks keep the loads and the stores inside the block's lanes
+        unsafe {
+            let first = _mm512_maskz_loadu_epi64(valid & 0x0f, a.cast());
+            let next = _mm512_maskz_loadu_epi64(valid >> 4, a.add(4).cast());
+            let row_low = _mm512_mask_expand_epi64(zero, named_low, first);
+            let row_high = _mm512_mask_expand_epi64(zero, named_high, next);
+            _mm512_mask_storeu_epi64(out.cast(), low, row_low);
+            _mm512_mask_storeu_epi64(out.add(8).cast(), high, row_high);
+        }
     }
 }
 
@@ -546,11 +649,27 @@ mod tests {
         if p.len() == pattern.stored(columns as u32) as usize {
             let b: Vec<u64> = (0..columns as u64).map(|c| 1000 + c).collect();
             let mut out = vec![0; p.len()];
-            let fit = gather_fn(pattern)((&b, 0), (p, 0), &mut out, p.len());
+            let fit = build_fn(pattern)((&b, 0), (p, 0), 0, &mut out, p.len());
             assert_eq!(fit, explained, "{p:?}");
             if explained {
                 let want: Vec<u64> = p.iter().map(|&c| 1000 + c).collect();
                 assert_eq!(out, want, "{pattern:?} {p:?}");
+            }
+            // over columns: a's elements (2000 + i) at the positions, 7 elsewhere
+            let columns_walk = Sparsity {
+                walk: Walk::Columns,
+                ..*pattern
+            };
+            let a: Vec<u64> = (0..p.len() as u64).map(|i| 2000 + i).collect();
+            let mut row = vec![0; columns];
+            let fit = build_fn(&columns_walk)((&a, 0), (p, 0), 7, &mut row, p.len());
+            assert_eq!(fit, explained, "{p:?}");
+            if explained {
+                let mut want = vec![7; columns];
+                for (i, &c) in p.iter().enumerate() {
+                    want[c as usize] = 2000 + i as u64;
+                }
+                assert_eq!(row, want, "{pattern:?} {p:?}");
             }
         }
     }
@@ -610,13 +729,14 @@ mod tests {
         }
     }
 
-    /// The gather the engines use (AVX-512 where the processor has it) against the
-    /// portable pass, over chunks of 1 to 9 records: 1 to 5 blocks of eight positions and
-    /// masked last blocks (4, 12 and 20 positions), strides of 0 and wider than a record,
-    /// and in some chunks one position moved by -2 to 2, which often breaks the pattern:
-    /// the result must be false whichever record breaks it.
+    /// The builders the engines use (AVX-512 where the processor has it) and the portable
+    /// ones, for both walks, against [`select`] and [`expand`] record by record: chunks of
+    /// 1 to 9 records, 1 to 5 blocks of eight positions and masked last blocks (4, 12 and
+    /// 20 positions), strides of 0 and wider than a record, and in some chunks one
+    /// position moved by -2 to 2, which often breaks the pattern: the result must be false
+    /// whichever record breaks it.
     #[test]
-    fn the_chunk_gather_agrees_with_the_portable_pass() {
+    fn the_chunk_builders_agree_with_the_record_by_record_operands() {
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut next = |m: u64| {
             x ^= x << 13;
@@ -624,37 +744,48 @@ mod tests {
             x ^= x << 17;
             x % m
         };
-        let patterns = [
-            (TWO_OF_FOUR, gather::<2, 4, false> as Gather),
-            (
-                Sparsity {
-                    kept: 1,
-                    group: 2,
-                    ..TWO_OF_FOUR
-                },
-                gather::<1, 2, false>,
-            ),
-            (
-                Sparsity {
-                    pairs: true,
-                    ..TWO_OF_FOUR
-                },
-                gather::<4, 8, true>,
-            ),
+        let half = Sparsity {
+            kept: 1,
+            group: 2,
+            ..TWO_OF_FOUR
+        };
+        let pairs = Sparsity {
+            pairs: true,
+            ..TWO_OF_FOUR
+        };
+        let columns_walk = |s: Sparsity| Sparsity {
+            walk: Walk::Columns,
+            ..s
+        };
+        let builders: [(Sparsity, Build); 6] = [
+            (TWO_OF_FOUR, build::<2, 4, false, false>),
+            (half, build::<1, 2, false, false>),
+            (pairs, build::<4, 8, true, false>),
+            (columns_walk(TWO_OF_FOUR), build::<2, 4, false, true>),
+            (columns_walk(half), build::<1, 2, false, true>),
+            (columns_walk(pairs), build::<4, 8, true, true>),
         ];
-        for (pattern, portable) in patterns {
-            let chosen = gather_fn(&pattern);
+        for (pattern, portable) in builders {
+            let chosen = build_fn(&pattern);
+            let expand_a = pattern.walk == Walk::Columns;
             for stored in [4, 8, 12, 16, 20, 40] {
                 let columns = 2 * stored;
+                let (from_len, out_len) = if expand_a {
+                    (stored, columns)
+                } else {
+                    (columns, stored)
+                };
                 for round in 0..300 {
                     let records = 1 + next(9) as usize;
-                    let (b_stride, p_stride) = match round % 3 {
-                        0 => (columns, stored),
-                        1 => (columns + 3, 0),
+                    let (f_stride, p_stride) = match round % 3 {
+                        0 => (from_len, stored),
+                        1 => (from_len + 3, 0),
                         _ => (0, stored + 5),
                     };
                     let len = |stride: usize, n: usize| (records - 1) * stride + n;
-                    let b: Vec<u64> = (0..len(b_stride, columns)).map(|_| next(1 << 40)).collect();
+                    let from: Vec<u64> = (0..len(f_stride, from_len))
+                        .map(|_| next(1 << 40))
+                        .collect();
                     let mut p = vec![0; len(p_stride, stored)];
                     for r in 0..records {
                         let mut rng = crate::random::Rng::new(next(u64::MAX));
@@ -667,19 +798,37 @@ mod tests {
                         let i = next(p.len() as u64) as usize;
                         p[i] = p[i].wrapping_add(next(5)).wrapping_sub(2);
                     }
-                    let (mut want, mut got) =
-                        (vec![0; records * stored], vec![0; records * stored]);
-                    let fit = portable((&b, b_stride), (&p, p_stride), &mut want, stored);
-                    assert_eq!(
-                        chosen((&b, b_stride), (&p, p_stride), &mut got, stored),
-                        fit
-                    );
-                    let every =
-                        (0..records).all(|r| fits(&pattern, columns, &p[r * p_stride..][..stored]));
+                    let zero = next(1 << 40);
+                    let (f, pp) = ((&from[..], f_stride), (&p[..], p_stride));
+                    let mut portable_out = vec![0; records * out_len];
+                    let mut chosen_out = vec![0; records * out_len];
+                    let fit = portable(f, pp, zero, &mut portable_out, stored);
+                    assert_eq!(chosen(f, pp, zero, &mut chosen_out, stored), fit);
+                    let record = |x: &[u64], stride: usize, r: usize, n: usize| {
+                        x[r * stride..r * stride + n].to_vec()
+                    };
+                    let every = (0..records)
+                        .all(|r| fits(&pattern, columns, &record(&p, p_stride, r, stored)));
                     assert_eq!(fit, every, "{pattern:?} {p:?}");
-                    if fit {
-                        assert_eq!(got, want, "{pattern:?} stored {stored}");
+                    if !fit {
+                        continue;
                     }
+                    let mut want = vec![];
+                    for r in 0..records {
+                        let (x, pos) = (
+                            record(&from, f_stride, r, from_len),
+                            record(&p, p_stride, r, stored),
+                        );
+                        if expand_a {
+                            expand(&x, &pos, columns, zero, &mut want);
+                        } else {
+                            let at = want.len();
+                            want.resize(at + stored, 0);
+                            select(&x, &pos, &mut want[at..]);
+                        }
+                    }
+                    assert_eq!(portable_out, want, "{pattern:?} stored {stored}");
+                    assert_eq!(chosen_out, want, "{pattern:?} stored {stored}");
                 }
             }
         }
