@@ -46,7 +46,8 @@ fn refusals_are_warnings_with_a_reason() {
     );
 }
 
-/// The last line of `mmac bench --json` parsed as JSON: exactly the documented keys.
+/// The last line of `mmac bench --json` parsed as JSON: exactly the documented keys
+/// (`dense_ns_per_dot` for a sparse instruction only).
 fn bench_json(
     file: &str,
     instr: &str,
@@ -62,18 +63,27 @@ fn bench_json(
     let map = v.as_object().unwrap().clone();
     let mut keys: Vec<&str> = map.keys().map(|k| k.as_str()).collect();
     keys.sort();
-    assert_eq!(
-        keys,
-        [
-            "baseline_ns_per_dot",
-            "dist",
-            "dots_per_s",
-            "engine",
-            "instruction",
-            "ns_per_dot"
-        ]
-    );
-    for key in ["ns_per_dot", "dots_per_s", "baseline_ns_per_dot"] {
+    let sparse = instr.contains(".sp.") || instr.starts_with("v_smfmac");
+    let mut want = vec![
+        "baseline_ns_per_dot",
+        "dist",
+        "dots_per_s",
+        "engine",
+        "instruction",
+        "ns_per_dot",
+    ];
+    if sparse {
+        want.push("dense_ns_per_dot");
+        want.sort();
+    }
+    assert_eq!(keys, want);
+    let timed = [
+        "ns_per_dot",
+        "dots_per_s",
+        "baseline_ns_per_dot",
+        "dense_ns_per_dot",
+    ];
+    for &key in &timed[..if sparse { 4 } else { 3 }] {
         assert!(
             map[key].as_f64().is_some_and(|x| x > 0.0),
             "{key} in {last}"
@@ -95,6 +105,30 @@ fn bench_json_is_the_last_line() {
     let name = "mma.block_scale.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3";
     let map = bench_json("specs/rtx_blackwell.mma", name, "jit", "lognormal");
     assert_eq!(map["dist"], "lognormal");
+}
+
+/// A sparse instruction is timed beside the dense kernel it runs through (of k/2 over
+/// the selected products, of all k over the columns), in the text and in the JSON.
+#[test]
+fn bench_of_a_sparse_instruction_times_its_dense_kernel_beside_it() {
+    for (file, name, k) in [
+        ("specs/hopper.mma", "mma.sp.m16n8k32.f32.f16.f16.f32", 16),
+        (
+            "specs/examples/sparse_over_columns_hopper.mma",
+            "mma.sp.m16n8k16.f32.f16.f16.f32",
+            16,
+        ),
+        ("specs/cdna3.mma", "v_smfmac_f32_16x16x32_f16", 16),
+    ] {
+        let map = bench_json(file, name, "jit", "finite");
+        assert_eq!(map["instruction"], name);
+        let text = mmac_ok(&["bench", file, "--instr", name]);
+        assert!(
+            text.contains(&format!("(the dense kernel it runs through, k = {k})"))
+                && text.contains("\nratio_to_dense "),
+            "{text}"
+        );
+    }
 }
 
 /// Value distributions need float operands; an unknown name is refused by the parser.

@@ -356,6 +356,10 @@ struct BenchJson<'a> {
     ns_per_dot: f64,
     dots_per_s: f64,
     baseline_ns_per_dot: f64,
+    /// For a sparse instruction: its dense arithmetic's kernel on the same values (the
+    /// operands already gathered or expanded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dense_ns_per_dot: Option<f64>,
 }
 
 /// The inputs `mmac bench --dist` names: random finite encodings, or values of one of
@@ -469,6 +473,25 @@ pub fn bench(
         eprintln!("error: {e}");
         return Ok(EXIT_FAILED);
     }
+    // a sparse instruction beside the dense kernel it runs through, on the records'
+    // values as that takes them (what the positions cost: their check, and the gather
+    // or expansion)
+    let dense = match sparse {
+        Some(_) => {
+            let ns = time_per_dot(rounds, min, rec.n, || {
+                if let Err(e) = engine.batch(&rec.c, &rec.a, &rec.b, &rec.sa, &rec.sb, &mut d) {
+                    failed = Some(e);
+                }
+                black_box(&mut d);
+            });
+            if let Some(e) = failed {
+                eprintln!("error: {e}");
+                return Ok(EXIT_FAILED);
+            }
+            Some(ns)
+        }
+        None => None,
+    };
     let baseline = baseline_ns_per_dot(k, 1024);
     let dots_per_s = 1e9 / ns;
     let mut out = super::common::stdout();
@@ -483,6 +506,13 @@ pub fn bench(
         "baseline_ns_per_dot  {baseline:.2}  (native f32 dot, k = {k})"
     )?;
     writeln!(out, "ratio_to_baseline    {:.1}", ns / baseline)?;
+    if let Some(dense) = dense {
+        writeln!(
+            out,
+            "dense_ns_per_dot     {dense:.2}  (the dense kernel it runs through, k = {k})"
+        )?;
+        writeln!(out, "ratio_to_dense       {:.2}", ns / dense)?;
+    }
     if json {
         let line = BenchJson {
             instruction: &inst.name,
@@ -491,6 +521,7 @@ pub fn bench(
             ns_per_dot: ns,
             dots_per_s,
             baseline_ns_per_dot: baseline,
+            dense_ns_per_dot: dense,
         };
         serde_json::to_writer(&mut out, &line).map_err(std::io::Error::from)?;
         writeln!(out)?;

@@ -173,7 +173,8 @@ pub enum Command {
               value_parser = ["finite", "normal", "uniform", "lognormal", "signed"])]
         dist: String,
         /// End with one JSON object: instruction, engine, dist, ns_per_dot, dots_per_s,
-        /// baseline_ns_per_dot.
+        /// baseline_ns_per_dot, and for a sparse instruction dense_ns_per_dot (its dense
+        /// arithmetic's kernel on the same values).
         #[arg(long)]
         json: bool,
     },
