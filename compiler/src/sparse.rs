@@ -92,6 +92,17 @@ fn build_for<const EXPAND: bool>(s: &Sparsity) -> Build {
     }
 }
 
+/// A record's elements of a [`Build`]'s `from` and `out` for `stored` positions: A's
+/// stored elements and its row of 2 x `stored` columns (`EXPAND`, over columns), or B's
+/// 2 x `stored` columns and their `stored` selected elements.
+fn record_lengths<const EXPAND: bool>(stored: usize) -> (usize, usize) {
+    if EXPAND {
+        (stored, 2 * stored)
+    } else {
+        (2 * stored, stored)
+    }
+}
+
 /// [`build_fn`]'s portable pass: [`pass`] record by record (a record outside the slices
 /// fails).
 fn build<const KEPT: usize, const SPAN: usize, const PAIRS: bool, const EXPAND: bool>(
@@ -101,11 +112,7 @@ fn build<const KEPT: usize, const SPAN: usize, const PAIRS: bool, const EXPAND: 
     out: &mut [u64],
     stored: usize,
 ) -> bool {
-    let (from_len, out_len) = if EXPAND {
-        (stored, 2 * stored)
-    } else {
-        (2 * stored, stored)
-    };
+    let (from_len, out_len) = record_lengths::<EXPAND>(stored);
     let mut fit = true;
     for (r, out) in out.chunks_exact_mut(out_len.max(1)).enumerate() {
         let (from, p) = (
@@ -203,13 +210,9 @@ mod wide {
         out: &mut [u64],
         stored: usize,
     ) -> bool {
-        // a record's elements of `from` and of `out`, and each one's per position
-        let (from_len, out_len) = if EXPAND {
-            (stored, 2 * stored)
-        } else {
-            (2 * stored, stored)
-        };
-        let (from_per, out_per) = if EXPAND { (1, 2) } else { (2, 1) };
+        let (from_len, out_len) = super::record_lengths::<EXPAND>(stored);
+        // a record's elements of `from` and of `out` per position
+        let (from_per, out_per) = (from_len / stored.max(1), out_len / stored.max(1));
         let records = out.len() / out_len.max(1);
         let holds = |(x, stride): (&[u64], usize), len: usize| {
             records
