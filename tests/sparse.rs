@@ -290,6 +290,65 @@ fn a_batch_names_the_record_whose_positions_break_the_pattern() {
     }
 }
 
+/// Records that share the operand their positions build from (B for the selected walk, A
+/// for the columns walk) and the positions themselves share what is built: over several
+/// of the engine's chunks (600 records), every record's d is the interpreter's for its
+/// own c and other operand. The inputs are f16 and f32 values in [1, 2) of either sign,
+/// so that every product moves d.
+#[test]
+fn records_that_share_the_built_operand_match_the_interpreter_across_chunks() {
+    let columns = specs::load_file(&root().join("specs/examples/sparse_over_columns.mma")).unwrap();
+    let mut rng = Rng::new(5);
+    for (loaded, name) in [(hopper(), HOPPER_SP), (columns, AMPERE_SP)] {
+        let checked = loaded.checked.find(name).unwrap();
+        let inst = checked.instruction();
+        let s = checked.sparsity().unwrap();
+        let mut f16 =
+            |n: usize| -> Vec<u64> { (0..n).map(|_| rng.next_u64() & 0x83ff | 0x3c00).collect() };
+        let selected = s.walk == Walk::Selected;
+        // the operand the records share (B's columns, or A's stored elements), and the
+        // one each has of its own
+        let (shared_len, own_len) = if selected {
+            (inst.columns(), inst.stored())
+        } else {
+            (inst.stored(), inst.columns())
+        };
+        let (shared, own) = (f16(shared_len), f16(600 * own_len));
+        let c: Vec<u64> = (0..600)
+            .map(|_| rng.next_u64() & 0x807f_ffff | 0x3f80_0000)
+            .collect();
+        let positions = random_positions(&s, inst.columns(), &mut rng);
+        let (a, b) = if selected {
+            ((&own[..], own_len), (&shared[..], 0))
+        } else {
+            ((&shared[..], 0), (&own[..], own_len))
+        };
+        let mut d = vec![0; c.len()];
+        Engine::new(checked, Choice::QUICK)
+            .sparse_batch_strided(&c, a, b, (&[], 0), (&[], 0), (&positions, 0), &mut d)
+            .unwrap();
+        let interp = Engine::interpreter(checked);
+        for (r, &c) in c.iter().enumerate() {
+            let own = &own[r * own_len..(r + 1) * own_len];
+            let (a, b) = if selected {
+                (own, &shared[..])
+            } else {
+                (&shared[..], own)
+            };
+            let ops = mmac_compiler::engine::Operands {
+                c,
+                a,
+                b,
+                sa: &[],
+                sb: &[],
+            };
+            let want = interp.sparse_dot(&ops, &positions).unwrap();
+            assert_ne!(want, c, "{name}: record {r}: the products move d");
+            assert_eq!(d[r], want, "{name}: record {r}");
+        }
+    }
+}
+
 /// A dense 2:4 A for `inst` (`rows` x `k`): two nonzero elements in most groups, fewer in
 /// some.
 fn pruned(inst: &mmac_compiler::ir::Instruction, rows: usize, k: usize, rng: &mut Rng) -> Matrix {

@@ -313,18 +313,27 @@ impl<'a> Engine<'a> {
             Walk::Selected => b,
             Walk::Columns => a,
         };
-        // records that share it and their positions share what is built: once
+        // records that share it and their positions share what is built: it is built
+        // once, in the first chunk, and kept for the others
         let shared = from.1 == 0 && positions.1 == 0;
         for r0 in (0..n).step_by(chunk) {
             let r1 = (r0 + chunk).min(n);
             let at = |x| from_record(x, r0);
             let (c, d) = (&c[r0..r1], &mut d[r0..r1]);
-            let built = &mut buffer[..if shared { 1 } else { r1 - r0 } * k];
-            if !build(at(from), at(positions), zero, built, stored) {
+            let records = if shared { 1 } else { r1 - r0 };
+            if (!shared || r0 == 0)
+                && !build(
+                    at(from),
+                    at(positions),
+                    zero,
+                    &mut buffer[..records * k],
+                    stored,
+                )
+            {
                 let fits = |r| sparse::fits(&sp, columns, slice(positions, r, stored));
                 return Err(explained((r0..r1).find(|&r| !fits(r)).unwrap_or(r0)));
             }
-            let built = (&*built, if shared { 0 } else { k });
+            let built = (&buffer[..records * k], if shared { 0 } else { k });
             let (a, b) = match sp.walk {
                 Walk::Selected => (at(a), built),
                 Walk::Columns => (built, at(b)),

@@ -183,9 +183,10 @@ fn pass<const KEPT: usize, const SPAN: usize, const PAIRS: bool>(
 /// elements are picked from two vectors of b with one two-table permute, which reads only
 /// the low four bits of each index (a position's are those of its column in the block,
 /// 16 j being a multiple of 16, so a wrong position never reads outside the block). `over
-/// columns`: the columns the positions name form a 16-bit mask, and a's eight elements
-/// are expanded into its set bits in order (the positions increase), the low eight
-/// columns and then the high eight. The checks are [`group_offsets`]'s as lane
+/// columns`: the columns the positions name form a 16-bit mask, and a's elements are
+/// expanded into its set bits in order (the positions increase): in a block that fits
+/// the pattern, the first four into the low eight columns, the next four into the high
+/// eight. The checks are [`group_offsets`]'s as lane
 /// comparisons: the offsets from the groups' first columns increase within each group
 /// (unsigned, so a position below its group wraps to a huge offset and fails against the
 /// one after it, or against the span if first), the last of each group lies below the
@@ -212,7 +213,7 @@ mod wide {
     ) -> bool {
         let (from_len, out_len) = super::record_lengths::<EXPAND>(stored);
         // a record's elements of `from` and of `out` per position
-        let (from_per, out_per) = (from_len / stored.max(1), out_len / stored.max(1));
+        let (from_per, out_per) = super::record_lengths::<EXPAND>(1);
         let records = out.len() / out_len.max(1);
         let holds = |(x, stride): (&[u64], usize), len: usize| {
             records
