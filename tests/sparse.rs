@@ -185,6 +185,11 @@ fn independent_model_cases_are_reproduced_through_gemm_meta() {
     }
 }
 
+/// Every sparse instruction of the library on both engines, a batch of records each with
+/// its own positions: random finite encodings (NaNs and infinities among the steps'
+/// results, tiny operands), and values of N(0, 1) rounded into float formats with unit
+/// scales and c = 0, whose products decide d (random encodings' c alone gives d on most
+/// records, and would hide a batch that dropped the products).
 #[test]
 fn both_engines_agree_on_every_sparse_instruction() {
     let mut rng = Rng::new(7);
@@ -198,8 +203,15 @@ fn both_engines_agree_on_every_sparse_instruction() {
             let inst = checked.instruction();
             let jit = Engine::new(checked, Choice::QUICK);
             let interp = Engine::interpreter(checked);
-            let inputs: Vec<SparseInput> = (0..24)
-                .map(|_| SparseInput::random(inst, &mut rng))
+            let inputs: Vec<SparseInput> = (0..48)
+                .map(|r| {
+                    let random = SparseInput::random(inst, &mut rng);
+                    if r % 2 == 0 {
+                        random
+                    } else {
+                        valued(inst, random, &mut rng)
+                    }
+                })
                 .collect();
             let cat = |part: fn(&SparseInput) -> &[u64]| -> Vec<u64> {
                 inputs
@@ -220,15 +232,48 @@ fn both_engines_agree_on_every_sparse_instruction() {
                 &mut d,
             )
             .unwrap();
+            let mut moved = 0;
             for (i, input) in inputs.iter().enumerate() {
                 let want = interp
                     .sparse_dot(&input.operands(), &input.positions)
                     .unwrap();
                 assert_eq!(d[i], want, "{}: {}", inst.name, input.run_arguments(inst));
+                moved += usize::from(i % 2 == 1 && want != input.input.c);
             }
+            assert!(
+                moved >= 18,
+                "{}: the products moved d on {moved} of 24 valued records",
+                inst.name
+            );
         }
     }
     assert!(seen > 100, "{seen} sparse instructions");
+}
+
+/// `random` with a and b of N(0, 1) rounded into their formats where those are floats,
+/// c = +0 and unit scales: inputs whose products decide d.
+fn valued(
+    inst: &mmac_compiler::ir::Instruction,
+    random: SparseInput,
+    rng: &mut Rng,
+) -> SparseInput {
+    use mmac_runtime::accuracy::{Distribution, round_into};
+    let ar = &inst.arithmetic;
+    let mut x = random;
+    for (format, values) in [(&ar.a, &mut x.input.a), (&ar.b, &mut x.input.b)] {
+        if format.as_float().is_some() {
+            for v in values.iter_mut() {
+                *v = round_into(format, Distribution::Normal.draw(rng)).unwrap();
+            }
+        }
+    }
+    x.input.c = mmac_runtime::inputs::zero(&ar.c, false);
+    if let Some(s) = &ar.scale {
+        let one = mmac_runtime::inputs::pow2(&s.format, 0, false).unwrap();
+        x.input.sa.fill(one);
+        x.input.sb.fill(one);
+    }
+    x
 }
 
 /// A batch whose records each have their own positions names the first record that breaks
