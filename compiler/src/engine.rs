@@ -253,9 +253,11 @@ impl<'a> Engine<'a> {
     /// [`Engine::batch_strided`] for the instruction as its users see it (see
     /// [`Engine::sparse_dot`]): record r's positions at `positions.0[r * positions.1..]`.
     /// Every record's positions are checked (records that share them and the operand
-    /// they build from, once); the dense arithmetic's operands are built a chunk of
-    /// records at a time and run through its batch entry. After an error, the records before the failing one
-    /// may have their d.
+    /// they build from, once). On the JIT, the dense arithmetic's operands are built a
+    /// chunk of records at a time ([`sparse::build_fn`]) and run through its batch entry;
+    /// the interpreter, the reference, builds each record's with
+    /// [`sparse::dense_record`]. After an error, the records before the failing one may
+    /// have their d.
     #[allow(clippy::too_many_arguments)]
     pub fn sparse_batch_strided(
         &self,
@@ -291,14 +293,20 @@ impl<'a> Engine<'a> {
                 ("positions", positions, stored),
             ],
         )?;
-        // each record's positions are checked in the pass that builds its dense operand
-        // (gathers b's selected elements, or expands a)
         let n = c.len();
         let explained = |r: usize| {
             let p = slice(positions, r, stored);
             let m = sparse::check(&sp, columns, p).err().unwrap_or_default();
             pattern(if n > 1 { format!("record {r}: {m}") } else { m })
         };
+        if !self.route.is_jit() {
+            // the reference builds each record's operands on its own, by the plain
+            // `select` and `expand` (`sparse::dense_record`), not by the chunk builders the
+            // kernels' batches take: comparing the engines tests those
+            return self.sparse_by_record(c, [a, b], [sa, sb], positions, d, explained);
+        }
+        // each record's positions are checked in the pass that builds its dense operand
+        // (gathers b's selected elements, or expands a)
         // the dense operands a chunk of records at a time, in one buffer small enough to
         // stay in cache, the thread's own from call to call (a GEMM makes one call per
         // row of a tile)
@@ -341,6 +349,49 @@ impl<'a> Engine<'a> {
             self.batch_strided(c, a, b, at(sa), at(sb), d)?;
         }
         SPARSE_BUFFER.set(buffer);
+        Ok(())
+    }
+
+    /// [`Engine::sparse_batch_strided`] on the interpreter, record by record (the
+    /// operands' counts and strides already checked).
+    fn sparse_by_record(
+        &self,
+        c: &[u64],
+        [a, b]: [Strided; 2],
+        [sa, sb]: [Strided; 2],
+        positions: (&[u64], usize),
+        d: &mut [u64],
+        explained: impl Fn(usize) -> EvalError,
+    ) -> Result<(), EvalError> {
+        let (stored, columns) = (self.checked.stored(), self.checked.columns());
+        let s = self.checked.scale_count();
+        if d.len() != c.len() {
+            return Err(EvalError::OperandCount {
+                instruction: self.checked.name().to_string(),
+                operand: "d",
+                got: d.len(),
+                want: c.len(),
+            });
+        }
+        for (r, d) in d.iter_mut().enumerate() {
+            let (a, b) = sparse::dense_record(
+                self.checked,
+                slice(a, r, stored),
+                slice(b, r, columns),
+                slice(positions, r, stored),
+            )
+            .map_err(|_| explained(r))?;
+            *d = interp::run(
+                self.checked,
+                &Operands {
+                    c: c[r],
+                    a: &a,
+                    b: &b,
+                    sa: slice(sa, r, s),
+                    sb: slice(sb, r, s),
+                },
+            )?;
+        }
         Ok(())
     }
 
@@ -418,9 +469,12 @@ fn slice((x, stride): (&[u64], usize), r: usize, len: usize) -> &[u64] {
     &x[r * stride..r * stride + len]
 }
 
+/// An operand's elements and its record stride in elements.
+type Strided<'a> = (&'a [u64], usize);
+
 /// An operand of a strided batch: its name, its elements and record stride, and how many
 /// elements of each record it holds.
-type StridedOperand<'a> = (&'static str, (&'a [u64], usize), usize);
+type StridedOperand<'a> = (&'static str, Strided<'a>, usize);
 
 /// Every record of `n` lies inside each operand: `(n - 1) * stride + len` elements, with
 /// checked arithmetic (a wrapped bound would index anywhere).
