@@ -518,7 +518,7 @@ fn a_dense_pruned_a_is_compressed_and_a_broken_row_is_named() {
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
     assert!(
-        e.contains("row 5 of A") && e.contains("group 1 (columns 4..7)"),
+        e.contains(&format!("error: {pbr}: row 5 of A")) && e.contains("group 1 (columns 4..7)"),
         "{e}"
     );
     assert!(!d.join("never.npy").exists());
@@ -536,7 +536,7 @@ fn a_dense_pruned_a_is_compressed_and_a_broken_row_is_named() {
     let o = gemm(&["--a", &ps, "--meta", &pbad, "--b", &pb], "never.npy");
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("row 2 of the positions"),
+        stderr(&o).contains(&format!("error: {pbad}: row 2 of the positions")),
         "{}",
         stderr(&o)
     );

@@ -265,7 +265,8 @@ pub fn gemm(
     progress: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Matrix> {
     let inst = spec.spec.checked.get(index).instruction();
-    gemm::check_shapes(inst, problem, whole_instruction).map_err(|e| PyValueError::new_err(e.0))?;
+    gemm::check_shapes(inst, problem, whole_instruction)
+        .map_err(|e| PyValueError::new_err(e.message))?;
     let pool = pool(threads)?;
     with_progress(py, progress, |count| {
         // counted where the GEMM runs (inside the pool), so that calls queued behind

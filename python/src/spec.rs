@@ -296,7 +296,7 @@ impl NativeInstruction {
             sb,
             meta,
         };
-        gemm::compress_sparse(inst, &mut p).map_err(|e| PyValueError::new_err(e.0))?;
+        gemm::compress_sparse(inst, &mut p).map_err(|e| PyValueError::new_err(e.message))?;
         Ok(p)
     }
 }
@@ -547,7 +547,7 @@ impl NativeInstruction {
                     )));
                 }
                 gemm::check_shapes(inst, &problem, false)
-                    .map_err(|e| PyValueError::new_err(e.0))?;
+                    .map_err(|e| PyValueError::new_err(e.message))?;
                 d
             }
             None => compute::gemm(

@@ -487,7 +487,7 @@ pub fn warp_mma(
             sb: sb.as_ref().map(|x| x[set].clone()),
             meta: positions,
         };
-        gemm::check_shapes(inst, &problem, true).map_err(|e| LayoutError::Registers(e.0))?;
+        gemm::check_shapes(inst, &problem, true).map_err(|e| LayoutError::Registers(e.message))?;
         d.push(
             gemm::gemm(engine, &problem, &|_| {}).map_err(|e| LayoutError::Eval(e.to_string()))?,
         );

@@ -69,10 +69,13 @@ pub fn compress_sparse(inst: &Instruction, p: &mut Problem) -> Result<(), ShapeE
     for (i, row) in p.a.data.chunks_exact(p.a.cols.max(1)).enumerate() {
         let zero = |x| mmac_compiler::sparse::is_zero(&inst.arithmetic.a, x);
         mmac_compiler::sparse::compress(s, row, zero, &mut a, &mut meta).map_err(|e| {
-            ShapeError(format!(
-                "row {i} of A breaks `{}`'s {s} sparsity: {e}",
-                inst.name
-            ))
+            ShapeError::in_input(
+                Input::A,
+                format!(
+                    "row {i} of A breaks `{}`'s {s} sparsity: {e} (A, with as many columns as B has rows, is read as dense; its stored elements come with their positions)",
+                    inst.name
+                ),
+            )
         })?;
     }
     let rows = p.a.rows;
@@ -94,7 +97,7 @@ pub fn compress_sparse(inst: &Instruction, p: &mut Problem) -> Result<(), ShapeE
 fn check_sparse(inst: &Instruction, p: &Problem, k: usize) -> Result<(), ShapeError> {
     let Some(s) = &inst.sparsity else {
         if p.meta.is_some() {
-            return Err(ShapeError(format!(
+            return Err(ShapeError::new(format!(
                 "`{}` is dense: it takes no --meta",
                 inst.name
             )));
@@ -102,7 +105,7 @@ fn check_sparse(inst: &Instruction, p: &Problem, k: usize) -> Result<(), ShapeEr
         return Ok(());
     };
     let Some(meta) = &p.meta else {
-        return Err(ShapeError(format!(
+        return Err(ShapeError::new(format!(
             "`{}` is sparse ({s}): give A's stored elements ({} x {}) and --meta with their columns, or A dense ({} x {k})",
             inst.name,
             p.a.rows,
@@ -112,22 +115,51 @@ fn check_sparse(inst: &Instruction, p: &Problem, k: usize) -> Result<(), ShapeEr
     };
     let stored = s.stored(k as u32) as usize;
     if (meta.rows, meta.cols) != (p.a.rows, p.a.cols) || p.a.cols != stored {
-        return Err(ShapeError(format!(
+        return Err(ShapeError::new(format!(
             "A is {} x {} and the positions {} x {}, but B's {k} rows make A's stored elements {} x {stored} ({s})",
             p.a.rows, p.a.cols, meta.rows, meta.cols, p.a.rows
         )));
     }
     for (i, row) in meta.data.chunks_exact(stored.max(1)).enumerate() {
-        mmac_compiler::sparse::check(s, k, row)
-            .map_err(|e| ShapeError(format!("row {i} of the positions: {e}")))?;
+        mmac_compiler::sparse::check(s, k, row).map_err(|e| {
+            ShapeError::in_input(Input::Positions, format!("row {i} of the positions: {e}"))
+        })?;
     }
     Ok(())
 }
 
-/// A shape that does not fit the instruction.
+/// A shape that does not fit the instruction, or a sparse operand that breaks its
+/// pattern.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ShapeError(pub String);
+#[error("{message}")]
+pub struct ShapeError {
+    pub message: String,
+    /// The one input whose contents are wrong (a row of A or of the positions), for a
+    /// caller that knows where it came from to name it; `None` where the shapes disagree.
+    pub input: Option<Input>,
+}
+
+/// The input of a [`Problem`] that a [`ShapeError`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    A,
+    Positions,
+}
+
+impl ShapeError {
+    fn new(message: String) -> ShapeError {
+        ShapeError {
+            message,
+            input: None,
+        }
+    }
+    fn in_input(input: Input, message: String) -> ShapeError {
+        ShapeError {
+            message,
+            input: Some(input),
+        }
+    }
+}
 
 /// Check the operand shapes; `whole_instruction` demands exactly the instruction's
 /// M x N x K, otherwise multiples of it. Returns (M, N, K).
@@ -158,7 +190,7 @@ pub fn check_shapes(
             ),
         ] {
             if (rows, cols) != want {
-                return Err(ShapeError(format!(
+                return Err(ShapeError::new(format!(
                     "{what} is {rows} x {cols}, but `{}` (m{im}n{in_}k{ik}) takes {what} {} x {}",
                     inst.name, want.0, want.1
                 )));
@@ -166,7 +198,7 @@ pub fn check_shapes(
         }
     }
     if p.b.rows != k {
-        return Err(ShapeError(format!(
+        return Err(ShapeError::new(format!(
             "A is {} x {} but B is {} x {}: A's columns must equal B's rows (K)",
             p.a.rows, p.a.cols, p.b.rows, p.b.cols
         )));
@@ -174,7 +206,7 @@ pub fn check_shapes(
     if let Some(c) = &p.c
         && (c.rows, c.cols) != (m, n)
     {
-        return Err(ShapeError(format!(
+        return Err(ShapeError::new(format!(
             "C is {} x {} but A x B is {m} x {n}",
             c.rows, c.cols
         )));
@@ -186,7 +218,7 @@ pub fn check_shapes(
             ("K (columns of A)", k, ik),
         ] {
             if got == 0 || got % unit != 0 {
-                return Err(ShapeError(format!(
+                return Err(ShapeError::new(format!(
                     "{what} = {got} is not a positive multiple of `{}`'s {unit}",
                     inst.name
                 )));
@@ -197,7 +229,7 @@ pub fn check_shapes(
     match (&inst.arithmetic.scale, &p.sa, &p.sb) {
         (None, None, None) => {}
         (None, _, _) => {
-            return Err(ShapeError(format!(
+            return Err(ShapeError::new(format!(
                 "`{}` takes no scale factors, but --sa/--sb were given",
                 inst.name
             )));
@@ -206,20 +238,20 @@ pub fn check_shapes(
             let block = inst.scale_block().unwrap_or(s.block) as usize;
             let blocks = k / block;
             if (sa.rows, sa.cols) != (m, blocks) {
-                return Err(ShapeError(format!(
+                return Err(ShapeError::new(format!(
                     "SA must be {m} x {blocks} (M x K/{}), found {} x {}",
                     block, sa.rows, sa.cols
                 )));
             }
             if (sb.rows, sb.cols) != (blocks, n) {
-                return Err(ShapeError(format!(
+                return Err(ShapeError::new(format!(
                     "SB must be {blocks} x {n} (K/{} x N), found {} x {}",
                     block, sb.rows, sb.cols
                 )));
             }
         }
         (Some(s), _, _) => {
-            return Err(ShapeError(format!(
+            return Err(ShapeError::new(format!(
                 "`{}` is block-scaled ({} per {} elements of k): give --sa and --sb",
                 inst.name,
                 s.format.name,

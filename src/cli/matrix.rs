@@ -37,6 +37,18 @@ pub fn run(
         inputs.extend(path.map(|p| (option, p)));
     }
     let output = create_output(&args.output, &inputs)?;
+    // an error about one input's contents (a row of A, of the positions) names its file
+    let named = |e: gemm::ShapeError| {
+        let path = match e.input {
+            Some(gemm::Input::A) => Some(args.a.as_path()),
+            Some(gemm::Input::Positions) => args.meta.as_deref(),
+            None => None,
+        };
+        match path {
+            Some(p) => format!("{}: {}", p.display(), e.message),
+            None => e.message,
+        }
+    };
     let problem = (|| -> Result<Problem, String> {
         let a = matrix::read(&args.a, &inst.arithmetic.a, "A").map_err(|e| e.to_string())?;
         let b = matrix::read(&args.b, &inst.arithmetic.b, "B").map_err(|e| e.to_string())?;
@@ -73,7 +85,7 @@ pub fn run(
             sb,
             meta,
         };
-        gemm::compress_sparse(inst, &mut p).map_err(|e| e.to_string())?;
+        gemm::compress_sparse(inst, &mut p).map_err(named)?;
         Ok(p)
     })();
     let problem = match problem {
@@ -86,7 +98,7 @@ pub fn run(
     let (m, n, k) = match gemm::check_shapes(inst, &problem, whole_instruction) {
         Ok(dims) => dims,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", named(e));
             return Ok(EXIT_USAGE);
         }
     };
