@@ -156,6 +156,35 @@ fn one_arch_per_folder_and_one_header_per_file() {
     }
 }
 
+/// A vector file with a byte that is not UTF-8 fails on its own, at that byte's line and
+/// column, and the other files of the folder still run.
+#[test]
+fn a_file_that_is_not_text_fails_alone_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = std::fs::read(root().join("tests/data/hopper_small.mmv")).unwrap();
+    std::fs::write(d.join("good.mmv"), &good).unwrap();
+    // the invalid bytes in a comment on line 2, after 12 characters
+    let first = good.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let bad = [
+        &good[..first],
+        b"# a comment \xff\xfe here\n",
+        &good[first..],
+    ]
+    .concat();
+    std::fs::write(d.join("bad.mmv"), &bad).unwrap();
+    let o = mmac(&["test", HOPPER, "--vectors", &d.display().to_string()]);
+    assert_eq!(code(&o), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    let at = format!(
+        "{}:2:13: byte 0xff is not UTF-8",
+        d.join("bad.mmv").display()
+    );
+    assert!(out.contains(&at), "{out}");
+    // both files' three cases ran: the bad one's lines parse around the bytes
+    assert!(out.contains("6 passed, 1 failed"), "{out}");
+}
+
 #[test]
 fn serve_refuses_values_wider_than_their_format_as_test_does() {
     let mut child = mmac_command()

@@ -74,10 +74,36 @@ enum Token {
 }
 
 /// Read and parse a vector file. Malformed data lines are returned as errors beside the
-/// cases that did parse, so one bad line does not hide the rest of the file.
+/// cases that did parse, so one bad line does not hide the rest of the file. So are bytes
+/// that are not UTF-8 (an error at the first, the rest of the file read with each such
+/// sequence replaced, so that its lines still parse or fail on their own).
 pub fn read(path: &Path) -> Result<(VectorFile, Vec<VectorError>), std::io::Error> {
-    let text = std::fs::read_to_string(path)?;
-    Ok(parse(path, &text))
+    let bytes = std::fs::read(path)?;
+    let invalid = match std::str::from_utf8(&bytes) {
+        Ok(text) => return Ok(parse(path, text)),
+        Err(e) => e.valid_up_to(),
+    };
+    let before = &bytes[..invalid];
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let (file, mut errors) = parse(path, &String::from_utf8_lossy(&bytes));
+    errors.insert(
+        0,
+        VectorError {
+            path: path.display().to_string(),
+            line: 1 + before.iter().filter(|&&b| b == b'\n').count(),
+            column: 1 + String::from_utf8_lossy(&before[line_start..])
+                .chars()
+                .count(),
+            message: format!(
+                "byte 0x{:02x} is not UTF-8 (a vector file is text)",
+                bytes[invalid]
+            ),
+        },
+    );
+    Ok((file, errors))
 }
 
 /// Parse vector-file text.
