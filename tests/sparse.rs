@@ -623,6 +623,34 @@ fn run_takes_the_positions_or_a_dense_row() {
 
 const AMPERE_SP: &str = "mma.sp.m16n8k32.f32.f16.f16.f32";
 
+/// Two sparse instructions with as many stored elements in different patterns take
+/// different positions: `diff` refuses them before it searches, either way round.
+#[test]
+fn diff_refuses_instructions_of_different_patterns() {
+    let pairs = ["specs/ampere.mma", "mma.sp.m16n8k64.s32.s4.s4.s32"];
+    let single = ["specs/rdna4.mma", "v_swmmac_i32_16x16x64_iu4"];
+    for (left, right, says) in [
+        (
+            pairs,
+            single,
+            "A is 2 of 4 pairs sparse (left) vs 2 of 4 (right)",
+        ),
+        (
+            single,
+            pairs,
+            "A is 2 of 4 sparse (left) vs 2 of 4 pairs (right)",
+        ),
+    ] {
+        let o = mmac(&["diff", left[0], left[1], right[0], right[1]]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("take different operands: {says}")),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
 #[test]
 fn diff_tells_the_two_hypotheses_apart_with_a_witness_that_replays() {
     let ampere = root().join("specs/ampere.mma").display().to_string();

@@ -52,6 +52,12 @@ pub fn interface_difference(x: &Instruction, y: &Instruction) -> Option<String> 
     if x.sparsity.is_some() != y.sparsity.is_some() {
         return Some("one is sparse, the other dense".into());
     }
+    // the same count of stored elements in another pattern: other positions are valid
+    if let (Some(l), Some(r)) = (x.sparsity, y.sparsity)
+        && (l.kept, l.group, l.pairs) != (r.kept, r.group, r.pairs)
+    {
+        return Some(format!("A is {l} sparse (left) vs {r} (right)"));
+    }
     let scale = |i: &Instruction| match (&i.arithmetic.scale, i.scale_block()) {
         (Some(s), Some(block)) => format!("{} per block of {block}", s.format.name),
         _ => "none".into(),
