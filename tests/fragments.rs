@@ -684,8 +684,9 @@ fn layout_places_metadata_and_scale_factors_by_their_selectors() {
         sa.contains("1 element each") && sa.contains("\n     2  0,0\n"),
         "{sa}"
     );
+    // a selector past its values, or one the instruction lacks, is a usage error
     let o = mmac(&["layout", rtx, "--instr", scaled, "--scale-b", "9,0"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("byte_id 9 is out of range"),
         "{}",
@@ -699,10 +700,43 @@ fn layout_places_metadata_and_scale_factors_by_their_selectors() {
         "--selector",
         "1",
     ]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("the instruction is dense"),
         "{}",
         stderr(&o)
+    );
+    let o = mmac(&[
+        "layout",
+        "specs/ampere.mma",
+        "--instr",
+        sp,
+        "--selector",
+        "2",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("selector 2 is out of range"),
+        "{}",
+        stderr(&o)
+    );
+    // and so it is for several names at once, each line saying why
+    let o = mmac(&[
+        "layout",
+        "specs/ampere.mma",
+        "--instr",
+        sp,
+        "--instr",
+        "mma.sp.m16n8k16.f32.f16.f16.f32",
+        "--json",
+        "--selector",
+        "4",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stdout(&o).matches("out of range").count(),
+        2,
+        "{}",
+        stdout(&o)
     );
 }

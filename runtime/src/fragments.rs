@@ -71,6 +71,9 @@ pub enum LayoutError {
     /// Register images that do not fit the layout.
     #[error("{0}")]
     Registers(String),
+    /// A selector the instruction does not have, or one past its values.
+    #[error("{0}")]
+    Selector(String),
     /// The instruction failed on the matrices the registers hold.
     #[error("{0}")]
     Eval(String),
@@ -381,11 +384,11 @@ impl Layout {
     pub fn extras(&self, sel: &Selectors) -> Result<Vec<(&'static str, Fragment)>, LayoutError> {
         let mut out = vec![];
         let built =
-            |f: &Family, values: &[(&str, usize)]| f.build(values).map_err(LayoutError::Registers);
+            |f: &Family, values: &[(&str, usize)]| f.build(values).map_err(LayoutError::Selector);
         if let Some(m) = &self.meta {
             out.push(("meta", built(&m.family, &[("selector", sel.sparsity)])?));
         } else if sel.sparsity != 0 {
-            return Err(LayoutError::Registers(format!(
+            return Err(LayoutError::Selector(format!(
                 "sparsity selector {}: the instruction is dense",
                 sel.sparsity
             )));
@@ -412,7 +415,7 @@ impl Layout {
             sel.thread_id_b,
         ) != (0, 0, 0, 0)
         {
-            return Err(LayoutError::Registers(
+            return Err(LayoutError::Selector(
                 "scale-factor selectors: the instruction has no scale factors".into(),
             ));
         }

@@ -4,9 +4,9 @@
 //! JSON. The layouts themselves are data of the spec library
 //! (`mmac_runtime::fragments`).
 
-use super::common::{EXIT_FAILED, EXIT_OK, Outcome, instruction, load};
+use super::common::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, instruction, load};
 use mmac_compiler::Checked;
-use mmac_runtime::fragments::{Fragment, Layout, Library, Selectors};
+use mmac_runtime::fragments::{Fragment, Layout, LayoutError, Library, Selectors};
 use mmac_runtime::specs::LoadedSpec;
 use std::io::Write;
 use std::path::Path;
@@ -81,7 +81,7 @@ pub fn layout(file: &Path, names: &[String], json: bool, sel: &Selectors, color:
             Ok(found) => found,
             Err(e) => {
                 eprintln!("error: {e}");
-                return Ok(EXIT_FAILED);
+                return Ok(exit_code(&e));
             }
         };
         if json {
@@ -93,7 +93,7 @@ pub fn layout(file: &Path, names: &[String], json: bool, sel: &Selectors, color:
         out.flush()?;
         return Ok(EXIT_OK);
     }
-    let mut failed = false;
+    let mut failed = EXIT_OK;
     let mut printed = std::collections::BTreeSet::new();
     for name in names {
         let checked = instruction(&s, name)?;
@@ -109,26 +109,33 @@ pub fn layout(file: &Path, names: &[String], json: bool, sel: &Selectors, color:
                 v
             }
             Err(e) => {
-                failed = true;
-                serde_json::json!({"instruction": name, "error": e})
+                failed = failed.max(exit_code(&e));
+                serde_json::json!({"instruction": name, "error": e.to_string()})
             }
         };
         writeln!(out, "{line}")?;
     }
     out.flush()?;
-    Ok(if failed { EXIT_FAILED } else { EXIT_OK })
+    Ok(failed)
+}
+
+/// A selector the instruction does not have (or past its values) is a usage error; an
+/// instruction without a known layout, or a layout file at fault, a failure.
+fn exit_code(e: &LayoutError) -> i32 {
+    match e {
+        LayoutError::Selector(_) => EXIT_USAGE,
+        _ => EXIT_FAILED,
+    }
 }
 
 /// One instruction's layout: its JSON document and its grids, or why it has none.
-fn one(s: &LoadedSpec, checked: Checked, sel: &Selectors) -> Result<(Json, String), String> {
+fn one(s: &LoadedSpec, checked: Checked, sel: &Selectors) -> Result<(Json, String), LayoutError> {
     let inst = checked.instruction();
-    let (frags, extras) = Library::builtin()
-        .and_then(|lib| {
-            let layout = lib.find_for(&s.spec().arch, inst)?;
-            let extras = layout.extras(sel)?;
-            Ok((layout, extras))
-        })
-        .map_err(|e| e.to_string())?;
+    let (frags, extras) = Library::builtin().and_then(|lib| {
+        let layout = lib.find_for(&s.spec().arch, inst)?;
+        let extras = layout.extras(sel)?;
+        Ok((layout, extras))
+    })?;
     let ar = &inst.arithmetic;
     let mut operands: Vec<(&str, &Fragment, String)> = frags
         .operands()

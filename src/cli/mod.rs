@@ -238,6 +238,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
         /// The sparsity selector (`mma.sp`'s last operand): which lanes hold the metadata.
+        /// A selector the instruction does not have, or past its values (this one, or
+        /// --scale-a/--scale-b's), is a usage error: exit 2.
         #[arg(long, default_value_t = 0)]
         selector: usize,
         /// Block-scaled `mma`: the byte and thread selectors of A's scale factors
