@@ -864,6 +864,37 @@ fn serve_answers_requests_with_positions() {
         "{}",
         stderr(&o)
     );
+    // positions that break the pattern, or a short `b=`: the error points at the field
+    let at = requests[0].find(" pos=").unwrap() + 1;
+    let (head, pos) = requests[0].split_at(at);
+    let mut columns: Vec<&str> = pos["pos=".len()..].split(',').collect();
+    columns.swap(0, 1);
+    let swapped = format!("{head}pos={}", columns.join(","));
+    let b_at = requests[0].find(" b=").unwrap() + 1;
+    let b_end = b_at + requests[0][b_at..].find(',').unwrap();
+    let short_b = format!("{}{}", &requests[0][..b_at + 2], &requests[0][b_end + 1..]);
+    for (request, column, says) in [
+        (swapped, at + 1, "`pos=`: positions"),
+        (short_b, b_at + 1, "`b=` has 31 values"),
+    ] {
+        let mut child = support::mmac_command()
+            .args(["serve", &ampere, "--instr", AMPERE_SP])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(format!("{request}\n").as_bytes()).unwrap();
+        drop(stdin);
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            stderr(&o).contains(&format!("<stdin>:1:{column}: {says}")),
+            "{}",
+            stderr(&o)
+        );
+    }
 }
 
 /// `mmac infer --sparse`: a served sparse instruction is inferred over its selected

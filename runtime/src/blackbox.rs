@@ -157,7 +157,7 @@ impl Interface {
 
     /// Why an input does not fit this interface (element counts, or a value wider than
     /// its format: refused, as `mmac test` refuses it, never masked), if it does not.
-    pub fn misfit(&self, input: &Input) -> Option<String> {
+    pub fn misfit(&self, input: &Input) -> Option<Misfit> {
         let n = self.scale_count();
         for (name, got, want) in [
             ("a", input.a.len(), self.k),
@@ -166,14 +166,17 @@ impl Interface {
             ("sb", input.sb.len(), n),
         ] {
             if got != want {
-                return Some(format!("`{name}=` has {got} values, expected {want}"));
+                return Some(Misfit {
+                    field: name,
+                    message: format!("`{name}=` has {got} values, expected {want}"),
+                });
             }
         }
         self.unfit_value(input)
     }
 
     /// The first value of an input wider than its format, named, if there is one.
-    pub fn unfit_value(&self, input: &Input) -> Option<String> {
+    pub fn unfit_value(&self, input: &Input) -> Option<Misfit> {
         let scale = self.scale.as_ref().map(|(f, _)| f);
         let groups: [(&str, Option<&Format>, &[u64]); 5] = [
             ("c", Some(&self.c), std::slice::from_ref(&input.c)),
@@ -186,15 +189,27 @@ impl Interface {
             if let Some(f) = f
                 && let Some(v) = values.iter().find(|v| **v & !f.storage_mask() != 0)
             {
-                return Some(format!(
-                    "{name} value {v:x} does not fit `{}` ({} bits)",
-                    f.name,
-                    f.storage_bits()
-                ));
+                return Some(Misfit {
+                    field: name,
+                    message: format!(
+                        "{name} value {v:x} does not fit `{}` ({} bits)",
+                        f.name,
+                        f.storage_bits()
+                    ),
+                });
             }
         }
         None
     }
+}
+
+/// Why an input does not fit an instruction, and the field of a request (`a`, `pos`, ...)
+/// at fault, for an error to point at.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Misfit {
+    pub field: &'static str,
+    pub message: String,
 }
 
 fn builtin(name: &str) -> Result<Format, InterfaceError> {

@@ -7,7 +7,7 @@ use super::common::{
 };
 use mmac_compiler::engine::{Choice, Engine};
 use mmac_compiler::ir::{Sparsity, Walk};
-use mmac_runtime::blackbox::{Interface, PipeBox, evaluate};
+use mmac_runtime::blackbox::{Interface, Misfit, PipeBox, evaluate};
 use mmac_runtime::infer::{self, Naming, Options};
 use mmac_runtime::inputs::{Input, hex};
 use mmac_runtime::sparse::SparseInput;
@@ -93,7 +93,10 @@ pub fn serve(file: &Path, name: &str, color: bool) -> Outcome {
                         positions.extend(p);
                     }
                     Some(why) => {
-                        error = Some(format!("error: <stdin>:{lineno}:1: {why} for `{name}`"));
+                        let column = field_column(&line, why.field);
+                        error = Some(format!(
+                            "error: <stdin>:{lineno}:{column}: {why} for `{name}`"
+                        ));
                         break;
                     }
                 },
@@ -129,6 +132,15 @@ pub fn serve(file: &Path, name: &str, color: bool) -> Outcome {
     Ok(EXIT_OK)
 }
 
+/// The 1-based column at which the request `line` gives `field=` (1 where it does not).
+fn field_column(line: &str, field: &str) -> usize {
+    let key = format!("{field}=");
+    line.match_indices(&key)
+        .map(|(i, _)| i)
+        .find(|&i| i == 0 || line[..i].ends_with(char::is_whitespace))
+        .map_or(1, |i| line[..i].chars().count() + 1)
+}
+
 /// Why a request does not fit a sparse instruction (a's stored elements, b's K, the
 /// positions in the pattern; the widths as for a dense one), or positions given to a
 /// dense one.
@@ -136,10 +148,13 @@ fn sparse_misfit(
     inst: &mmac_compiler::ir::Instruction,
     input: &Input,
     positions: &[u64],
-) -> Option<String> {
+) -> Option<Misfit> {
+    let misfit = |field, message| Some(Misfit { field, message });
     let Some(s) = &inst.sparsity else {
-        return (!positions.is_empty())
-            .then(|| "`pos=` given, but the instruction is dense".into());
+        return match positions.is_empty() {
+            true => None,
+            false => misfit("pos", "`pos=` given, but the instruction is dense".into()),
+        };
     };
     let n = inst.scale_count();
     for (name, got, want) in [
@@ -149,11 +164,11 @@ fn sparse_misfit(
         ("sb", input.sb.len(), n),
     ] {
         if got != want {
-            return Some(format!("`{name}=` has {got} values, expected {want}"));
+            return misfit(name, format!("`{name}=` has {got} values, expected {want}"));
         }
     }
     if let Err(e) = mmac_compiler::sparse::check(s, inst.columns(), positions) {
-        return Some(format!("`pos=`: {e}"));
+        return misfit("pos", format!("`pos=`: {e}"));
     }
     Interface::of(inst).unfit_value(input)
 }
