@@ -971,6 +971,17 @@ fn infer_recovers_a_sparse_box_and_tells_the_walks_apart() {
         ),
         ("two of four", "32", "`two` is not a number"),
         ("2 4", "32", "expected \"KEPT of GROUP\""),
+        // patterns of other element widths, refused before the box starts
+        (
+            "2 of 4 pairs",
+            "32",
+            "--sparse \"2 of 4 pairs\" is not a pattern for elements of `f16`",
+        ),
+        (
+            "1 of 2",
+            "32",
+            "--sparse \"1 of 2\" is not a pattern for elements of `f16`",
+        ),
     ] {
         let o = mmac(&[
             "infer",
@@ -987,6 +998,7 @@ fn infer_recovers_a_sparse_box_and_tells_the_walks_apart() {
         ]);
         assert_eq!(o.status.code(), Some(2), "{pattern}");
         assert!(stderr(&o).contains(message), "{pattern}: {}", stderr(&o));
+        assert!(!dir.path().join("never.mma").exists());
     }
 }
 

@@ -114,6 +114,20 @@ impl Sparsity {
             (2, 4, _) | (1, 2, false)
         )
     }
+    /// Is it a known pattern for elements of `bits` bits (as stored): pairs of 4-bit
+    /// ones, 2 of 4 of at most 16 bits, 1 of 2 of 32 bits?
+    pub fn fits_elements(&self, bits: u32) -> bool {
+        self.is_known()
+            && match (self.pairs, self.kept) {
+                (true, _) => bits <= 4,
+                (false, 2) => bits <= 16,
+                (false, _) => bits == 32,
+            }
+    }
+    /// What [`Sparsity::fits_elements`] allows, for a diagnostic's help.
+    pub const ELEMENTS: &'static str = "structured sparsity keeps 2 of every 4 elements of at most 16 bits, \
+         1 of every 2 of tf32 and other 32-bit elements, and 2 of every 4 pairs \
+         (`2 of 4 pairs`) of 4-bit elements";
     /// Columns one group spans: `group`, or twice that for pairs.
     pub fn span(&self) -> u32 {
         self.group * if self.pairs { 2 } else { 1 }

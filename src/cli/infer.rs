@@ -325,6 +325,15 @@ pub fn infer(args: &InferArgs) -> Outcome {
     // a sparse box is asked about its dense arithmetic over the selected products
     let dense_k = sparse.map_or(args.k, |s| s.stored(args.k as u32) as usize);
     let iface = Interface::parse(args.types, dense_k, args.scale).map_err(|e| usage(e.0))?;
+    if let Some(s) = sparse
+        && !s.fits_elements(iface.a.storage_bits())
+    {
+        return Err(usage(format!(
+            "--sparse \"{s}\" is not a pattern for elements of `{}` (a's type)\n  help: {}",
+            iface.a.name,
+            Sparsity::ELEMENTS
+        )));
+    }
     let mut naming = Naming::default_for(
         &Interface::parse(args.types, args.k, args.scale).map_err(|e| usage(e.0))?,
     );

@@ -507,16 +507,9 @@ fn sparsity(
         pairs: sd.pairs,
         walk,
     };
-    // each pattern is for elements of one width: pairs of 4-bit ones, 2 of 4 of at most
-    // 16 bits, 1 of 2 of 32 bits
+    // each pattern is for elements of one width
     let bits = types.get(&'a').map_or(0, Format::storage_bits);
-    let allowed = pattern.is_known()
-        && match (pattern.pairs, pattern.kept) {
-            (true, _) => bits <= 4,
-            (false, 2) => bits <= 16,
-            (false, _) => bits == 32,
-        };
-    if !allowed {
+    if !pattern.fits_elements(bits) {
         let a = types.get(&'a').map_or("?".into(), |f| f.name.clone());
         let written = format!("{kept} of {group}{}", if sd.pairs { " pairs" } else { "" });
         diags.push(
@@ -526,11 +519,7 @@ fn sparsity(
                 format!("{written} sparsity is not a pattern for elements of `{a}`"),
             )
             .label("pattern")
-            .help(
-                "structured sparsity keeps 2 of every 4 elements of at most 16 bits, \
-                 1 of every 2 of tf32 and other 32-bit elements, and 2 of every 4 pairs \
-                 (`2 of 4 pairs`) of 4-bit elements",
-            ),
+            .help(Sparsity::ELEMENTS),
         );
         return None;
     }
