@@ -156,6 +156,44 @@ fn one_arch_per_folder_and_one_header_per_file() {
     }
 }
 
+/// Header lines that describe another instruction (its K, pattern, types or scale factors)
+/// are warned about at their line; the cases still run as the named instruction's.
+#[test]
+fn a_header_that_describes_another_instruction_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(root().join("tests/data/hopper_small.mmv")).unwrap();
+    // after `# mmv 1`, `# arch:` and `# instruction: mma.m16n8k8...`
+    let mut lines: Vec<&str> = good.lines().collect();
+    lines.insert(3, "# k: 16");
+    lines.insert(
+        4,
+        "# sparse: a 2 of 4 over selected (a= holds the stored elements)",
+    );
+    lines.insert(5, "# types: a=f16 b=f16 c=f32 d=f32");
+    let p = dir.path().join("other.mmv");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    let o = mmac(&["test", HOPPER, "--vectors", &p.display().to_string()]);
+    assert_eq!(code(&o), Some(0), "{}", stdout(&o));
+    let out = stdout(&o);
+    let at = |line: usize| format!("warning: {}:{line}: the header says", p.display());
+    assert!(
+        out.contains(&format!(
+            "{} `# k: 16`, but `mma.m16n8k8.f32.f16.f16.f32` has `# k: 8`",
+            at(4)
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "{} `# sparse: a 2 of 4 over selected`, but",
+            at(5)
+        )) && out.contains("has no `# sparse:` line: it is dense"),
+        "{out}"
+    );
+    // the types line agrees: no warning
+    assert_eq!(out.matches("warning:").count(), 2, "{out}");
+}
+
 /// A vector file with a byte that is not UTF-8 fails on its own, at that byte's line and
 /// column, and the other files of the folder still run.
 #[test]

@@ -156,6 +156,29 @@ pub fn run(specs: &[LoadedSpec], vectors_path: &Path) -> std::io::Result<Summary
 }
 
 /// Run every vector file under `vectors` against `specs` with `engine`.
+/// The header lines of `file` that say otherwise of `inst` than it is (`LINE: why`):
+/// vectors of another K, pattern, types or scale factors run under this instruction's
+/// name. A `# sparse:` line for a dense instruction counts; a sparse instruction's file
+/// without one does not (the line is optional).
+fn contradicted(file: &vectors::VectorFile, inst: &Instruction) -> Vec<String> {
+    let own = crate::generate::described(inst);
+    file.described
+        .iter()
+        .filter_map(|(line, key, value)| {
+            let want = own.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+            let why = match want {
+                Some(want) if want == value => return None,
+                Some(want) => format!("`# {key}: {want}`"),
+                None => "no `# sparse:` line: it is dense".to_string(),
+            };
+            Some(format!(
+                "{line}: the header says `# {key}: {value}`, but `{}` has {why}; its cases run as the instruction's",
+                inst.name
+            ))
+        })
+        .collect()
+}
+
 pub fn run_with(specs: &[LoadedSpec], vectors_path: &Path, mode: Mode) -> std::io::Result<Summary> {
     let archs: HashSet<&str> = specs.iter().map(|s| s.checked.arch()).collect();
     let mut sum = Summary::default();
@@ -259,6 +282,9 @@ pub fn run_with(specs: &[LoadedSpec], vectors_path: &Path, mode: Mode) -> std::i
             continue;
         };
         let inst = checked.instruction();
+        for why in contradicted(file, inst) {
+            let _ = writeln!(sum.report, "warning: {shown}:{why}");
+        }
         let engine = engine_of(arch, name).unwrap_or_else(|| Engine::interpreter(checked));
         if let Some(why) = engine.fallback() {
             let _ = writeln!(sum.report, "note: {why}; {shown} runs on the interpreter");

@@ -427,35 +427,48 @@ fn dense_corner_cases(checked: Checked, options: &Options) -> Result<Corners, Ge
 
 /// The `# key: value` header of a `.mmv` file for `inst`.
 pub fn mmv_header(arch: &str, inst: &Instruction) -> String {
-    let ar = &inst.arithmetic;
     let mut s = String::new();
     let _ = writeln!(s, "# mmv 1");
     let _ = writeln!(s, "# arch: {arch}");
     let _ = writeln!(s, "# instruction: {}", inst.name);
-    let _ = writeln!(s, "# k: {}", inst.columns());
-    if let Some(sp) = &inst.sparsity {
-        let _ = writeln!(
-            s,
-            "# sparse: a {sp} over {} (a= holds the stored elements, pos= their columns)",
-            sp.walk.keyword()
-        );
+    for (key, value) in described(inst) {
+        let note = match key {
+            "sparse" => " (a= holds the stored elements, pos= their columns)",
+            _ => "",
+        };
+        let _ = writeln!(s, "# {key}: {value}{note}");
     }
-    let _ = writeln!(
-        s,
-        "# types: a={} b={} c={} d={}",
-        ar.a.name, ar.b.name, ar.c.name, ar.d.name
-    );
-    let _ = writeln!(
-        s,
-        "# scale: {}",
-        ar.scale.as_ref().map_or("none".to_string(), |x| format!(
-            "{} block={}",
-            x.format.name,
-            inst.scale_block().unwrap_or(x.block)
-        ))
-    );
     let _ = writeln!(s, "# nan: {}", if nan_any(inst) { "any" } else { "exact" });
     s
+}
+
+/// The header lines that describe an instruction's operands, as `.mmv` files write them
+/// (key, value): `k`, `sparse` (a sparse one), `types` and `scale`. `mmac test` warns
+/// where a file's lines say otherwise of the instruction it names.
+pub fn described(inst: &Instruction) -> Vec<(&'static str, String)> {
+    let ar = &inst.arithmetic;
+    let mut out = vec![("k", inst.columns().to_string())];
+    if let Some(sp) = &inst.sparsity {
+        out.push(("sparse", format!("a {sp} over {}", sp.walk.keyword())));
+    }
+    out.push((
+        "types",
+        format!(
+            "a={} b={} c={} d={}",
+            ar.a.name, ar.b.name, ar.c.name, ar.d.name
+        ),
+    ));
+    out.push((
+        "scale",
+        ar.scale.as_ref().map_or("none".to_string(), |x| {
+            format!(
+                "{} block={}",
+                x.format.name,
+                inst.scale_block().unwrap_or(x.block)
+            )
+        }),
+    ));
+    out
 }
 
 /// The cases as a `.mmv` file: the header, `notes` as comment lines, then each case under

@@ -37,6 +37,11 @@ pub struct VectorFile {
     pub instruction: Option<String>,
     /// `# nan: any`: any NaN matches any NaN.
     pub nan_any: bool,
+    /// The header lines that describe the instruction's operands (`# k:`, `# sparse:`,
+    /// `# types:`, `# scale:`): (line, key, value), a value without its parenthesised
+    /// note. They do not change how the cases run; `mmac test` warns where they
+    /// contradict the instruction.
+    pub described: Vec<(usize, String, String)>,
     pub cases: Vec<Case>,
 }
 
@@ -152,6 +157,12 @@ pub fn parse(path: &Path, text: &str) -> (VectorFile, Vec<VectorError>) {
                             error(format!("`# nan: {value}`: expected `any` or `exact`"));
                         }
                         file.nan_any = value == "any";
+                        None
+                    }
+                    "k" | "sparse" | "types" | "scale" if !data_seen => {
+                        let value = value.split(" (").next().unwrap_or_default();
+                        file.described
+                            .push((lineno, key.to_string(), value.trim().to_string()));
                         None
                     }
                     _ => None,
