@@ -145,7 +145,7 @@ fn bench_refuses_a_distribution_it_cannot_draw() {
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("--dist normal") && err.contains("not a floating-point format"),
+        err.contains("--dist normal draws real values, but a is `s8`, not a floating-point format"),
         "{err}"
     );
     let o = mmac(&[

@@ -590,6 +590,17 @@ fn run_takes_the_positions_or_a_dense_row() {
         "run", &hopper, "--instr", HOPPER_SP, "--c", "0.5", "--a", &dense, "--b", &b,
     ]);
     assert_eq!(compressed, with_meta);
+    // --pad without --meta fills a shorter dense row with +0
+    let short = dense.split(',').take(7).collect::<Vec<_>>().join(",");
+    let padded = mmac_ok(&[
+        "run", &hopper, "--instr", HOPPER_SP, "--c", "0.5", "--a", &short, "--pad", "--b", &b,
+    ]);
+    assert_eq!(padded, with_meta);
+    let o = mmac(&[
+        "run", &hopper, "--instr", HOPPER_SP, "--c", "0.5", "--a", &short, "--b", &b,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--pad fills"), "{}", stderr(&o));
     let o = mmac(&[
         "run",
         &hopper,
@@ -624,9 +635,10 @@ fn run_takes_the_positions_or_a_dense_row() {
 const AMPERE_SP: &str = "mma.sp.m16n8k32.f32.f16.f16.f32";
 
 /// Two sparse instructions with as many stored elements in different patterns take
-/// different positions: `diff` refuses them before it searches, either way round.
+/// different positions: `diff` refuses them before it searches, either way round; and a
+/// sparse search of no inputs (`--trials 0`) is refused, not reported as no difference.
 #[test]
-fn diff_refuses_instructions_of_different_patterns() {
+fn diff_refuses_different_patterns_and_an_empty_search() {
     let pairs = ["specs/ampere.mma", "mma.sp.m16n8k64.s32.s4.s4.s32"];
     let single = ["specs/rdna4.mma", "v_swmmac_i32_16x16x64_iu4"];
     for (left, right, says) in [
@@ -649,6 +661,16 @@ fn diff_refuses_instructions_of_different_patterns() {
             stderr(&o)
         );
     }
+    let ampere = root().join("specs/ampere.mma").display().to_string();
+    let other = root()
+        .join("specs/examples/sparse_over_columns.mma")
+        .display()
+        .to_string();
+    let o = mmac(&[
+        "diff", &ampere, AMPERE_SP, &other, AMPERE_SP, "--trials", "0",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("--trials 0"), "{}", stderr(&o));
 }
 
 #[test]

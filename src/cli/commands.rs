@@ -309,9 +309,15 @@ fn sparse_a(
         sparse::check(s, inst.columns(), &positions).map_err(|e| format!("--meta: {e}"))?;
         return Ok((a, positions));
     }
+    // without --meta, a is a dense row: --pad fills it to K with +0
+    let mut a = a;
+    if args.pad && a.len() < inst.columns() {
+        let zero = inst.arithmetic.a.encode_finite(false, &Dyadic::zero());
+        a.resize(inst.columns(), zero.unwrap_or(0));
+    }
     if a.len() != inst.columns() {
         return Err(format!(
-            "--a has {} elements: `{}` takes its {} stored elements with --meta, or a row of {} with {} of every {} nonzero",
+            "--a has {} elements: `{}` takes its {} stored elements with --meta, or a row of {} with {} of every {} nonzero (--pad fills a shorter row with +0)",
             a.len(),
             inst.name,
             inst.stored(),

@@ -277,7 +277,13 @@ fn sparse_diff(args: &DiffArgs, x: Checked, y: Checked) -> Outcome {
         );
         return Ok(EXIT_USAGE);
     }
-    let (found, tried) = match sparse::search(x, y, args.trials.max(1), args.seed) {
+    if args.trials == 0 {
+        eprintln!(
+            "error: --trials 0: a sparse diff searches random inputs in the pattern only; give it at least 1"
+        );
+        return Ok(EXIT_USAGE);
+    }
+    let (found, tried) = match sparse::search(x, y, args.trials, args.seed) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: {e}");

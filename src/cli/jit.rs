@@ -375,6 +375,14 @@ fn bench_records(
     }
     let d = Distribution::parse(dist, None).map_err(|e| e.replace("one of ", "one of finite, "))?;
     let ar = &inst.arithmetic;
+    for (operand, format) in [("a", &ar.a), ("b", &ar.b), ("c", &ar.c)] {
+        if format.as_float().is_none() {
+            return Err(format!(
+                "--dist {dist} draws real values, but {operand} is `{}`, not a floating-point format; `--dist finite` draws random encodings of any format",
+                format.name
+            ));
+        }
+    }
     let mut rng = Rng::new(0x5851_f42d_4c95_7f2d);
     for (format, values) in [
         (&ar.c, &mut rec.c),

@@ -464,7 +464,8 @@ pub struct RunArgs {
     /// Scale factors of B's column, one per block.
     #[arg(long, allow_hyphen_values = true)]
     pub sb: Option<String>,
-    /// Fill missing a/b lanes with +0 and missing scale factors with 1.0.
+    /// Fill missing a/b lanes with +0 and missing scale factors with 1.0 (a sparse
+    /// instruction's a without --meta is a dense row of K, filled to K).
     #[arg(long)]
     pub pad: bool,
     #[arg(long, value_enum, default_value_t = Engine::Jit)]
@@ -488,7 +489,7 @@ pub struct MatrixArgs {
     /// A dense (M x K, at most 2 of every 4 nonzero), compressed.
     #[arg(long)]
     pub a: PathBuf,
-    /// A sparse A's positions (.npy, the shape of --a, any unsigned integer dtype): the
+    /// A sparse A's positions (.npy, the shape of --a, any little-endian unsigned integer dtype): the
     /// column of K at which each stored element sits, increasing along a row.
     #[arg(long)]
     pub meta: Option<PathBuf>,
