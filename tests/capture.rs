@@ -742,13 +742,13 @@ fn serve_answers_request_by_request() {
         .unwrap();
     let o = s.wait_with_output().unwrap();
     assert_eq!(stdout(&o).lines().collect::<Vec<_>>(), answers);
-    // a batch with a comment, a blank line, then a malformed request
-    write!(
-        input,
+    // a batch with a comment, a blank line, then a malformed request, in one write (the
+    // kit exits at the malformed line: a write after it could meet a closed pipe)
+    let batch = format!(
         "# a comment\n\n{}\nc=0 a=1,2 b=3\n{}\n",
         requests[0], requests[1]
-    )
-    .unwrap();
+    );
+    input.write_all(batch.as_bytes()).unwrap();
     drop(input);
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut output, &mut rest).unwrap();

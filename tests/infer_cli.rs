@@ -74,7 +74,7 @@ fn serve_reports_a_malformed_line_with_its_number() {
     // a request with the wrong number of elements
     let out = serve(HOPPER, "specs/hopper.mma", "c=0 a=0,0 b=0,0\n");
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("<stdin>:1:1: `a=` has 2 values, expected 16"));
+    assert!(text(&out.stderr).contains("<stdin>:1:5: `a=` has 2 values, expected 16"));
     // a request is not a vector case: `d=` is the box's
     let out = serve(
         HOPPER,

@@ -29,9 +29,13 @@ pub struct Summary {
     /// Files that failed as a whole with no case to count as failed (no cases at all; a
     /// header without `# arch:` or naming an instruction the spec lacks, over no cases).
     pub failed_files: usize,
-    /// Human-readable report lines (mismatches, unmatched and skipped files, malformed
-    /// lines).
+    /// Human-readable report lines: mismatches, unmatched and skipped files (standard
+    /// output).
     pub report: String,
+    /// Diagnostics about the files and the engines, not results: `error:` (a malformed
+    /// line), `warning:` (a header that describes another instruction) and `note:` (an
+    /// instruction that runs on the interpreter) lines (standard error).
+    pub diagnostics: String,
 }
 
 impl Summary {
@@ -209,7 +213,7 @@ pub fn run_with(specs: &[LoadedSpec], vectors_path: &Path, mode: Mode) -> std::i
         .filter_map(|s| match s {
             Ok(s) => Some(s),
             Err(e) => {
-                let _ = writeln!(sum.report, "note: {e}; using the interpreter");
+                let _ = writeln!(sum.diagnostics, "note: {e}; using the interpreter");
                 None
             }
         })
@@ -248,7 +252,7 @@ pub fn run_with(specs: &[LoadedSpec], vectors_path: &Path, mode: Mode) -> std::i
             continue;
         }
         for e in errors {
-            let _ = writeln!(sum.report, "error: {e}");
+            let _ = writeln!(sum.diagnostics, "error: {e}");
         }
         sum.failed += errors.len();
         let Some(arch) = file.arch.as_deref() else {
@@ -283,11 +287,14 @@ pub fn run_with(specs: &[LoadedSpec], vectors_path: &Path, mode: Mode) -> std::i
         };
         let inst = checked.instruction();
         for why in contradicted(file, inst) {
-            let _ = writeln!(sum.report, "warning: {shown}:{why}");
+            let _ = writeln!(sum.diagnostics, "warning: {shown}:{why}");
         }
         let engine = engine_of(arch, name).unwrap_or_else(|| Engine::interpreter(checked));
         if let Some(why) = engine.fallback() {
-            let _ = writeln!(sum.report, "note: {why}; {shown} runs on the interpreter");
+            let _ = writeln!(
+                sum.diagnostics,
+                "note: {why}; {shown} runs on the interpreter"
+            );
         }
         // the optimised engine runs the file's well-formed cases through the batch entry
         let batched = match (engine.is_jit(), mode) {

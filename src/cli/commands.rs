@@ -447,6 +447,7 @@ pub fn test(spec: &Path, vectors: &Path, engine: Engine, optimized: bool, color:
     };
     match mmac_runtime::conformance::run_with(&loaded, vectors, mode) {
         Ok(sum) => {
+            eprint!("{}", sum.diagnostics);
             let mut out = super::common::stdout();
             write!(out, "{}", sum.report)?;
             writeln!(out, "{}", sum.line())?;
