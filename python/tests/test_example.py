@@ -1,5 +1,6 @@
 """The examples run and print what their docs say: examples/digits_fp8.py and
-examples/digits_sparse.py print exactly the numbers docs/python.md quotes, examples/transformer_numerics.py (its reduced run) a
+examples/digits_sparse.py print exactly the numbers docs/python.md quotes (from their stored
+weights; ``--train`` trains again), examples/transformer_numerics.py (its reduced run) a
 profile table per design, and neither changes its numbers when the processor MKL sees or
 the thread count around it changes (the settings of examples/reproducible.py)."""
 
@@ -62,6 +63,21 @@ def test_the_digits_example_prints_the_numbers_the_docs_quote():
     # the same numbers as the docs, and as on a machine MKL and OpenMP see differently
     assert out == _quoted_output("python examples/digits_fp8.py")
     assert _run("digits_fp8.py", env=ANOTHER_MACHINE) == out
+
+
+def test_the_digits_examples_train_again_on_request_without_storing():
+    """``--train`` runs the training the stored weights came from (its last bits may
+    differ on another processor, so only the table's shape and accuracy are checked) and
+    leaves the stored weights alone without ``--save``."""
+    for script, weights in (("digits_fp8.py", "digits_mlp.npz"), ("digits_sparse.py", "digits_mlp_2of4.npz")):
+        stored = (EXAMPLES / weights).read_bytes()
+        out = _run(script, "--train")
+        assert (EXAMPLES / weights).read_bytes() == stored
+        quoted = _quoted_output(f"python examples/{script}")
+        assert [line[:22] for line in out.splitlines()] == [line[:22] for line in quoted.splitlines()]
+        for line in out.splitlines()[1:]:
+            if "accuracy" in line:
+                assert float(re.search(r"accuracy (\S+)", line).group(1)) > 0.85, line
 
 
 def test_the_sparse_digits_example_prints_the_numbers_the_docs_quote():
