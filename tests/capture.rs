@@ -390,12 +390,12 @@ fn malformed_vectors_are_refused_with_file_and_line() {
         (
             "a count",
             format!("{header}c=0 a=1,2 b=0,0,0,0,0,0,0,0 d=0\n"),
-            ":5:1: `a=` has 2 values, expected 8",
+            ":5:5: `a=` has 2 values, expected 8",
         ),
         (
             "too wide",
             format!("{header}c=0 a=10000,0,0,0,0,0,0,0 b=0,0,0,0,0,0,0,0 d=0\n"),
-            ":5:1: a value 10000 does not fit `f16` (16 bits)",
+            ":5:5: a value 10000 does not fit `f16` (16 bits)",
         ),
         (
             "missing d",
@@ -509,12 +509,12 @@ fn malformed_sparse_and_block_scaled_cases_are_refused() {
         (
             "pos count",
             format!("c=0 {a} {b} pos=0,1,4,5,8,9,c d=0"),
-            ":1:1: `pos=` has 7 values, expected 8",
+            ":1:63: `pos=` has 7 values, expected 8",
         ),
         (
             "a count",
             format!("c=0 a=3c00{} {b} pos=0,1,4,5,8,9,c,d d=0", ",0".repeat(15)),
-            ":1:1: `a=` has 16 values, expected 8 (the stored elements, k / 2,",
+            ":1:5: `a=` has 16 values, expected 8 (the stored elements, k / 2,",
         ),
         (
             "decreasing",
@@ -566,7 +566,7 @@ fn malformed_sparse_and_block_scaled_cases_are_refused() {
         (
             "two sb",
             format!("c=0 {ab} sa=7f sb=7f,7f d=0\n"),
-            ":1:1: `sb=` has 2 values, expected 1",
+            ":1:143: `sb=` has 2 values, expected 1",
         ),
         (
             "wide sa",
@@ -756,7 +756,7 @@ fn serve_answers_request_by_request() {
     assert_eq!(rest, "d=3f800002\n");
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("<stdin>:7:1: `a=` has 2 values, expected 16"),
+        stderr(&o).contains("<stdin>:7:5: `a=` has 2 values, expected 16"),
         "{}",
         stderr(&o)
     );

@@ -102,6 +102,9 @@ struct Case {
     bool has_d = false;
     uint64_t d = 0;
     size_t d_at = 0, d_len = 0;  // where the text of d's value is in the line
+    // the 1-based column of each field's name (c, a, b, sa, sb, pos, d), 0 where absent:
+    // where an error about the field points
+    size_t columns[7] = {};
 };
 
 // Parse one case (`c=.. a=.. b=.. [sa=.. sb=..] [pos=..] [d=..]`, the .mmv and request

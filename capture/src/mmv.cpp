@@ -113,6 +113,7 @@ Case parse_case(const std::string &text, const std::string &where, size_t line) 
                 fail(col, "`" + n + "` given twice");
             }
             seen[name] = true;
+            cs.columns[name] = col;
             current = name;
             expect_value = true;
             i += name_len;
@@ -162,45 +163,50 @@ Case parse_case(const std::string &text, const std::string &where, size_t line) 
 }
 
 void check_case(const Instr &ins, const Case &cs, const std::string &where, bool request) {
-    std::string here = at(where, cs.line, 1);
+    // the fields, in Case::columns' order
+    enum { C, A, B, SA, SB, POS, D };
+    // an error about a field points at it; one about a missing field at the line
+    auto here = [&](int field) {
+        return at(where, cs.line, cs.columns[field] ? cs.columns[field] : 1);
+    };
     std::string name = ins.name;
-    if (request && cs.has_d) throw InputError(here + "a request has no `d=` (the box answers it)");
-    if (!request && !cs.has_d) throw InputError(here + "missing `d=`");
+    if (request && cs.has_d) throw InputError(here(D) + "a request has no `d=` (the box answers it)");
+    if (!request && !cs.has_d) throw InputError(here(D) + "missing `d=`");
     const bool sparse = has(ins, OP_META), scaled = has(ins, OP_SA);
     if (!sparse && !cs.pos.empty())
-        throw InputError(here + "`pos=` is for a sparse instruction; `" + name + "` is dense");
+        throw InputError(here(POS) + "`pos=` is for a sparse instruction; `" + name + "` is dense");
     if (sparse && cs.pos.empty())
-        throw InputError(here + "missing `pos=` (the columns of a= in A's row; `" + name + "` is sparse)");
+        throw InputError(here(POS) + "missing `pos=` (the columns of a= in A's row; `" + name + "` is sparse)");
     if (!scaled && (!cs.sa.empty() || !cs.sb.empty()))
-        throw InputError(here + "`sa=`/`sb=` are for a block-scaled instruction; `" + name +
-                         "` takes no scale factors");
-    auto count = [&](const char *field, size_t got, int want, const char *what) {
+        throw InputError(here(cs.sa.empty() ? SB : SA) + "`sa=`/`sb=` are for a block-scaled instruction; `" +
+                         name + "` takes no scale factors");
+    auto count = [&](int field, const char *text, size_t got, int want, const char *what) {
         if (got != static_cast<size_t>(want))
-            throw InputError(here + "`" + field + "=` has " + std::to_string(got) + " values, expected " +
+            throw InputError(here(field) + "`" + text + "=` has " + std::to_string(got) + " values, expected " +
                              std::to_string(want) + " (" + what + " of " + name + ")");
     };
-    count("a", cs.a.size(), ins.stored, sparse ? "the stored elements, k / 2," : "k");
-    count("b", cs.b.size(), ins.k, "k");
+    count(A, "a", cs.a.size(), ins.stored, sparse ? "the stored elements, k / 2," : "k");
+    count(B, "b", cs.b.size(), ins.k, "k");
     if (sparse) {
-        count("pos", cs.pos.size(), ins.stored, "the stored elements, k / 2,");
-        check_positions(ins, cs, here);
+        count(POS, "pos", cs.pos.size(), ins.stored, "the stored elements, k / 2,");
+        check_positions(ins, cs, here(POS));
     }
     if (scaled) {
-        count("sa", cs.sa.size(), ins.scales, "the scale factors per row");
-        count("sb", cs.sb.size(), ins.scales, "the scale factors per column");
+        count(SA, "sa", cs.sa.size(), ins.scales, "the scale factors per row");
+        count(SB, "sb", cs.sb.size(), ins.scales, "the scale factors per column");
     }
-    auto fits = [&](const char *field, Operand op, uint64_t v) {
+    auto fits = [&](int field, const char *text, Operand op, uint64_t v) {
         int bits = format_bits(ins, op);
         if (bits < 64 && (v >> bits) != 0)
-            throw InputError(here + field + " value " + hex(v, 0) + " does not fit `" + field_format(ins, op) +
-                             "` (" + std::to_string(bits) + " bits)");
+            throw InputError(here(field) + text + " value " + hex(v, 0) + " does not fit `" +
+                             field_format(ins, op) + "` (" + std::to_string(bits) + " bits)");
     };
-    fits("c", OP_C, cs.c);
-    for (uint64_t v : cs.a) fits("a", OP_A, v);
-    for (uint64_t v : cs.b) fits("b", OP_B, v);
-    for (uint64_t v : cs.sa) fits("sa", OP_SA, v);
-    for (uint64_t v : cs.sb) fits("sb", OP_SB, v);
-    if (cs.has_d) fits("d", OP_D, cs.d);
+    fits(C, "c", OP_C, cs.c);
+    for (uint64_t v : cs.a) fits(A, "a", OP_A, v);
+    for (uint64_t v : cs.b) fits(B, "b", OP_B, v);
+    for (uint64_t v : cs.sa) fits(SA, "sa", OP_SA, v);
+    for (uint64_t v : cs.sb) fits(SB, "sb", OP_SB, v);
+    if (cs.has_d) fits(D, "d", OP_D, cs.d);
 }
 
 Mmv read_mmv(const std::string &path, const Instr *&ins) {
