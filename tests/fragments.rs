@@ -692,51 +692,35 @@ fn layout_places_metadata_and_scale_factors_by_their_selectors() {
         "{}",
         stderr(&o)
     );
-    let o = mmac(&[
-        "layout",
-        "specs/ampere.mma",
-        "--instr",
-        "mma.m16n8k16.f32.f16.f16.f32",
-        "--selector",
-        "1",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("the instruction is dense"),
-        "{}",
-        stderr(&o)
-    );
-    let o = mmac(&[
-        "layout",
-        "specs/ampere.mma",
-        "--instr",
-        sp,
-        "--selector",
-        "2",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("selector 2 is out of range"),
-        "{}",
-        stderr(&o)
-    );
-    // and so it is for several names at once, each line saying why
-    let o = mmac(&[
-        "layout",
-        "specs/ampere.mma",
-        "--instr",
-        sp,
-        "--instr",
-        "mma.sp.m16n8k16.f32.f16.f16.f32",
-        "--json",
-        "--selector",
-        "4",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert_eq!(
-        stdout(&o).matches("out of range").count(),
-        2,
-        "{}",
-        stdout(&o)
-    );
+    let dense = "mma.m16n8k16.f32.f16.f16.f32";
+    let ampere = "specs/ampere.mma";
+    for (args, says) in [
+        (
+            &["--instr", dense, "--selector", "1"][..],
+            "the instruction is dense",
+        ),
+        (
+            &["--instr", sp, "--selector", "2"],
+            "selector 2 is out of range",
+        ),
+        // several names at once: each line says why
+        (
+            &[
+                "--instr",
+                sp,
+                "--instr",
+                "mma.sp.m16n8k16.f32.f16.f16.f32",
+                "--json",
+                "--selector",
+                "4",
+            ],
+            "selector 4 is out of range",
+        ),
+    ] {
+        let o = mmac(&[&["layout", ampere][..], args].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let said = stdout(&o) + &stderr(&o);
+        let want = if args.contains(&"--json") { 2 } else { 1 };
+        assert_eq!(said.matches(says).count(), want, "{args:?}: {said}");
+    }
 }

@@ -864,21 +864,21 @@ fn serve_answers_requests_with_positions() {
         .collect();
     assert_eq!(got, answers);
     // a request without its positions is refused, naming the line
-    let mut child = support::mmac_command()
-        .args(["serve", &ampere, "--instr", AMPERE_SP])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let serve = |input: String| {
+        let mut child = support::mmac_command()
+            .args(["serve", &ampere, "--instr", AMPERE_SP])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    };
     let first = requests[0].split(" pos=").next().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(format!("{}\n{first}\n", requests[0]).as_bytes())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = serve(format!("{}\n{first}\n", requests[0]));
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stdout(&o).lines().count(), 1);
     assert!(
@@ -899,17 +899,7 @@ fn serve_answers_requests_with_positions() {
         (swapped, at + 1, "`pos=`: positions"),
         (short_b, b_at + 1, "`b=` has 31 values"),
     ] {
-        let mut child = support::mmac_command()
-            .args(["serve", &ampere, "--instr", AMPERE_SP])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(format!("{request}\n").as_bytes()).unwrap();
-        drop(stdin);
-        let o = child.wait_with_output().unwrap();
+        let o = serve(format!("{request}\n"));
         assert_eq!(o.status.code(), Some(2));
         assert!(
             stderr(&o).contains(&format!("<stdin>:1:{column}: {says}")),
