@@ -352,28 +352,28 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    /// [`Engine::sparse_batch_strided`] on the interpreter, record by record (the
-    /// operands' counts and strides already checked).
+    /// [`Engine::sparse_batch_strided`] on the interpreter (the operands' counts and
+    /// strides already checked): each record's dense operands built on its own, then the
+    /// interpreter's batch.
     fn sparse_by_record(
         &self,
         c: &[u64],
         [a, b]: [Strided; 2],
         [sa, sb]: [Strided; 2],
-        positions: (&[u64], usize),
+        positions: Strided,
         d: &mut [u64],
         explained: impl Fn(usize) -> EvalError,
     ) -> Result<(), EvalError> {
-        let (stored, columns) = (self.checked.stored(), self.checked.columns());
-        let s = self.checked.scale_count();
-        if d.len() != c.len() {
-            return Err(EvalError::OperandCount {
-                instruction: self.checked.name().to_string(),
-                operand: "d",
-                got: d.len(),
-                want: c.len(),
-            });
-        }
-        for (r, d) in d.iter_mut().enumerate() {
+        let (stored, columns, k) = (
+            self.checked.stored(),
+            self.checked.columns(),
+            self.checked.k(),
+        );
+        let (mut dense_a, mut dense_b) = (
+            Vec::with_capacity(c.len() * k),
+            Vec::with_capacity(c.len() * k),
+        );
+        for r in 0..c.len() {
             let (a, b) = sparse::dense_record(
                 self.checked,
                 slice(a, r, stored),
@@ -381,18 +381,10 @@ impl<'a> Engine<'a> {
                 slice(positions, r, stored),
             )
             .map_err(|_| explained(r))?;
-            *d = interp::run(
-                self.checked,
-                &Operands {
-                    c: c[r],
-                    a: &a,
-                    b: &b,
-                    sa: slice(sa, r, s),
-                    sb: slice(sb, r, s),
-                },
-            )?;
+            dense_a.extend(a);
+            dense_b.extend(b);
         }
-        Ok(())
+        self.batch_strided(c, (&dense_a, k), (&dense_b, k), sa, sb, d)
     }
 
     /// `d[i] = dot(c[i], a[i*k..], b[i*k..], sa[i*s..], sb[i*s..])` for every record i.
