@@ -277,8 +277,8 @@ fn valued(
 }
 
 /// A batch whose records each have their own positions names the first record that breaks
-/// the pattern, on both engines and for both walks (the selected walk checks positions in
-/// the pass that gathers B's elements, the columns walk before expanding A).
+/// the pattern, on both engines and for both walks (the JIT checks positions in the pass
+/// that builds the dense operand, the interpreter in `sparse::dense_record`).
 #[test]
 fn a_batch_names_the_record_whose_positions_break_the_pattern() {
     let columns = specs::load_file(&root().join("specs/examples/sparse_over_columns.mma")).unwrap();
