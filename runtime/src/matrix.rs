@@ -133,9 +133,13 @@ pub fn read(path: &Path, format: &Format, operand: &str) -> Result<Matrix, Matri
         npyz::DType::Plain(t) => t.to_string(),
         other => format!("{other:?}"),
     };
-    // a one-byte dtype may be written with any byte-order character
+    // the same kind and width in either byte order (npyz reads both), and a one-byte
+    // dtype with any byte-order character
     let same = found == want
-        || (want.len() == 3 && found.len() == 3 && found[1..] == want[1..] && want.ends_with('1'));
+        || (want.len() == 3
+            && found.len() == 3
+            && found[1..] == want[1..]
+            && (want.ends_with('1') || found.starts_with('>')));
     if !same {
         // ml_dtypes' arrays (bf16, FP8, ...) are saved by np.save as raw void bytes
         let hint = if found.len() > 1 && found[1..].starts_with('V') {
@@ -268,7 +272,7 @@ pub fn read(path: &Path, format: &Format, operand: &str) -> Result<Matrix, Matri
 }
 
 /// Read a 2-D `.npy` matrix of column positions (a sparse A's `--meta`): any unsigned
-/// integer dtype (uint8, uint16, uint32, uint64).
+/// integer dtype (uint8, uint16, uint32, uint64), in either byte order.
 pub fn read_positions(path: &Path, operand: &str) -> Result<Matrix, MatrixError> {
     let mut found = String::new();
     for bits in [8, 16, 32, 64] {
@@ -422,6 +426,62 @@ mod tests {
             let p = dir.path().join(format!("round-trip-{name}.npy"));
             write(&p, &f, &m).unwrap();
             assert_eq!(read(&p, &f, "a").unwrap(), m, "{name}");
+        }
+    }
+
+    /// The `.npy` file `write` made for `m`, rewritten big-endian: the header's byte-order
+    /// character flipped and each element's bytes reversed.
+    fn big_endian(little: &[u8], width: usize) -> Vec<u8> {
+        let header = 10 + u16::from_le_bytes([little[8], little[9]]) as usize;
+        // the magic string and the header's length, then its text
+        let text = std::str::from_utf8(&little[10..header]).unwrap();
+        assert!(text.contains("'<"), "a little-endian dtype: {text}");
+        let mut out = little[..10].to_vec();
+        out.extend(text.replacen("'<", "'>", 1).bytes());
+        for element in little[header..].chunks(width) {
+            out.extend(element.iter().rev());
+        }
+        out
+    }
+
+    #[test]
+    fn a_big_endian_file_reads_as_its_little_endian_twin() {
+        let dir = tempfile::TempDir::new().unwrap();
+        for (name, width) in [
+            ("f64", 8),
+            ("f32", 4),
+            ("f16", 2),
+            ("bf16", 2),
+            ("tf32", 4),
+            ("s32", 4),
+        ] {
+            let f = builtin(name).unwrap();
+            let m = Matrix {
+                rows: 2,
+                cols: 3,
+                data: (1..7u64)
+                    .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) & f.storage_mask())
+                    .collect(),
+            };
+            let p = dir.path().join(format!("{name}.npy"));
+            write(&p, &f, &m).unwrap();
+            let big = big_endian(&std::fs::read(&p).unwrap(), width);
+            std::fs::write(&p, big).unwrap();
+            assert_eq!(read(&p, &f, "a").unwrap(), m, "{name}");
+        }
+        // a sparse A's positions, in every unsigned width
+        for (bits, width) in [(16, 2), (32, 4), (64, 8)] {
+            let f = Format::int(&format!("u{bits}"), bits, false);
+            let m = Matrix {
+                rows: 2,
+                cols: 2,
+                data: vec![1, 3, 0x102, 7],
+            };
+            let p = dir.path().join(format!("positions-u{bits}.npy"));
+            write(&p, &f, &m).unwrap();
+            let big = big_endian(&std::fs::read(&p).unwrap(), width);
+            std::fs::write(&p, big).unwrap();
+            assert_eq!(read_positions(&p, "--meta").unwrap(), m, "u{bits}");
         }
     }
 

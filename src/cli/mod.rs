@@ -489,7 +489,7 @@ pub struct MatrixArgs {
     /// A dense (M x K, at most 2 of every 4 nonzero), compressed.
     #[arg(long)]
     pub a: PathBuf,
-    /// A sparse A's positions (.npy, the shape of --a, any little-endian unsigned integer dtype): the
+    /// A sparse A's positions (.npy, the shape of --a, any unsigned integer dtype, either byte order): the
     /// column of K at which each stored element sits, increasing along a row.
     #[arg(long)]
     pub meta: Option<PathBuf>,
