@@ -31,6 +31,47 @@ pub fn run_traced(inst: Checked, ops: &Operands) -> Result<(u64, Vec<String>), E
     Ok((d, t.lines.unwrap_or_default()))
 }
 
+/// [`run_traced`] of one record with a sparse A's positions (none for a dense
+/// instruction): the trace of the dense arithmetic on the operands the positions give it
+/// ([`crate::sparse::dense_record`]), after a first line saying where a's elements sit and
+/// what the pipeline walks. What `mmac run --trace --meta` prints, and Python's
+/// `ins.run(..., meta=, trace=True)`.
+pub fn run_traced_record(
+    inst: Checked,
+    ops: &Operands,
+    positions: &[u64],
+) -> Result<(u64, Vec<String>), EvalError> {
+    let (a, b) = crate::sparse::dense_record(inst, ops.a, ops.b, positions).map_err(|message| {
+        EvalError::Pattern {
+            instruction: inst.name().to_string(),
+            message,
+        }
+    })?;
+    let (d, mut lines) = run_traced(
+        inst,
+        &Operands {
+            a: &a,
+            b: &b,
+            ..*ops
+        },
+    )?;
+    if let Some(s) = inst.sparsity() {
+        let columns: Vec<String> = positions.iter().map(u64::to_string).collect();
+        let walk = match s.walk {
+            Walk::Selected => "the selected products",
+            Walk::Columns => "all columns, a expanded with +0",
+        };
+        lines.insert(
+            0,
+            format!(
+                "sparse: a's elements at columns {}; the pipeline runs over {walk}",
+                columns.join(",")
+            ),
+        );
+    }
+    Ok((d, lines))
+}
+
 /// What the interpreter computes: an arithmetic under a name, with the provenance its
 /// trace names parts by (an instruction, or the run of a composed instruction's step).
 #[derive(Clone, Copy)]

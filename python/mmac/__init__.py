@@ -362,12 +362,7 @@ class Instruction:
         else:
             sa_codes = [int(v) for v in self._codes(sa, "sa", "sa", 1)]
             sb_codes = [int(v) for v in self._codes(sb, "sb", "sb", 1)]
-        positions = None
-        if meta is not None:
-            arr = np.asarray(meta)
-            if arr.dtype.kind not in "ui" or (arr < 0).any():
-                raise ValueError(f"meta: column positions are non-negative integers, not {arr}")
-            positions = [int(v) for v in arr.reshape(-1)]
+        positions = _row_positions(meta)
         d = self._native.dot(
             int(c_code),
             [int(v) for v in a_codes],
@@ -383,7 +378,7 @@ class Instruction:
             return _dtypes.numpy_to_tensor(out, like=tensors[0])[0]
         return out[0]
 
-    def run(self, c, a, b, sa=None, sb=None, *, trace: bool = False, pad: bool = False,
+    def run(self, c, a, b, sa=None, sb=None, *, meta=None, trace: bool = False, pad: bool = False,
             engine: str = "auto") -> Run:
         """One dot-product-add as ``mmac run`` computes it, returned as a :class:`Run`:
         ``d`` (as :meth:`dot` returns it), its ``encoding`` and ``text`` (``HEX VALUE``)
@@ -392,8 +387,12 @@ class Instruction:
         CLI prints. With ``trace=True`` the reference interpreter computes, as the CLI's
         trace does (the engines agree bit for bit); ``engine`` applies without it.
         Operands are taken as :meth:`dot` takes them; ``pad=True`` fills missing a and b
-        lanes with +0 and missing scale factors with 1.0, as ``mmac run --pad``."""
-        return _why.run(self, c, a, b, sa, sb, trace, pad, engine)
+        lanes with +0 and missing scale factors with 1.0, as ``mmac run --pad``. A sparse
+        instruction takes a's stored elements and ``meta=`` their columns, as :meth:`dot`
+        does, or (without ``meta``) a's whole row of k with the pattern's zeros, which is
+        compressed as ``mmac run`` compresses it; its trace is the dense arithmetic's on
+        the selected products, after a line that says where a's elements sit."""
+        return _why.run(self, c, a, b, sa, sb, _row_positions(meta), trace, pad, engine)
 
     def mma(self, A, B, C, sa=None, sb=None, *, meta=None, engine: str = "auto"):
         """One whole instruction: A is m x k, B is k x n, C is m x n (``sa`` m x k/block,
@@ -642,10 +641,12 @@ class Instruction:
             ) from None
         return _dtypes.round_to_format(values, self._format(op))
 
-    def report(self, A, B, C=None, sa=None, sb=None, *, D=None, threads=None, engine: str = "auto"):
+    def report(self, A, B, C=None, sa=None, sb=None, *, D=None, meta=None, threads=None,
+               engine: str = "auto"):
         """The error of D (computed by :meth:`gemm` unless given) against the exact result
         ``C + A*B``: max and mean absolute and relative error and the mean signed error
-        (bias), as ``mmac gemm --report``."""
+        (bias), as ``mmac gemm --report``. A sparse A is taken as :meth:`gemm` takes it
+        (dense and pruned, or its stored elements with ``meta=``)."""
         self._check_scales(sa, sb)
         r = self._native.report(
             self._matrix(A, "A", "a"),
@@ -656,25 +657,42 @@ class Instruction:
             None if D is None else self._matrix(D, "D", "d"),
             threads,
             self._engine(engine),
+            None if meta is None else _positions(meta),
         )
         d = self._result(r.pop("d"), "d", (A, B, C, sa, sb))
         return ErrorReport(d=d, **r)
 
 
-def _positions(meta):
-    """A sparse A's positions as the native GEMM takes them: ``(bytes, rows, cols)`` of
-    little-endian u64, from an unsigned integer array (or a tensor)."""
+def _columns(meta, ndim: int, what: str) -> np.ndarray:
+    """``meta=`` as an array of ``ndim`` dimensions: an unsigned integer array (or
+    tensor), or Python integers (a list, nested for a matrix) that are not negative."""
     if _dtypes.is_tensor(meta):
         meta = meta.detach().cpu().numpy()
     arr = np.asarray(meta)
-    if arr.dtype.kind != "u":
+    python_ints = not isinstance(meta, np.ndarray) and arr.dtype.kind == "i" and not (arr < 0).any()
+    if arr.dtype.kind != "u" and not python_ints:
         raise ValueError(
             f"meta: the positions of A's stored elements are an unsigned integer array, not {arr.dtype}"
         )
-    if arr.ndim != 2:
-        raise ValueError(f"meta must be a 2-D matrix, found shape {arr.shape}")
+    if arr.ndim != ndim:
+        raise ValueError(f"meta must be {what}, found shape {arr.shape}")
+    return arr
+
+
+def _positions(meta):
+    """A sparse A's positions as the native GEMM takes them: ``(bytes, rows, cols)`` of
+    little-endian u64, from an unsigned integer matrix (:func:`_columns`)."""
+    arr = _columns(meta, 2, "a 2-D matrix")
     rows, cols = arr.shape
     return (np.ascontiguousarray(arr, dtype="<u8").tobytes(), rows, cols)
+
+
+def _row_positions(meta) -> list | None:
+    """One row's positions (``meta=`` of :meth:`Instruction.dot` and
+    :meth:`Instruction.run`) as ints, or None."""
+    if meta is None:
+        return None
+    return [int(v) for v in _columns(meta, 1, "1-D (the columns of one row's stored elements)")]
 
 
 def _gemm_size(A, B) -> tuple:

@@ -99,14 +99,15 @@ class GemmKernel:
     def run(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None = None) -> np.ndarray:
         """D for float64 ``A`` (M x K), ``B`` (K x N) and ``C`` (broadcast to M x N, or
         None): in d's dtype without a recipe or slices, else float32."""
+        if self.ins.sparsity is not None:
+            return weight_as_a(self._run, A, B, C)
+        return self._run(A, B, C)
+
+    def _run(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None) -> np.ndarray:
+        """:meth:`run` with A as the instruction's A (a sparse one's: the pruned weight)."""
         ins = self.ins
         M, K = A.shape
         N = B.shape[1]
-        if ins.sparsity is not None and not fits_pattern(A, ins) and fits_pattern(B.T, ins):
-            # the pruned operand is B (a linear layer's weight): D^T = B^T A^T + C^T, each
-            # element the same dot product with the weight's row as the sparse A
-            Ct = None if C is None else np.broadcast_to(C, (M, N)).T
-            return np.ascontiguousarray(self.run(np.ascontiguousarray(B.T), np.ascontiguousarray(A.T), Ct).T)
         A = _padded(A, ins.m, ins.k)
         B = _padded(B, ins.k, ins.n)
         slices = self.k_slices(A.shape[1])
@@ -115,6 +116,10 @@ class GemmKernel:
         if bias is not None and self.scaling is None and len(slices) == 1:
             c_in = self._round(_padded(np.asarray(bias, np.float64), ins.m, ins.n), "c")
         a, b, sa, sb, dequantize = self._quantized(A, B)
+        if ins.sparsity is not None:
+            # the pattern as the instruction sees the weight: rounded into a's format
+            values = a.view(np.float32) if a.dtype == np.uint32 else a.astype(np.float64)
+            check_weight(ins, values != 0, f" after rounding into {ins.format('a')['name']}")
         parts = []
         for lo, hi in slices:
             scales = {}
@@ -307,15 +312,44 @@ def _padded(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return out
 
 
-def fits_pattern(x: np.ndarray, ins) -> bool:
-    """Does every row of ``x`` (rows x K, K padded to the instruction's k) hold at most
-    ``kept`` nonzero elements (or pairs) in every group of a sparse instruction?"""
+class PatternError(ValueError):
+    """A weight that a sparse instruction cannot take as its A: a row breaks the pattern."""
+
+
+def weight_as_a(run, A: np.ndarray, B: np.ndarray, C: np.ndarray | None) -> np.ndarray:
+    """``D = A @ B + C`` through a sparse instruction, whose A is the GEMM's second
+    operand: ``run(B^T, A^T, C^T)`` gives D^T, each element the sparse dot product of a
+    row of B^T (the weight's row in ``x @ W.T``, a linear layer; a convolution's filter)
+    with a row of A. Which operand is pruned is fixed by its place, never by the values."""
+    M, N = A.shape[0], B.shape[1]
+    Ct = None if C is None else np.broadcast_to(C, (M, N)).T
+    return np.ascontiguousarray(run(np.ascontiguousarray(B.T), np.ascontiguousarray(A.T), Ct).T)
+
+
+def check_weight(ins, nonzero: np.ndarray, how: str) -> None:
+    """Raise :class:`PatternError` naming the first row and group of the weight
+    (``nonzero``: its nonzero elements, rows x K with K a multiple of the group) that hold
+    more than the pattern keeps."""
     s = ins.sparsity
     unit = 2 if s["pairs"] else 1
-    x = _padded(np.asarray(x), 1, ins.k)
-    rows, k = x.shape
-    units = (x.reshape(rows, k // (s["group"] * unit), s["group"], unit) != 0).any(axis=-1)
-    return bool((units.sum(axis=-1) <= s["kept"]).all())
+    span = s["group"] * unit
+    rows, k = nonzero.shape
+    units = nonzero.reshape(rows, k // span, s["group"], unit).any(axis=-1)
+    counts = units.sum(axis=-1)
+    broken = np.argwhere(counts > s["kept"])
+    if broken.size == 0:
+        return
+    row, group = (int(v) for v in broken[0])
+    what = "pairs holding a nonzero element" if s["pairs"] else "nonzero elements"
+    pattern = f"{s['kept']} of every {s['group']}" + (" pairs" if s["pairs"] else "")
+    raise PatternError(
+        f"`{ins.name}` is sparse ({pattern} along K): emulate runs it with the matmul's "
+        "second operand as its A (x @ W.T: the weight W, a linear layer's; a convolution's "
+        f"filters), and row {row} of that weight breaks the pattern{how}: group {group} "
+        f"(columns {group * span}..{group * span + span - 1}) holds {int(counts[row, group])} "
+        f"{what}, at most {s['kept']}; prune the weight {s['kept']}:{s['group']} along its "
+        "input dimension, or emulate a dense instruction"
+    )
 
 
 def int_range(fmt: dict) -> tuple:
@@ -333,6 +367,15 @@ def integer_gemm(
     zeros as :class:`GemmKernel` pads; D in d's dtype (int32 for s32: the instruction's
     wrapping or saturation is its own). A value outside a's, b's or c's range is a
     ``ValueError`` with the count (an integer is never rounded)."""
+    if ins.sparsity is not None:
+        run = lambda A, B, C: _integer_gemm(ins, A, B, C, threads, engine)  # noqa: E731
+        return weight_as_a(run, A, B, C)
+    return _integer_gemm(ins, A, B, C, threads, engine)
+
+
+def _integer_gemm(ins, A, B, C, threads, engine) -> np.ndarray:
+    """:func:`integer_gemm` with A as the instruction's A (a sparse one's: the pruned
+    weight)."""
     M, K = A.shape
     N = B.shape[1]
     operands = []
@@ -351,5 +394,7 @@ def integer_gemm(
             )
         rows, cols = (ins.m, ins.k) if op == "a" else ((ins.k, ins.n) if op == "b" else (ins.m, ins.n))
         operands.append(_padded(x, rows, cols).astype(_dtypes.natural_dtype(fmt)))
+    if ins.sparsity is not None:
+        check_weight(ins, operands[0] != 0, "")
     D = ins.gemm(*operands, threads=threads, engine=engine)
     return np.ascontiguousarray(D[:M, :N])

@@ -207,8 +207,9 @@ class Run:
         return _html_table(title, self.stages, f"d={self.text}")
 
 
-def run(ins, c, a, b, sa, sb, trace: bool, pad: bool, engine: str) -> Run:
-    """:meth:`mmac.Instruction.run`."""
+def run(ins, c, a, b, sa, sb, positions, trace: bool, pad: bool, engine: str) -> Run:
+    """:meth:`mmac.Instruction.run` (``positions``: a sparse A's stored elements' columns,
+    or None)."""
     c_code = int(ins._codes(c, "c", "c", 0))
     a_codes = [int(v) for v in ins._codes(a, "a", "a", 1)]
     b_codes = [int(v) for v in ins._codes(b, "b", "b", 1)]
@@ -222,18 +223,23 @@ def run(ins, c, a, b, sa, sb, trace: bool, pad: bool, engine: str) -> Run:
         sb_codes = [int(v) for v in ins._codes(sb, "sb", "sb", 1)]
     if pad:
         zero = {op: _padding(ins, op, 0.0, "+0") for op in ("a", "b")}
-        a_codes += [zero["a"]] * (ins.k - len(a_codes))
+        # (a's stored elements, given with their positions, are as many as those)
+        if positions is None:
+            a_codes += [zero["a"]] * (ins.k - len(a_codes))
         b_codes += [zero["b"]] * (ins.k - len(b_codes))
         if ins._scale_format is not None:
             one = _padding(ins, "sa", 1.0, "1.0")
             blocks = ins.k // ins.scale["block"]
             sa_codes += [one] * (blocks - len(sa_codes))
             sb_codes += [one] * (blocks - len(sb_codes))
+    if ins.sparsity is not None and positions is None:
+        # a's whole row, compressed as `mmac run` compresses it
+        a_codes, positions = ins._native.compress_row(a_codes)
     if trace:
-        out = ins._native.trace(c_code, a_codes, b_codes, sa_codes, sb_codes)
+        out = ins._native.trace(c_code, a_codes, b_codes, sa_codes, sb_codes, positions)
         code, text, stages = out["d"], out["d_text"], _stages(out["rows"])
     else:
-        code = ins._native.dot(c_code, a_codes, b_codes, sa_codes, sb_codes, ins._engine(engine))
+        code = ins._native.dot(c_code, a_codes, b_codes, sa_codes, sb_codes, ins._engine(engine), positions)
         text, stages = _result_text(ins, code), ()
     d = _dtypes.from_encodings(np.array([code], dtype=np.uint64), ins._format("d"))[0]
     return Run(ins, d, code, text, stages)

@@ -53,6 +53,13 @@ default: K = (kernel position, c_in), as CUTLASS and cuDNN's NHWC tensor-core ke
 channels-first; transposed convolutions run as zero insertion and a flipped kernel
 (:mod:`mmac._conv`).
 
+A sparse instruction (``ins.sparsity``, say Ampere's ``mma.sp.m16n8k32.f32.f16.f16.f32``,
+and a sparse ``int_ins``) takes the matmul's second operand as its A, by its place and
+never by its values: the weight W of ``x @ W.T`` (``nn.Linear``), a convolution's filters,
+each element the sparse dot product of a weight's row with an input's row (D^T = W x^T).
+The weight, rounded into a's format, must keep the pattern along K; a row that does not
+raises :class:`PatternError` naming the operator, the row and the group.
+
 ``F.scaled_dot_product_attention`` runs as one attention (a ``TorchFunctionMode`` entered
 with the mode sends it to ``aten._scaled_dot_product_flash_attention_for_cpu``, which is
 emulated): ``S = Q Kᵀ`` through the instruction, scaled, masked and the softmax in float32,
@@ -90,8 +97,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from . import _attention, _conv, _dtypes, _gemm_kernel
 from . import _profile
 from ._dtypes import round_to_format
+from ._gemm_kernel import PatternError
 
-__all__ = ["emulate", "round_to_format"]
+__all__ = ["PatternError", "emulate", "round_to_format"]
 
 aten = torch.ops.aten
 
@@ -202,7 +210,10 @@ class emulate(TorchDispatchMode):
         out = kwargs.pop("out", None)
         _check_operands(packet, args, self.int_ins)
         self.calls += 1
-        result = handler(self, *args, **kwargs)
+        try:
+            result = handler(self, *args, **kwargs)
+        except PatternError as e:
+            raise PatternError(f"{packet}: {e}") from None
         if self.profile is not None:
             self.profile._record(func, args, kwargs, result)
         if out is None:

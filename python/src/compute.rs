@@ -156,7 +156,15 @@ pub fn pool(threads: Option<usize>) -> PyResult<Option<Arc<ThreadPool>>> {
 }
 
 pub fn eval_error(e: EvalError) -> PyErr {
-    PyRuntimeError::new_err(e.to_string())
+    match e {
+        // the caller's operands: wrong values, as `ValueError` (docs/python.md, Errors)
+        EvalError::OperandCount { .. } | EvalError::Pattern { .. } => {
+            PyValueError::new_err(e.to_string())
+        }
+        EvalError::Stride { .. } | EvalError::Internal { .. } => {
+            PyRuntimeError::new_err(e.to_string())
+        }
+    }
 }
 
 /// The engine `engine` asks for: the JIT's kernel (compiled once per instruction), or the

@@ -186,6 +186,25 @@ impl NativeInstruction {
         self.spec.instruction(self.index)
     }
 
+    /// Positions given to a sparse instruction, none to a dense one (`meta=`).
+    fn check_positions(&self, positions: Option<&[u64]>) -> PyResult<()> {
+        let inst = self.inst();
+        match (&inst.sparsity, positions) {
+            (Some(s), None) => Err(PyValueError::new_err(format!(
+                "`{}` is sparse ({} of every {}): give meta=, the columns of a's {} stored elements",
+                inst.name,
+                s.kept,
+                s.group,
+                inst.stored()
+            ))),
+            (None, Some(_)) => Err(PyValueError::new_err(format!(
+                "`{}` is dense: it takes no meta=",
+                inst.name
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// Are the operands of one dot-product-add k elements (and k/block scale factors)
     /// each, every encoding within its format's storage bits?
     fn check_dot_operands(
@@ -419,25 +438,7 @@ impl NativeInstruction {
         positions: Option<Vec<u64>>,
     ) -> PyResult<u64> {
         let engine = compute::Engine::parse(engine)?;
-        let inst = self.inst();
-        match (&inst.sparsity, &positions) {
-            (Some(s), None) => {
-                return Err(PyValueError::new_err(format!(
-                    "`{}` is sparse ({} of every {}): give meta=, the columns of a's {} stored elements",
-                    inst.name,
-                    s.kept,
-                    s.group,
-                    inst.stored()
-                )));
-            }
-            (None, Some(_)) => {
-                return Err(PyValueError::new_err(format!(
-                    "`{}` is dense: it takes no meta=",
-                    inst.name
-                )));
-            }
-            _ => {}
-        }
+        self.check_positions(positions.as_deref())?;
         self.check_dot_operands(c, &a, &b, &sa, &sb)?;
         let positions = positions.unwrap_or_default();
         compute::dot(
@@ -451,9 +452,41 @@ impl NativeInstruction {
         )
     }
 
+    /// A sparse instruction's dense row of a (k elements, the pattern's zeros included)
+    /// compressed to `(stored, positions)`: its nonzero elements and their columns, a
+    /// group with fewer filled from its lowest free columns, as `mmac run` compresses a row
+    /// given without `--meta`.
+    fn compress_row(&self, row: Vec<u64>) -> PyResult<(Vec<u64>, Vec<u64>)> {
+        let inst = self.inst();
+        let Some(s) = &inst.sparsity else {
+            return Err(PyValueError::new_err(format!(
+                "`{}` is dense: its row of a is not compressed",
+                inst.name
+            )));
+        };
+        if row.len() != inst.columns() {
+            return Err(PyValueError::new_err(format!(
+                "a has {} elements: `{}` takes its {} stored elements with meta=, or a row of {} with {} of every {} nonzero (pad=True fills a shorter row with +0)",
+                row.len(),
+                inst.name,
+                inst.stored(),
+                inst.columns(),
+                s.kept,
+                s.group
+            )));
+        }
+        let (mut stored, mut positions) = (vec![], vec![]);
+        let zero = |x| mmac_compiler::sparse::is_zero(&inst.arithmetic.a, x);
+        mmac_compiler::sparse::compress(s, &row, zero, &mut stored, &mut positions)
+            .map_err(|e| PyValueError::new_err(format!("a: {e}")))?;
+        Ok((stored, positions))
+    }
+
     /// One dot-product-add on encodings by the reference interpreter, with the trace of
-    /// every stage as `mmac run --trace` prints it (see [`why::trace`]).
-    #[pyo3(signature = (c, a, b, sa, sb))]
+    /// every stage as `mmac run --trace` prints it (see [`why::trace`]); a sparse
+    /// instruction takes its stored elements' `positions`, as `dot` does.
+    #[pyo3(signature = (c, a, b, sa, sb, positions=None))]
+    #[allow(clippy::too_many_arguments)]
     fn trace<'py>(
         &self,
         py: Python<'py>,
@@ -462,13 +495,9 @@ impl NativeInstruction {
         b: Vec<u64>,
         sa: Vec<u64>,
         sb: Vec<u64>,
+        positions: Option<Vec<u64>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        if self.inst().sparsity.is_some() {
-            return Err(PyValueError::new_err(format!(
-                "`{}` is sparse: its trace is `mmac run --trace --meta ...` (Python traces dense instructions)",
-                self.inst().name
-            )));
-        }
+        self.check_positions(positions.as_deref())?;
         self.check_dot_operands(c, &a, &b, &sa, &sb)?;
         let ops = Operands {
             c,
@@ -477,7 +506,12 @@ impl NativeInstruction {
             sa: &sa,
             sb: &sb,
         };
-        why::trace(py, self.spec.spec.checked.get(self.index), &ops)
+        why::trace(
+            py,
+            self.spec.spec.checked.get(self.index),
+            &ops,
+            positions.as_deref().unwrap_or_default(),
+        )
     }
 
     /// A GEMM (`whole_instruction`: exactly one instruction's shape) on matrices of

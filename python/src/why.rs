@@ -92,14 +92,16 @@ fn composed_line<'a>(
 }
 
 /// One dot-product-add by the reference interpreter with its trace (what `mmac run
-/// --trace` prints): `d` (the encoding), `d_text` (`HEX VALUE`, as after `d=`) and
-/// `rows`, each trace line with its key and stage.
+/// --trace` prints, a sparse A's `positions` included): `d` (the encoding), `d_text`
+/// (`HEX VALUE`, as after `d=`) and `rows`, each trace line with its key and stage.
 pub fn trace<'py>(
     py: Python<'py>,
     checked: Checked,
     ops: &Operands,
+    positions: &[u64],
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (d, lines) = interp::run_traced(checked, ops).map_err(compute::eval_error)?;
+    let (d, lines) =
+        interp::run_traced_record(checked, ops, positions).map_err(compute::eval_error)?;
     let out = PyDict::new(py);
     out.set_item("d", d)?;
     out.set_item(

@@ -608,6 +608,7 @@ fn stage_of(lines: &[String], at: usize) -> String {
         ("c", "c"),
         ("overflow", "overflow"),
         ("special", "special values"),
+        ("sparse", "sparsity"),
     ] {
         if t.starts_with(prefix) {
             return stage.into();
@@ -619,7 +620,8 @@ fn stage_of(lines: &[String], at: usize) -> String {
 /// Every line of a trace (`mmac run --trace`) with what it is about and its stage, as
 /// `mmac diff` reads them: the key (`c`, `p[ 1]`, `align sum / p[ 1]`, `normalize[0]`,
 /// `step result`) and the stage (`c`, `products`, `alignment sum`, `normalisation 0`,
-/// `chained step 1 (k = 16..31)`, `result`, ...), one pair per line.
+/// `chained step 1 (k = 16..31)`, `sparsity` (where a sparse A's elements sit),
+/// `result`, ...), one pair per line.
 pub fn trace_stages(lines: &[String]) -> Vec<(String, String)> {
     (0..lines.len())
         .map(|i| (key_of(lines, i), stage_of(lines, i)))

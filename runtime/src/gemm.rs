@@ -98,7 +98,7 @@ fn check_sparse(inst: &Instruction, p: &Problem, k: usize) -> Result<(), ShapeEr
     let Some(s) = &inst.sparsity else {
         if p.meta.is_some() {
             return Err(ShapeError::new(format!(
-                "`{}` is dense: it takes no --meta",
+                "`{}` is dense: it takes no positions of A's elements (--meta, meta=)",
                 inst.name
             )));
         }
@@ -106,7 +106,7 @@ fn check_sparse(inst: &Instruction, p: &Problem, k: usize) -> Result<(), ShapeEr
     };
     let Some(meta) = &p.meta else {
         return Err(ShapeError::new(format!(
-            "`{}` is sparse ({s}): give A's stored elements ({} x {}) and --meta with their columns, or A dense ({} x {k})",
+            "`{}` is sparse ({s}): give A's stored elements ({} x {}) and their columns (--meta, meta=), or A dense ({} x {k})",
             inst.name,
             p.a.rows,
             s.stored(k as u32),

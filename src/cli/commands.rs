@@ -352,40 +352,7 @@ pub fn run(args: &RunArgs, color: bool) -> Outcome {
     };
     let result = if args.trace {
         // the trace is the dense arithmetic's, on the operands the sparse one gives it
-        match sparse::dense_record(checked, &a, &b, &positions) {
-            Ok((ka, kb)) => {
-                let ops = Operands {
-                    a: &ka,
-                    b: &kb,
-                    ..ops
-                };
-                interp::run_traced(checked, &ops).map(|(d, mut lines)| {
-                    if let Some(s) = checked.sparsity() {
-                        lines.insert(
-                            0,
-                            format!(
-                                "sparse: a's elements at columns {}; the pipeline runs over {}",
-                                positions
-                                    .iter()
-                                    .map(u64::to_string)
-                                    .collect::<Vec<_>>()
-                                    .join(","),
-                                match s.walk {
-                                    mmac_compiler::ir::Walk::Selected => "the selected products",
-                                    mmac_compiler::ir::Walk::Columns =>
-                                        "all columns, a expanded with +0",
-                                }
-                            ),
-                        );
-                    }
-                    (d, lines)
-                })
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                return Ok(EXIT_USAGE);
-            }
-        }
+        interp::run_traced_record(checked, &ops, &positions)
     } else {
         // one dot product: a quickly compiled kernel
         let engine = facade::Engine::new(checked, args.engine.choice(facade::Choice::QUICK));
