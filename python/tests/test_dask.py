@@ -61,3 +61,30 @@ def test_dask_shapes_are_checked_before_any_work(spec):
         mmac.dask.gemm(ins, A, B)
     with pytest.raises(ValueError, match="must be positive multiples of"):
         mmac.dask.gemm(ins, da.zeros((32, 16), np.float16), da.zeros((16, 8), np.float16), tile=(20, 8))
+
+
+def test_dask_sparse_gemm_takes_meta_and_names_rows_of_a(client, spec):
+    ins = spec("hopper")["mma.sp.m16n8k32.f32.f16.f16.f32"]
+    rng = np.random.default_rng(13)
+    A = np.zeros((128, 64), np.float16)
+    for i in range(128):
+        for g in range(16):
+            A[i, 4 * g + rng.choice(4, 2, replace=False)] = rng.standard_normal(2)
+    B = rng.standard_normal((64, 16)).astype(np.float16)
+    E = np.stack([np.flatnonzero(row) for row in A]).astype(np.uint8)
+    S = np.take_along_axis(A, E.astype(np.int64), axis=1)
+    want = ins.gemm(A, B)
+    dense = mmac.dask.gemm(ins, da.from_array(A, chunks=(32, 64)), B).compute()
+    stored = mmac.dask.gemm(ins, da.from_array(S, chunks=(32, 32)), B, meta=da.from_array(E, chunks=(64, 32)))
+    np.testing.assert_array_equal(dense.view(np.uint32), want.view(np.uint32))
+    np.testing.assert_array_equal(stored.compute().view(np.uint32), want.view(np.uint32))
+    # a row that breaks the pattern is named as A numbers it, not as its block does
+    A[83, 4:8] = 1.0
+    with pytest.raises(ValueError, match=r"row 83 of A breaks"):
+        mmac.dask.gemm(ins, da.from_array(A, chunks=(32, 64)), B).compute()
+    E[70, 1] = E[70, 0]
+    with pytest.raises(ValueError, match=r"row 70 of the positions"):
+        mmac.dask.gemm(ins, S, B, meta=E, tile=(32, 8)).compute()
+    # the stored elements without their positions: the hint says what a sparse A takes
+    with pytest.raises(ValueError, match="or its stored elements with meta="):
+        mmac.dask.gemm(ins, S, B)
