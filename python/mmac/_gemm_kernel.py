@@ -36,6 +36,10 @@ tiled GPU GEMM kernel uses the instruction:
 
 Without a recipe or slices, C (rounded into c's format) is the instruction's accumulator
 input, and D comes back in d's dtype; otherwise D is float32.
+
+A sparse instruction's A is the GEMM's second operand (:func:`weight_as_a`: the weight of
+``x @ W.T``), by its place: D^T = B^T A^T + C^T, the weight checked against the pattern
+after rounding (:func:`check_weight`).
 """
 
 from __future__ import annotations
@@ -347,8 +351,8 @@ def check_weight(ins, nonzero: np.ndarray, how: str) -> None:
         "second operand as its A (x @ W.T: the weight W, a linear layer's; a convolution's "
         f"filters), and row {row} of that weight breaks the pattern{how}: group {group} "
         f"(columns {group * span}..{group * span + span - 1}) holds {int(counts[row, group])} "
-        f"{what}, at most {s['kept']}; prune the weight {s['kept']}:{s['group']} along its "
-        "input dimension, or emulate a dense instruction"
+        f"{what}, at most {s['kept']}; prune the weight to {pattern} along its input "
+        "dimension, or emulate a dense instruction"
     )
 
 
