@@ -560,6 +560,14 @@ pub enum NanOrder {
 }
 
 impl NanPolicy {
+    /// Every rule, in the order the language documents them.
+    pub const ALL: [NanPolicy; 4] = [
+        NanPolicy::Canonical,
+        NanPolicy::Ieee,
+        NanPolicy::Propagate(NanOrder::CFirst),
+        NanPolicy::Propagate(NanOrder::ProductsFirst),
+    ];
+
     /// The word the language writes it with.
     pub fn word(self) -> &'static str {
         match self {

@@ -153,7 +153,8 @@ fn check_stages(
                 names.expr(rounding, diags);
             }
             StageKind::Nan(id) => {
-                if let Some(d) = keyword(id, &["canonical", "ieee"], "NaN policy", "NaN policies") {
+                let words = crate::ir::NanPolicy::ALL.map(crate::ir::NanPolicy::word);
+                if let Some(d) = keyword(id, &words, "NaN policy", "NaN policies") {
                     diags.push(d);
                 }
             }

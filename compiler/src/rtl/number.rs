@@ -606,11 +606,13 @@ pub fn nan_carrying(c: &mut Circuit, d: &Format, src: &Format, raw: Wire) -> Opt
     let code = c.slice(raw, sf.ignored_low_bits, sf.code_bits());
     let fraction = if ms > 0 {
         let f = c.slice(code, 0, ms);
-        if md >= ms {
-            let z = c.konst(0u32, md - ms);
-            c.concat(&[f, z])
-        } else {
-            c.slice(f, ms - md, md)
+        match md.cmp(&ms) {
+            std::cmp::Ordering::Greater => {
+                let z = c.konst(0u32, md - ms);
+                c.concat(&[f, z])
+            }
+            std::cmp::Ordering::Equal => f,
+            std::cmp::Ordering::Less => c.slice(f, ms - md, md),
         }
     } else {
         c.konst(0u32, md)

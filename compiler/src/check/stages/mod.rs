@@ -223,12 +223,9 @@ pub(super) fn conditioning_of(p: &ast::PipelineDecl) -> Conditioning {
 }
 
 pub(crate) fn nan_policy(id: &Ident) -> Result<NanPolicy, Diag> {
-    match id.name.as_str() {
-        "canonical" => Ok(NanPolicy::Canonical),
-        "ieee" => Ok(NanPolicy::Ieee),
-        "propagate_c_first" => Ok(NanPolicy::Propagate(NanOrder::CFirst)),
-        "propagate_products_first" => Ok(NanPolicy::Propagate(NanOrder::ProductsFirst)),
-        _ => Err(Diag::new(
+    match NanPolicy::ALL.into_iter().find(|p| p.word() == id.name) {
+        Some(p) => Ok(p),
+        None => Err(Diag::new(
             Code::UnknownName,
             id.span,
             format!("unknown NaN policy `{}`", id.name),
