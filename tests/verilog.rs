@@ -281,7 +281,9 @@ fn modules_are_named_once_and_shared_arithmetic_is_instantiated() {
             "arch names\nimport std\n\
              instruction a.b {{\n{body}    uses t_fdpa(F = 20, L = 4, e_zero = -133)\n}}\n\
              instruction a_b {{\n{body}    uses t_fdpa(F = 21, L = 4, e_zero = -133)\n}}\n\
-             instruction same.as.first {{\n{body}    uses t_fdpa(F = 20, L = 4, e_zero = -133)\n}}\n"
+             instruction same.as.first {{\n{body}    uses t_fdpa(F = 20, L = 4, e_zero = -133)\n}}\n\
+             instruction module {{\n{body}    uses t_fdpa(F = 22, L = 4, e_zero = -133)\n}}\n\
+             instruction always_ff {{\n{body}    uses t_fdpa(F = 23, L = 4, e_zero = -133)\n}}\n"
         ),
     )
     .unwrap();
@@ -290,7 +292,18 @@ fn modules_are_named_once_and_shared_arithmetic_is_instantiated() {
         .lines()
         .filter_map(|l| l.strip_prefix("module "))
         .collect();
-    assert_eq!(modules, ["a_b (", "a_b_2 (", "same_as_first ("], "{text}");
+    // reserved words of Verilog and SystemVerilog are prefixed, as a leading digit is
+    assert_eq!(
+        modules,
+        [
+            "a_b (",
+            "a_b_2 (",
+            "same_as_first (",
+            "m_module (",
+            "m_always_ff ("
+        ],
+        "{text}"
+    );
     assert!(
         text.contains("  a_b body (.c(c), .a(a), .b(b), .d(d));"),
         "{text}"
