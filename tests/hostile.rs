@@ -464,6 +464,68 @@ fn sizes_past_their_limits_are_usage_errors() {
     }
 }
 
+/// A spec none of whose instructions the back ends take: the Verilog back end refuses k
+/// past its limit (a usage error, nothing written; beside a smaller instruction, left out
+/// with a warning), and an object or library with no instruction in it is not written.
+#[test]
+fn back_ends_with_nothing_to_write_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let big = spec(
+        "big.mma",
+        "arch big\nimport std\ninstruction huge {\n    shape 1 x 1 x 8192\n    types a = f16, b = f16, c = f32, d = f32\n    uses t_fdpa(F = 24, L = 8192, e_zero = -133)\n}\n",
+    );
+    let v = dir.path().join("big.v").display().to_string();
+    let o = mmac(&["compile", &big, "--emit", "verilog", "-o", &v]);
+    assert_eq!(code(&o), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("`huge` has k = 8192: the Verilog back end unrolls at most 4096"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!Path::new(&v).exists());
+    let both = spec(
+        "both.mma",
+        "arch both\nimport std\ninstruction huge {\n    shape 1 x 1 x 8192\n    types a = f16, b = f16, c = f32, d = f32\n    uses t_fdpa(F = 24, L = 8192, e_zero = -133)\n}\ninstruction little {\n    shape 1 x 1 x 4\n    types a = f16, b = f16, c = f32, d = f32\n    uses t_fdpa(F = 24, L = 4, e_zero = -133)\n}\n",
+    );
+    let o = mmac(&["compile", &both, "--emit", "verilog"]);
+    assert_eq!(code(&o), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("module little (") && !stdout(&o).contains("module huge"));
+    assert!(
+        stderr(&o).contains("1 instructions left out, e.g. `huge` has k = 8192"),
+        "{}",
+        stderr(&o)
+    );
+    // the JIT refuses it too: an object would hold no instruction
+    for (kind, out) in [("obj", "big.o"), ("lib", "libbig.so")] {
+        let path = dir.path().join(out);
+        let o = mmac(&[
+            "compile",
+            &big,
+            "--emit",
+            kind,
+            "-o",
+            &path.display().to_string(),
+        ]);
+        assert_eq!(code(&o), Some(1), "{kind}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("error: `huge`: k = 8192")
+                && stderr(&o).contains("compiles into")
+                && stderr(&o).contains("nothing written"),
+            "{kind}: {}",
+            stderr(&o)
+        );
+        assert!(
+            !path.exists() && !path.with_extension("h").exists(),
+            "{kind}"
+        );
+    }
+}
+
 #[test]
 fn a_box_that_never_answers_is_given_up_on() {
     let dir = tempfile::tempdir().unwrap();

@@ -1047,7 +1047,8 @@ fn the_dense_only_tools_refuse_sparse_instructions() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("sparse instructions left out"),
+        stderr(&o).contains("instructions left out, e.g. `mma.sp.")
+            && stderr(&o).contains("is sparse"),
         "{}",
         stderr(&o)
     );

@@ -32,21 +32,10 @@ impl Cost {
     }
 }
 
-/// Synthesize an instruction's module with Yosys (`yosys` on PATH, or $MMAC_YOSYS).
-/// The Verilog back end lowers dense arithmetic: a sparse instruction's module would
-/// take B's K rows and gather the selected ones itself, which it does not yet.
-pub fn refuse_sparse(inst: Checked) -> Result<(), String> {
-    match inst.sparsity() {
-        Some(s) => Err(format!(
-            "`{}` is sparse ({s}): the Verilog back end lowers dense arithmetic, and a module that gathers B's selected rows itself is not written yet",
-            inst.name()
-        )),
-        None => Ok(()),
-    }
-}
-
+/// Synthesize an instruction's module with Yosys (`yosys` on PATH, or $MMAC_YOSYS), for
+/// an instruction the Verilog back end lowers ([`rtl::lowerable`]).
 pub fn synthesize(inst: Checked) -> Result<Cost, String> {
-    refuse_sparse(inst)?;
+    rtl::lowerable(inst)?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let module = "mmac_cost";
     std::fs::write(dir.path().join("design.v"), rtl::verilog(inst, module))

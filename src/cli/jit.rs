@@ -145,6 +145,17 @@ fn write_object(file: &Path, s: &LoadedSpec, kind: Emit, output: Option<&Path>) 
             return Ok(EXIT_FAILED);
         }
     };
+    if object.present.is_empty() {
+        for (instr, why) in &object.absent {
+            eprintln!("error: `{instr}`: {why}");
+        }
+        eprintln!(
+            "error: no instruction of {} compiles into {}: nothing written",
+            file.display(),
+            output.display()
+        );
+        return Ok(EXIT_FAILED);
+    }
     let bytes = match kind {
         Emit::Lib => match link_shared(&object.bytes) {
             Ok(b) => b,
@@ -200,20 +211,19 @@ fn write_verilog(file: &Path, s: &LoadedSpec, output: Option<&Path>) -> Outcome 
     // the module that holds each distinct arithmetic's circuit
     let mut holder: Vec<Option<String>> = vec![None; info.arithmetic_count()];
     let mut taken = std::collections::HashSet::new();
-    let sparse: Vec<&str> = checked
+    // what the back end does not lower: sparse instructions, and k beyond its limit
+    let refused: Vec<String> = checked
         .instructions()
-        .filter(|i| i.sparsity().is_some())
-        .map(|i| i.name())
+        .filter_map(|i| mmac_compiler::rtl::lowerable(i).err())
         .collect();
-    if let Some(first) = sparse.first()
-        && sparse.len() == checked.len()
+    if let Some(first) = refused.first()
+        && refused.len() == checked.len()
     {
-        let why = mmac_runtime::cost::refuse_sparse(checked.find(first).expect("listed"));
-        eprintln!("error: {}", why.err().unwrap_or_default());
+        eprintln!("error: {first}");
         return Ok(EXIT_USAGE);
     }
     for (i, inst) in checked.instructions().enumerate() {
-        if inst.sparsity().is_some() {
+        if mmac_compiler::rtl::lowerable(inst).is_err() {
             continue;
         }
         // names that differ only in their punctuation get a numbered module each
@@ -252,16 +262,15 @@ fn write_verilog(file: &Path, s: &LoadedSpec, output: Option<&Path>) -> Outcome 
         }
         text.push('\n');
     }
-    if !sparse.is_empty() {
+    if let Some(first) = refused.first() {
         eprintln!(
-            "warning: {} sparse instructions left out (the Verilog back end lowers dense arithmetic), e.g. `{}`",
-            sparse.len(),
-            sparse[0]
+            "warning: {} instructions left out, e.g. {first}",
+            refused.len()
         );
     }
     let summary = format!(
         "{} modules ({} circuits) in {:.1} ms",
-        checked.len() - sparse.len(),
+        checked.len() - refused.len(),
         holder.iter().filter(|h| h.is_some()).count(),
         start.elapsed().as_secs_f64() * 1e3
     );

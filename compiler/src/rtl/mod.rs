@@ -206,6 +206,31 @@ fn magnitudes(ar: &Arithmetic, info: &ArithmeticInfo, seen: &mut Vec<i64>) {
     }
 }
 
+/// The most products a module unrolls, as the JIT ([`crate::jit`]): the Verilog of an
+/// instruction grows with k (about 25 KB per product), and no instruction of the library
+/// has more than 256.
+pub const MAX_K: usize = 4096;
+
+/// Why the Verilog back end does not lower `inst`, if it does not: a sparse instruction
+/// (its module would take B's K rows and gather the selected ones itself, which is not
+/// written yet) or one of more than [`MAX_K`] products.
+pub fn lowerable(inst: Checked) -> Result<(), String> {
+    if let Some(s) = inst.sparsity() {
+        return Err(format!(
+            "`{}` is sparse ({s}): the Verilog back end lowers dense arithmetic, and a module that gathers B's selected rows itself is not written yet",
+            inst.name()
+        ));
+    }
+    if inst.k() > MAX_K {
+        return Err(format!(
+            "`{}` has k = {}: the Verilog back end unrolls at most {MAX_K} products",
+            inst.name(),
+            inst.k()
+        ));
+    }
+    Ok(())
+}
+
 /// The reserved words of Verilog-2005 (IEEE 1364) and SystemVerilog (IEEE 1800-2017): no
 /// module may be named one, and simulators read `.v` files with either set.
 const KEYWORDS: &str = "accept_on alias always always_comb always_ff always_latch and assert assign \

@@ -159,7 +159,7 @@ fn search_first(left: &Side, right: &Side) -> Option<Witness> {
 fn interface<'a>(left: &Side<'a>, right: &Side<'a>) -> Result<Checked<'a>, ProveError> {
     for side in [left, right] {
         if let Side::Spec(x) = side {
-            crate::cost::refuse_sparse(*x).map_err(ProveError::Interface)?;
+            mmac_compiler::rtl::lowerable(*x).map_err(ProveError::Interface)?;
         }
     }
     match (left, right) {
