@@ -220,6 +220,18 @@ fn without_bitwuzla_the_default_runs_abc_alone() {
     let out = run(&[]);
     let v: serde_json::Value = serde_json::from_str(exits(&out, 0).trim()).unwrap();
     assert_eq!(v["solver"], "abc", "{v}");
+    // a Python that runs but fails (no answer, exit 1): the same error, not "undecided"
+    let out = support::mmac_command()
+        .env("MMAC_PYTHON", "false")
+        .args(["prove", spec, once, spec, twice, "--solver", "bitwuzla"])
+        .output()
+        .unwrap();
+    exits(&out, 2);
+    let err = support::stderr(&out);
+    assert!(
+        err.contains("Bitwuzla is not available: exit status: 1, with no output"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -240,6 +252,19 @@ fn usage_errors_exit_2_and_a_spent_budget_exits_3() {
     // --rtl without --top
     let out = mmac(&["prove", DP4_SPEC, "--instr", DP4_INSTR, "--rtl", DP4_RTL]);
     assert_eq!(out.status.code(), Some(2));
+    // --rtl naming a folder, --keep naming a file: each said as it is
+    let out = mmac(&[
+        "prove", DP4_SPEC, "--instr", DP4_INSTR, "--rtl", "specs", "--top", "dp4",
+    ]);
+    exits(&out, 2);
+    assert!(support::stderr(&out).contains("--rtl specs: a folder, not a Verilog file"));
+    let out = prove_dp4(&["--keep", DP4_SPEC], DP4_RTL);
+    exits(&out, 2);
+    assert!(
+        support::stderr(&out).contains("cannot make the folder the proof's files go in"),
+        "{}",
+        support::stderr(&out)
+    );
     // a design whose ports are not the spec's
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.v");

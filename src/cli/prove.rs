@@ -54,7 +54,12 @@ pub fn prove(args: &ProveArgs, color: bool) -> Outcome {
             let inst = instruction(&spec, name)?;
             for f in args.rtl {
                 if !f.is_file() {
-                    return usage(&format!("--rtl {}: no such file", f.display()));
+                    let what = if f.is_dir() {
+                        "a folder, not a Verilog file"
+                    } else {
+                        "no such file"
+                    };
+                    return usage(&format!("--rtl {}: {what}", f.display()));
                 }
             }
             let left = Side::Spec(inst);
@@ -114,7 +119,13 @@ fn decide(
     let scratch;
     let dir = match args.keep {
         Some(d) => {
-            std::fs::create_dir_all(d)?;
+            if let Err(e) = std::fs::create_dir_all(d) {
+                eprintln!(
+                    "error: --keep {}: cannot make the folder the proof's files go in: {e}",
+                    d.display()
+                );
+                return Ok(EXIT_USAGE);
+            }
             d.to_path_buf()
         }
         None => {

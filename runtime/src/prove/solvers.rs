@@ -234,6 +234,20 @@ pub(super) fn decide(
                 notes.push(format!("Bitwuzla was not run ({python}: {})", text.trim()));
                 continue;
             }
+            // the driver itself failed (a broken interpreter, a crash): no answer
+            _ if !status.success()
+                && !matches!(text.lines().next().map(str::trim), Some("sat" | "unsat")) =>
+            {
+                let why = match text.trim().lines().last() {
+                    Some(line) => format!("{status}: {line}"),
+                    None => format!("{status}, with no output"),
+                };
+                if solvers != Solvers::All {
+                    return Err(no_bitwuzla(&python, &why));
+                }
+                notes.push(format!("Bitwuzla's driver failed ({python}: {why})"));
+                continue;
+            }
             _ => bitwuzla_answer(&text),
         };
         match answer {
