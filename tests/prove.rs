@@ -539,3 +539,77 @@ fn diff_asks_the_solver_when_its_search_finds_nothing() {
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(v["solver"]["result"], "equivalent", "{v}");
 }
+
+/// SIGTERM (or Ctrl-C's SIGINT) during a proof stops the solvers it runs and removes its
+/// scratch folder before the process exits 128 + the signal.
+#[test]
+fn an_interrupted_proof_stops_its_tools_and_leaves_no_files() {
+    if !have("yosys", "tests/prove.rs") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let child = support::mmac_command()
+        .env("TMPDIR", tmp.path())
+        .args([
+            "prove",
+            DP4_SPEC,
+            "--instr",
+            DP4_INSTR,
+            "--rtl",
+            DP4_RTL,
+            "--top",
+            "dp4",
+            "--timeout",
+            "300",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // the tools the proof runs: the children of the process, once there are any
+    let children = || -> Vec<u32> {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    let start = std::time::Instant::now();
+    let mut tools = children();
+    while tools.is_empty() && start.elapsed().as_secs() < 60 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        tools = children();
+    }
+    assert!(!tools.is_empty(), "the proof ran no tool within 60 s");
+    // its scratch folder (tempfile's `.tmp` prefix; a tool may make others of its own)
+    let scratch: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(".tmp"))
+        .collect();
+    assert_eq!(scratch.len(), 1, "{scratch:?}");
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(128 + 15),
+        "{}",
+        support::stderr(&out)
+    );
+    assert!(support::stderr(&out).contains("interrupted (signal 15)"));
+    for tool in tools {
+        // gone, or a zombie nobody waits for (never running)
+        let state = std::fs::read_to_string(format!("/proc/{tool}/stat")).unwrap_or_default();
+        let running = state
+            .split(") ")
+            .nth(1)
+            .is_some_and(|s| !s.starts_with('Z'));
+        assert!(!running, "tool {tool} still runs: {state}");
+    }
+    assert!(!scratch[0].exists(), "{} left", scratch[0].display());
+}

@@ -133,6 +133,8 @@ fn decide(
             scratch.path().to_path_buf()
         }
     };
+    // a signal stops the solvers and returns here, so that the scratch folder is removed
+    prove::catch_interrupts();
     let proof = match prove::prove(
         left,
         right,
@@ -141,6 +143,10 @@ fn decide(
         &dir,
     ) {
         Ok(p) => p,
+        Err(prove::ProveError::Interrupted(signal)) => {
+            eprintln!("mmac prove: interrupted (signal {signal}); the solvers were stopped");
+            return Ok(128 + signal);
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return Ok(EXIT_USAGE);

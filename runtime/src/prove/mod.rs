@@ -11,7 +11,7 @@ mod cut;
 mod solvers;
 mod steps;
 
-pub use solvers::Solvers;
+pub use solvers::{Solvers, catch_interrupts};
 
 use mmac_compiler::Checked;
 use mmac_compiler::engine::Operands;
@@ -75,6 +75,9 @@ pub enum ProveError {
     Yosys(String),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A signal (SIGINT, SIGTERM, SIGHUP) stopped the proof ([`catch_interrupts`]).
+    #[error("interrupted by signal {0}: the solvers were stopped")]
+    Interrupted(i32),
 }
 
 /// A finished proof: the verdict, what decided it and the seconds it took.

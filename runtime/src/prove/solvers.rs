@@ -1,13 +1,15 @@
 //! The solvers that decide a miter, and the processes they run in: ABC's `iprove` on its
 //! AIG (Debian's `yosys-abc`) and Bitwuzla on its SMT-LIB 2 form (PyPI's `bitwuzla`,
 //! through a small Python driver), run side by side until the first decides; every
-//! process is killed at the deadline.
+//! process is killed at the deadline, or when the proof is interrupted
+//! ([`catch_interrupts`]).
 
 use super::ProveError;
 use num_bigint::BigUint;
 use num_traits::Zero;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -98,6 +100,39 @@ impl Job {
     }
 }
 
+/// The signal that interrupted the proof (0: none), set by [`catch_interrupts`]'s handler.
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+/// From now on, SIGINT, SIGTERM and SIGHUP interrupt a proof instead of ending the
+/// process: every tool it runs is killed at its next poll (every 20 ms) and the proof
+/// returns [`ProveError::Interrupted`], so that the caller removes its files before it
+/// exits. The handler fires once: a second signal ends the process as usual.
+pub fn catch_interrupts() {
+    extern "C" fn note(signal: libc::c_int) {
+        // (an atomic store is all a signal handler may do here)
+        INTERRUPTED.store(signal, Ordering::SeqCst);
+    }
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction with a handler that only stores to an atomic, and
+        // SA_RESETHAND restoring the default disposition after one delivery
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = note as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESETHAND;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The signal that interrupted the proof, as the error that stops it.
+fn interrupted() -> Result<(), ProveError> {
+    match INTERRUPTED.load(Ordering::SeqCst) {
+        0 => Ok(()),
+        signal => Err(ProveError::Interrupted(signal)),
+    }
+}
+
 /// A missing program as the error that says how to install it.
 fn spawn_error(e: std::io::Error, program: &str) -> ProveError {
     match e.kind() {
@@ -120,10 +155,15 @@ pub(super) fn run_until(
     deadline: Instant,
 ) -> Result<Option<(bool, String)>, ProveError> {
     let program = cmd.get_program().to_string_lossy().into_owned();
+    interrupted()?;
     let mut job = Job::spawn(cmd).map_err(|e| spawn_error(e, &program))?;
     loop {
         if let Some((status, text)) = job.poll()? {
             return Ok(Some((status.success(), text)));
+        }
+        if let Err(e) = interrupted() {
+            job.kill();
+            return Err(e);
         }
         if Instant::now() >= deadline {
             job.kill();
@@ -198,6 +238,12 @@ pub(super) fn decide(
         }
     }
     while !running.is_empty() {
+        if let Err(e) = interrupted() {
+            for r in running {
+                r.job.kill();
+            }
+            return Err(e);
+        }
         if Instant::now() >= deadline {
             let names: Vec<&str> = running.iter().map(|r| solver_name(r.name)).collect();
             for r in running {
