@@ -613,3 +613,23 @@ fn an_interrupted_proof_stops_its_tools_and_leaves_no_files() {
     }
     assert!(!scratch[0].exists(), "{} left", scratch[0].display());
 }
+
+/// A design whose top module has an empty body drives nothing: d reads as 0 (as any
+/// undriven bit does), so it differs from the spec, with a witness; Yosys would otherwise
+/// take the empty module for a black box and stop.
+#[test]
+fn an_empty_design_differs_with_a_witness() {
+    if !have("yosys", "tests/prove.rs") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.v");
+    std::fs::write(
+        &empty,
+        "module dp4(input wire [31:0] c, input wire [31:0] a, input wire [31:0] b, output wire [31:0] d);\nendmodule\n",
+    )
+    .unwrap();
+    let out = prove_dp4(&["--solver", "abc"], empty.to_str().unwrap());
+    let text = exits(&out, 1);
+    assert!(text.contains("right d = 32'h00000000"), "{text}");
+}

@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 pub enum Side<'a> {
     /// A spec instruction.
     Spec(Checked<'a>),
-    /// A design: its files (read with `read_verilog -sv`), top module and parameters.
+    /// A design: its files (read with `read_verilog -sv -noblackbox`), top module and
+    /// parameters.
     Rtl {
         files: Vec<PathBuf>,
         top: String,
@@ -202,9 +203,10 @@ fn read_side(side: &Side, name: &str, dir: &Path, cut: bool) -> Result<String, P
         } => {
             let mut s = String::new();
             for f in files {
-                // Yosys runs in the work folder: the user's paths made absolute
+                // Yosys runs in the work folder: the user's paths made absolute; a module
+                // with an empty body is a module whose d is undriven (0), not a black box
                 let f = std::path::absolute(f)?;
-                s.push_str(&format!("read_verilog -sv {}\n", quoted(&f)));
+                s.push_str(&format!("read_verilog -sv -noblackbox {}\n", quoted(&f)));
             }
             for (k, v) in parameters {
                 s.push_str(&format!("chparam -set {k} {v} {top}\n"));
