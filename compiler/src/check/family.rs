@@ -900,21 +900,29 @@ pub(super) struct Ctx {
 }
 
 impl Ctx {
-    /// Errors inside a std pipeline point at the `uses` line of the user's file.
     /// Errors inside a pipeline get the `uses` line that instantiated it as a secondary
-    /// label; inside a std pipeline their spans point into the prelude.
+    /// label; inside a std pipeline their spans point into the prelude. An error about
+    /// the instantiation itself (its span the `uses` line: an output format the pipeline
+    /// cannot produce) stays on the user's `uses` line.
     pub(super) fn relocate(&self, mut d: Diag) -> Diag {
+        let at_uses = d.span == self.uses_span;
         if self.origin == Origin::Std {
-            d.span = d.span.in_file(FileId::Std);
+            if !at_uses {
+                d.span = d.span.in_file(FileId::Std);
+            }
             for (s, _) in &mut d.secondary {
-                *s = s.in_file(FileId::Std);
+                if *s != self.uses_span {
+                    *s = s.in_file(FileId::Std);
+                }
             }
             d.message = format!("{} (in std pipeline `{}`)", d.message, self.pipeline);
         }
-        d.secondary.push((
-            self.uses_span,
-            format!("`{}` uses `{}` here", self.instruction, self.pipeline),
-        ));
+        if !at_uses {
+            d.secondary.push((
+                self.uses_span,
+                format!("`{}` uses `{}` here", self.instruction, self.pipeline),
+            ));
+        }
         d
     }
 }
