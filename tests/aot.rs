@@ -420,6 +420,9 @@ fn shared_library_has_the_same_api() {
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // the header says how to make the library again
+    let header = std::fs::read_to_string(dir.path().join("libhopper.h")).unwrap();
+    assert!(header.contains("--emit lib -o libhopper.so"), "{header}");
     // the header is libhopper.h; the checker includes it by the architecture's name
     std::fs::copy(dir.path().join("libhopper.h"), dir.path().join("hopper.h")).unwrap();
     let rpath = format!("-Wl,-rpath,{}", dir.path().display());

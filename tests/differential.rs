@@ -130,6 +130,7 @@ fn check_object(
         source: "fuzz.mma".into(),
         header_name: "fuzz.h".into(),
         object_name: "fuzz.o".into(),
+        shared: false,
     };
     let object = match mmac_compiler::aot::compile_object(v, &names, &|_| None) {
         Ok(o) => o,

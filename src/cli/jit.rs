@@ -122,6 +122,7 @@ fn write_object(file: &Path, s: &LoadedSpec, kind: Emit, output: Option<&Path>) 
         source: file.display().to_string(),
         header_name: name(&header_path),
         object_name: name(&output),
+        shared: kind == Emit::Lib,
     };
     if header_path == output {
         eprintln!(

@@ -34,7 +34,7 @@ pub(crate) fn write(
         h,
         "/* {header}: the C API of {object}, compiled by mmac {version} from {source}.\n\
          \x20* {title}: {n} instructions{absent}. Do not edit: regenerate with\n\
-         \x20*   mmac compile {source} --emit obj -o {object}\n\
+         \x20*   mmac compile {source} --emit {emit} -o {object}\n\
          \x20*\n\
          \x20* Link:  cc main.c {object} -lm\n\
          \x20*\n\
@@ -48,6 +48,7 @@ pub(crate) fn write(
          \x20* the duration of a call when the caller's differs.\n\
          \x20*/",
         header = comment_text(&names.header_name),
+        emit = if names.shared { "lib" } else { "obj" },
         object = comment_text(&names.object_name),
         version = env!("CARGO_PKG_VERSION"),
         source = comment_text(&names.source),

@@ -90,6 +90,9 @@ pub struct ObjectNames {
     pub header_name: String,
     /// The object's file name (`hopper.o`), for the usage comment.
     pub object_name: String,
+    /// A shared library (`--emit lib`) rather than an object (`--emit obj`): how the
+    /// header says to regenerate it.
+    pub shared: bool,
 }
 
 /// The C identifier an architecture's symbols start with: `mmac_<arch>_`, every character
