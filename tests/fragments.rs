@@ -723,4 +723,20 @@ fn layout_places_metadata_and_scale_factors_by_their_selectors() {
         let want = if args.contains(&"--json") { 2 } else { 1 };
         assert_eq!(said.matches(says).count(), want, "{args:?}: {said}");
     }
+    // an unknown name among several: nothing printed; three selectors: named as such
+    for (args, says) in [
+        (
+            &["--instr", sp, "--instr", "nosuch", "--json"][..],
+            "declares no instruction `nosuch`",
+        ),
+        (
+            &["--instr", sp, "--scale-a", "1,2,3"][..],
+            "`1,2,3`: give two numbers, BYTE,THREAD",
+        ),
+    ] {
+        let o = mmac(&[&["layout", ampere][..], args].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert_eq!(stdout(&o), "", "{args:?}");
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
 }

@@ -93,10 +93,14 @@ pub fn layout(file: &Path, names: &[String], json: bool, sel: &Selectors, color:
         out.flush()?;
         return Ok(EXIT_OK);
     }
+    // every name found before anything is printed: an unknown one prints nothing
+    let found = names
+        .iter()
+        .map(|name| instruction(&s, name))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut failed = EXIT_OK;
     let mut printed = std::collections::BTreeSet::new();
-    for name in names {
-        let checked = instruction(&s, name)?;
+    for (name, checked) in names.iter().zip(found) {
         let line = match one(&s, checked, sel) {
             Ok((mut doc, _)) => {
                 for (op, family) in &doc.fragments {

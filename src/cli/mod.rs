@@ -717,8 +717,10 @@ fn dispatch(cmd: Command, color: bool) -> common::Outcome {
 /// `BYTE,THREAD`: the byte and thread selectors of a block-scaled `mma`'s scale factors.
 fn selector_pair(text: &str) -> Result<(usize, usize), String> {
     let parse = |x: &str| x.trim().parse::<usize>().map_err(|e| format!("`{x}`: {e}"));
-    match text.split_once(',') {
-        Some((byte, thread)) => Ok((parse(byte)?, parse(thread)?)),
-        None => Err("give BYTE,THREAD (e.g. 2,1)".into()),
+    match text.split(',').collect::<Vec<_>>()[..] {
+        [byte, thread] => Ok((parse(byte)?, parse(thread)?)),
+        _ => Err(format!(
+            "`{text}`: give two numbers, BYTE,THREAD (e.g. 2,1)"
+        )),
     }
 }
