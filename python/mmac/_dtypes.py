@@ -258,17 +258,42 @@ def from_encodings(codes: np.ndarray, fmt: dict) -> np.ndarray:
     return codes.astype(_unsigned_of_size(natural.itemsize)).view(natural)
 
 
+def float32_rounded_to_odd(x: np.ndarray) -> np.ndarray:
+    """``x`` in float32, rounded to odd: the float32 next toward zero, with its last bit set
+    where that is inexact (past float32's range, its largest finite value, so odd). A
+    format of at least two fewer significand bits (bf16, tf32, FP8, FP6, FP4) rounds that
+    to nearest even exactly as it rounds ``x``: no double rounding, where a float64
+    ``x`` rounded first to nearest float32 can make a tie of a value above or below it
+    (``1 + 2^-8 + 2^-30`` to bf16)."""
+    x = np.asarray(x)
+    y = x.astype(np.float32)
+    if x.dtype.itemsize <= 4:
+        return y  # float32 or narrower: exact
+    with np.errstate(invalid="ignore", over="ignore"):
+        back = y.astype(np.float64)
+        inexact = np.isfinite(x) & (back != x)
+        away = inexact & (np.abs(back) > np.abs(x))
+    bits = np.ascontiguousarray(y).view(np.uint32).copy()
+    bits[away] -= np.uint32(1)  # the float32 next toward zero (infinity: the largest finite)
+    bits[inexact] |= np.uint32(1)
+    return bits.view(np.float32)
+
+
 def round_to_format(x: np.ndarray, fmt: dict) -> np.ndarray:
     """Float values rounded to nearest even into a float format, as raw-encoding-ready
-    arrays: the format's dtype, or for tf32 (no dtype) ``uint32`` encodings."""
+    arrays: the format's dtype, or for tf32 (no dtype) ``uint32`` encodings. Into a format
+    narrower than float32 (whose conversions go through float32) a float64 value goes
+    by :func:`float32_rounded_to_odd`, so it is rounded once."""
     natural = natural_dtype(fmt)
     if fmt["kind"] != "float":
         raise ValueError(f"cannot round floats into the integer format `{fmt['name']}`")
     if natural is not None:
-        return x.astype(natural)
+        if natural in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
+            return np.asarray(x).astype(natural)  # NumPy's own: rounded once
+        return float32_rounded_to_odd(x).astype(natural)
     if (fmt["exponent"], fmt["mantissa"], fmt["bias"], fmt["ignore_low"]) == (8, 10, 127, 13):
         # tf32: an f32 whose 13 low bits the hardware ignores; round them off, ties to even
-        bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        bits = np.ascontiguousarray(float32_rounded_to_odd(x)).view(np.uint32).astype(np.uint64)
         rounded = ((bits + 0xFFF + ((bits >> 13) & 1)) & ~np.uint64(0x1FFF)).astype(np.uint32)
         nan = np.isnan(np.asarray(x, dtype=np.float32))
         rounded[nan] = np.uint32(0x7FC00000)

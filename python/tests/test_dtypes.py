@@ -246,3 +246,45 @@ def test_ml_dtypes_saved_by_np_save_get_a_hint(tmp_path, cli, spec):
                 "--b", tmp_path / "B.npy", "-o", tmp_path / "D.npy")
     assert r.returncode == 0, r.stderr
     assert np.all(np.load(tmp_path / "D.npy") == 32.0)
+
+
+def _nearest_even(x: float, precision: int) -> float:
+    """``x`` (a normal value of the target) rounded to nearest even at ``precision``
+    significant bits, exactly."""
+    from fractions import Fraction
+    import math
+
+    _, e = math.frexp(x)
+    scaled = Fraction(x) * Fraction(2) ** (precision - e)
+    return float(round(scaled) * Fraction(2) ** (e - precision))
+
+
+@pytest.mark.parametrize(
+    "instr,operand,precision,low,high",
+    [
+        ("mma.m16n8k16.f32.bf16.bf16.f32", "a", 8, -100, 100),
+        ("wgmma.m64n8k32.f32.e5m2.e4m3", "b", 4, -6, 8),
+        ("wgmma.m64n8k32.f32.e5m2.e4m3", "a", 3, -14, 15),
+        ("mma.m16n8k8.f32.tf32.tf32.f32", "a", 11, -100, 100),
+    ],
+)
+def test_float64_values_are_rounded_once(spec, instr, operand, precision, low, high):
+    """Into formats whose conversions go through float32, a float64 value is rounded once
+    (to odd in float32 first): ties of the format nudged either way by less than float32
+    resolves (which float32's own rounding turns into ties), and random values."""
+    fmt = spec("hopper")[instr].format(operand)
+    rng = np.random.default_rng(precision)
+    exps = rng.integers(low, high, 400)
+    # half an ulp above a value of the format, times (1 +- 2^-30), and random values
+    odd = rng.integers(0, 2 ** (precision - 1), 400)
+    ties = [(1 + (2 * int(m) + 1) * 2.0**-precision) * 2.0 ** int(e) for m, e in zip(odd, exps)]
+    values = np.array(
+        [t * (1 + s * 2.0**-30) for t in ties for s in (1, -1)]
+        + list(rng.uniform(1, 2, 400) * 2.0**exps),
+        dtype=np.float64,
+    )
+    values = np.concatenate([values, -values])
+    got = _dtypes.round_to_format(values, fmt)
+    got = (got.view(np.float32) if got.dtype == np.uint32 else got).astype(np.float64)
+    want = np.array([_nearest_even(v, precision) for v in values])
+    np.testing.assert_array_equal(got, want)
