@@ -83,6 +83,10 @@ class GemmKernel:
                 )
             if split_k != 1:
                 raise ValueError("give split_k or promote_every, not both")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads must be a positive integer or None (one per core), found {threads!r}")
+        if engine not in ("auto", "jit", "interp"):
+            raise ValueError(f"engine must be 'auto', 'jit' or 'interp', found {engine!r}")
         self.split_k = split_k
         self.promote_every = promote_every
         self.threads = threads
@@ -112,6 +116,8 @@ class GemmKernel:
         ins = self.ins
         M, K = A.shape
         N = B.shape[1]
+        if K == 0:  # no products: one k-step of zeros, which adds nothing to C
+            A, B = np.zeros((M, ins.k)), np.zeros((ins.k, N))
         A = _padded(A, ins.m, ins.k)
         B = _padded(B, ins.k, ins.n)
         slices = self.k_slices(A.shape[1])
@@ -382,6 +388,8 @@ def _integer_gemm(ins, A, B, C, threads, engine) -> np.ndarray:
     weight)."""
     M, K = A.shape
     N = B.shape[1]
+    if K == 0:  # no products: one k-step of zeros, which adds nothing to C
+        A, B = np.zeros((M, ins.k), np.int64), np.zeros((ins.k, N), np.int64)
     operands = []
     for x, op in ((A, "a"), (B, "b"), (C, "c")):
         if x is None:

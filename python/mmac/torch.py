@@ -31,9 +31,14 @@ What an emulated operator does, as a GPU GEMM kernel would:
 Covered operators: ``aten.mm``, ``aten.addmm``, ``aten.bmm``, ``aten.baddbmm``,
 ``aten.mv``, ``aten.addmv``, ``aten.dot``, ``aten.addr`` (an outer product: a GEMM with
 K = 1) and ``aten.addbmm`` (one GEMM over the batch's K concatenated, so the sum over the
-batch is the instruction's own accumulation). ``torch.matmul`` and ``@`` (batch
-dimensions broadcast), ``F.linear``, ``inner``, ``tensordot`` and ``einsum`` reach these
-through their decompositions (the contracted dimensions flattened into K in their order).
+batch is the instruction's own accumulation), and the in-place forms (``addmm_``, ...)
+and ``_addmm_activation``. ``torch.matmul`` and ``@`` (batch dimensions broadcast),
+``F.linear``, ``inner``, ``tensordot`` and ``einsum`` reach these through their
+decompositions (the contracted dimensions flattened into K in their order); ``matmul``
+and two-operand ``einsum`` are decomposed here (:func:`_matmul`, :func:`_einsum`), so that
+their first operand is always A. What torch refuses (shapes that do not match, mixed
+dtypes) is refused with torch's error before any GEMM (:func:`_check_as_torch`); a
+problem with no elements is empty, as torch's.
 Complex operands run as four real GEMMs through the instruction (``re = Ar Br - Ai Bi``,
 ``im = Ar Bi + Ai Br``, a complex C entering the first of each pair), combined in d's
 dtype.
@@ -87,11 +92,13 @@ operator (element-wise operations, reductions) runs natively, in the model's own
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils import _pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _attention, _conv, _dtypes, _gemm_kernel
@@ -209,9 +216,12 @@ class emulate(TorchDispatchMode):
             return func(*args, **kwargs)
         out = kwargs.pop("out", None)
         _check_operands(packet, args, self.int_ins)
+        expected = _check_as_torch(packet, args, kwargs)
         self.calls += 1
         try:
-            result = handler(self, *args, **kwargs)
+            result = _empty_like(expected, args)
+            if result is None:
+                result = handler(self, *args, **kwargs)
         except PatternError as e:
             raise PatternError(f"{packet}: {e}") from None
         if self.profile is not None:
@@ -340,6 +350,47 @@ def _check_operands(packet, args, int_ins) -> None:
             )
 
 
+# the operators torch refuses for tensors of different dtypes (addr promotes them)
+_SAME_DTYPE = (
+    aten.mm, aten.addmm, aten.addmm_, aten._addmm_activation, aten.bmm, aten.baddbmm, aten.baddbmm_,
+    aten.addbmm, aten.addbmm_, aten.mv, aten.addmv, aten.addmv_, aten.dot,
+)
+
+
+def _check_as_torch(packet, args, kwargs):
+    """What the native operator refuses is refused, with torch's own error, before any
+    GEMM: its shape checks, run by its meta kernel on meta tensors (no data; padding to
+    the instruction's multiples would otherwise hide a K that does not match), and the one
+    dtype the matmuls take."""
+    tensors = [t for t in args if isinstance(t, torch.Tensor)]
+    if packet in _SAME_DTYPE and len({t.dtype for t in tensors}) > 1:
+        raise RuntimeError(
+            f"{packet}: expected its tensors to have the same dtype, found "
+            + ", ".join(str(t.dtype) for t in tensors)
+        )
+    meta = lambda x: x.to("meta") if isinstance(x, torch.Tensor) else x  # noqa: E731
+    try:
+        # (the packet, not `func`: an `out=` overload's `out` was taken off `kwargs`)
+        return packet(*_pytree.tree_map(meta, args), **_pytree.tree_map(meta, kwargs))
+    except NotImplementedError:
+        return None  # no meta kernel: the handler's own checks
+    except RuntimeError:
+        if packet in (aten.convolution, aten._convolution):
+            return None  # :mod:`mmac._conv`'s checks say more ("needs a weight of ...")
+        raise
+
+
+def _empty_like(expected, args):
+    """The operator's result when it has no elements (M, N or a batch of 0), as torch's
+    meta kernel shapes it (``expected``), on the operands' device; else None."""
+    results = expected if isinstance(expected, tuple) else (expected,)
+    if not results or not all(isinstance(r, torch.Tensor) and r.numel() == 0 for r in results):
+        return None
+    device = next(t.device for t in args if isinstance(t, torch.Tensor))
+    empty = tuple(torch.empty(r.shape, dtype=r.dtype, device=device) for r in results)
+    return empty if isinstance(expected, tuple) else empty[0]
+
+
 def _float_values(t: torch.Tensor) -> np.ndarray:
     """A tensor's values as float64 (exact for every float dtype torch has)."""
     return _dtypes.tensor_to_numpy(t).astype(np.float64)
@@ -438,6 +489,11 @@ def _flash_attention_for_cpu(mode, q, k, v, dropout_p=0.0, is_causal=False, *, a
             raise RuntimeError(f"attention through emulate takes real float tensors, found {t.dtype}")
     if attn_mask is not None and is_causal:
         raise RuntimeError("scaled_dot_product_attention: give attn_mask or is_causal=True, not both")
+    if k.shape[-2] == 0:
+        # no keys: no products, the output zeros and the log-sum-exp -inf (the operator's)
+        shape = q.shape[:-1]
+        out = torch.zeros(shape + (v.shape[-1],), dtype=q.dtype, device=q.device)
+        return out, torch.full(shape, -math.inf, dtype=torch.float32, device=q.device)
     mask = None
     if attn_mask is not None:
         mask = _dtypes.tensor_to_numpy(attn_mask)
@@ -472,10 +528,14 @@ class _AttentionFunctions(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in _MATMULS and len(args) == 2 and not kwargs:
+            return _matmul(*args)
+        if func is torch.einsum:
+            return _einsum(func, args, kwargs)
         if func is _SDPA and self.mode.attention == "math":
             return _sdpa_by_torchs_math(*args, **kwargs)
         if func is _SDPA:
-            q, k, v = args[:3]
+            q, k, v = _sdpa_operands(args, kwargs)
             needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
             if not (needs_grad and q.shape[-1] != v.shape[-1]):
                 return _sdpa_as_one_operator(*args, **kwargs)
@@ -489,6 +549,97 @@ class _AttentionFunctions(TorchFunctionMode):
                     stacklevel=2,
                 )
         return func(*args, **kwargs)
+
+
+def _sdpa_operands(args, kwargs) -> tuple:
+    """``F.scaled_dot_product_attention``'s query, key and value, given by place or name."""
+    named = dict(zip(("query", "key", "value"), args))
+    named.update({k: v for k, v in kwargs.items() if k in ("query", "key", "value")})
+    if len(named) < 3:
+        raise TypeError("scaled_dot_product_attention takes query, key and value")
+    return named["query"], named["key"], named["value"]
+
+
+# `a @ b`, `torch.matmul(a, b)` and `a.matmul(b)`, computed by :func:`_matmul`
+_MATMULS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__)
+
+
+def _matmul(a, b):
+    """``torch.matmul(a, b)`` with ``a`` the instruction's A and ``b`` its B in every GEMM.
+    (Torch's own may fold a 2-D or 1-D ``a`` into a batched ``b`` by transposing both,
+    which would round ``a`` into b's format and ``b`` into a's.) Batch dimensions are
+    broadcast; a batched ``a`` times a matrix folds its batch into M (one GEMM), else one
+    ``bmm``; a 1-D operand is a row (``a``) or a column (``b``), dropped from the result."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or min(a.dim(), b.dim()) == 0:
+        return torch.matmul(a, b)  # torch's own (and its errors)
+    if a.dim() <= 2 and b.dim() <= 2:
+        return torch.matmul(a, b)  # mm, mv, dot, and a row times a matrix: no swap
+    row, column = a.dim() == 1, b.dim() == 1
+    A = a.unsqueeze(0) if row else a
+    B = b.unsqueeze(-1) if column else b
+    (M, K), N = A.shape[-2:], B.shape[-1]
+    if B.dim() == 2:
+        D = torch.mm(A.reshape(-1, K), B).reshape(A.shape[:-1] + (N,))
+    else:
+        batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        A = A.expand(batch + (M, K)).reshape((-1, M, K))
+        B = B.expand(batch + B.shape[-2:]).reshape((-1,) + B.shape[-2:])
+        D = torch.bmm(A, B).reshape(batch + (M, N))
+    if row:
+        D = D.squeeze(-2)
+    return D.squeeze(-1) if column else D
+
+
+def _einsum(func, args, kwargs):
+    """``torch.einsum`` of two operands that contracts at least one index, with the first
+    operand as the instruction's A: both permuted to (batch, kept, contracted) and
+    (batch, contracted, kept) and one ``bmm``. (Torch's own may swap the operands to
+    produce the output's order.) Other forms (one or three operands, ``...``, an index
+    repeated in an operand, nothing contracted) are torch's."""
+    if kwargs or len(args) != 3 or not isinstance(args[0], str):
+        return func(*args, **kwargs)
+    equation, x, y = args
+    equation = equation.replace(" ", "")
+    lhs, _, out = equation.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != 2 or "." in equation or not all(isinstance(t, torch.Tensor) for t in (x, y)):
+        return func(*args)
+    xs, ys = terms
+    if "->" not in equation:  # implicit output: the indices seen once, in order
+        out = "".join(sorted(c for c in set(xs + ys) if (xs + ys).count(c) == 1))
+    if (
+        len(set(xs)) != len(xs) or len(set(ys)) != len(ys) or len(xs) != x.dim() or len(ys) != y.dim()
+        or not set(out) <= set(xs + ys)
+    ):
+        return func(*args)
+    size = {}
+    for letters, t in ((xs, x), (ys, y)):
+        for c, n in zip(letters, t.shape):
+            if size.setdefault(c, n) != n:
+                return func(*args)  # torch's error (or its broadcasting)
+    contracted = [c for c in xs if c in ys and c not in out]
+    if not contracted:
+        return func(*args)
+    # an index of one operand only, not in the output: summed out first
+    x = x.sum([i for i, c in enumerate(xs) if c not in ys and c not in out]) if any(
+        c not in ys and c not in out for c in xs) else x
+    y = y.sum([i for i, c in enumerate(ys) if c not in xs and c not in out]) if any(
+        c not in xs and c not in out for c in ys) else y
+    xs = "".join(c for c in xs if c in ys or c in out)
+    ys = "".join(c for c in ys if c in xs or c in out)
+    batch = [c for c in out if c in xs and c in ys]
+    kept_x = [c for c in xs if c not in ys]
+    kept_y = [c for c in ys if c not in xs]
+    count = lambda letters: int(np.prod([size[c] for c in letters], dtype=np.int64))  # noqa: E731
+    X = x.permute([xs.index(c) for c in batch + kept_x + contracted]).reshape(
+        count(batch), count(kept_x), count(contracted)
+    )
+    Y = y.permute([ys.index(c) for c in batch + contracted + kept_y]).reshape(
+        count(batch), count(contracted), count(kept_y)
+    )
+    D = torch.bmm(X, Y).reshape([size[c] for c in batch + kept_x + kept_y])
+    order = batch + kept_x + kept_y
+    return D.permute([order.index(c) for c in out])
 
 
 def _sdpa_by_torchs_math(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
@@ -521,10 +672,11 @@ def _sdpa_as_one_operator(query, key, value, attn_mask=None, dropout_p=0.0, is_c
             f"scaled_dot_product_attention: the leading dimensions of query {tuple(query.shape)}, "
             f"key {tuple(key.shape)} and value {tuple(value.shape)} do not broadcast"
         ) from None
-    q, k, v = (t.expand(batch + t.shape[-2:]).reshape((-1, 1) + t.shape[-2:]) for t in (query, key, value))
+    n = math.prod(batch)  # (not -1: a tensor of no elements has no inferred size)
+    q, k, v = (t.expand(batch + t.shape[-2:]).reshape((n, 1) + t.shape[-2:]) for t in (query, key, value))
     mask = None
     if attn_mask is not None:
-        mask = attn_mask.expand(batch + (L, S)).reshape((-1, 1, L, S))
+        mask = attn_mask.expand(batch + (L, S)).reshape((n, 1, L, S))
     out, _ = aten._scaled_dot_product_flash_attention_for_cpu(
         q, k, v, dropout_p, is_causal, attn_mask=mask, scale=scale
     )
@@ -547,15 +699,38 @@ def _check_kinds(ins, kind: str, what: str) -> None:
             )
 
 
+def _in_place(handler):
+    """The in-place form (``Tensor.addmm_``, ...) of an operator's handler: the result
+    written into ``self``, the operator's first argument, as torch writes it."""
+
+    def in_place(mode, c, *args, **kwargs):
+        return c.copy_(handler(mode, c, *args, **kwargs))
+
+    return in_place
+
+
+def _addmm_activation(mode, c, a, b, *, beta=1, alpha=1, use_gelu=False):
+    """``torch._addmm_activation``: ``addmm`` through the instruction, then ReLU (or GELU,
+    tanh-approximated, as torch's fused epilogue) natively."""
+    d = _addmm(mode, c, a, b, beta=beta, alpha=alpha)
+    return torch.nn.functional.gelu(d, approximate="tanh") if use_gelu else torch.relu(d)
+
+
 _HANDLERS = {
     aten.mm: _mm,
     aten.addmm: _addmm,
+    aten.addmm_: _in_place(_addmm),
+    aten._addmm_activation: _addmm_activation,
     aten.bmm: _bmm,
     aten.baddbmm: _baddbmm,
+    aten.baddbmm_: _in_place(_baddbmm),
     aten.addbmm: _addbmm,
+    aten.addbmm_: _in_place(_addbmm),
     aten.mv: _mv,
     aten.addmv: _addmv,
+    aten.addmv_: _in_place(_addmv),
     aten.addr: _addr,
+    aten.addr_: _in_place(_addr),
     aten.dot: _dot,
     aten._int_mm: _int_mm,
     aten.convolution: _convolution,
@@ -565,7 +740,8 @@ _HANDLERS = {
 
 # the operators that take integer tensors when an integer instruction is given
 _INTEGER_MATMULS = {
-    aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.addbmm, aten.mv, aten.addmv, aten.addr, aten.dot, aten._int_mm,
+    aten.mm, aten.addmm, aten.addmm_, aten.bmm, aten.baddbmm, aten.baddbmm_, aten.addbmm, aten.addbmm_,
+    aten.mv, aten.addmv, aten.addmv_, aten.addr, aten.addr_, aten.dot, aten._int_mm,
 }
 
 # matmul-family operators emulate does not cover: each warns once when it runs natively
@@ -586,6 +762,10 @@ _NATIVE_MATMULS = {
         "_int_mm",
         "_scaled_mm",
         "vdot",
+        "_trilinear",
+        "mkldnn_rnn_layer",
+        "_cdist_forward",
+        "_euclidean_dist",
     )
     if hasattr(aten, name)
 }
