@@ -37,6 +37,8 @@ plot. :mod:`mmac.torch` calls :meth:`Profile._start`, :meth:`Profile._stop` and
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -236,6 +238,12 @@ class Profile:
         if site is None:
             site = self._sites[key] = Site(frame.path, op, ordinal)
         shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor))
+        mask = kwargs.get("attn_mask")
+        if isinstance(mask, torch.Tensor) and mask.dtype == torch.bool:
+            # the fused attention takes a mask of the query's dtype: a boolean one as 0 (kept)
+            # and -inf (masked), which `_cast` then copies to each precision
+            float_mask = torch.zeros(mask.shape).masked_fill(~mask, -math.inf)
+            kwargs = dict(kwargs, attn_mask=float_mask)
         try:
             reference = packet(*_cast(args, torch.float64), **_cast(kwargs, torch.float64))
             single = packet(*_cast(args, torch.float32), **_cast(kwargs, torch.float32))

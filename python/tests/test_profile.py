@@ -275,3 +275,17 @@ def test_convolutions_and_attention_are_sites_with_their_float64_error(spec):
         assert site.outputs == d.numel() == site.compared
         assert site.max_abs == pytest.approx(float(err.max()), rel=1e-6)
         assert site.norm_rel == pytest.approx(float(err.norm() / exact.norm()), rel=1e-6)
+
+
+def test_a_boolean_attention_mask_is_profiled_against_float64(spec):
+    ins = spec("hopper")["mma.m16n8k16.f32.f16.f16.f32"]
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(1, 2, 5, 8, generator=g) for _ in range(3))
+    keep = torch.ones(5, 5, dtype=torch.bool).tril()
+    with torch.no_grad(), emulate(ins, report=True) as profile:
+        attended = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    (site,) = profile.rows
+    exact = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=keep)
+    err = (attended.double() - exact).abs()
+    assert site.compared == attended.numel()
+    assert site.max_abs == pytest.approx(float(err.max()), rel=1e-6)
