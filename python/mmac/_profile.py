@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.nn.modules import module as _module_hooks
 
 from . import _dtypes
@@ -245,8 +246,10 @@ class Profile:
             float_mask = torch.zeros(mask.shape).masked_fill(~mask, -math.inf)
             kwargs = dict(kwargs, attn_mask=float_mask)
         try:
-            reference = packet(*_cast(args, torch.float64), **_cast(kwargs, torch.float64))
-            single = packet(*_cast(args, torch.float32), **_cast(kwargs, torch.float32))
+            # natively: no mode of an `emulate` around this one's may compute them
+            with _disable_current_modes():
+                reference = packet(*_cast(args, torch.float64), **_cast(kwargs, torch.float64))
+                single = packet(*_cast(args, torch.float32), **_cast(kwargs, torch.float32))
         except RuntimeError as e:
             raise RuntimeError(
                 f"the profile's reference of {op} (the operator on float64 and float32 copies of "

@@ -99,6 +99,7 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _attention, _conv, _dtypes, _gemm_kernel
@@ -266,6 +267,10 @@ class emulate(TorchDispatchMode):
         if not a.is_floating_point() and not a.is_complex():
             return self._int_product(a, b, bias, alpha, torch.promote_types(a.dtype, b.dtype))
         dtype = _result_dtype(a, b, c)
+        if alpha == 0:
+            # torch leaves the product out (an Inf or NaN in it too): beta * c, or zeros
+            d = torch.zeros((a.shape[0], b.shape[1]), dtype=dtype or torch.float32, device=a.device)
+            return d if bias is None else d + bias.to(d.dtype)
         if a.is_complex() or b.is_complex() or (bias is not None and bias.is_complex()):
             d = self._complex_product(a, b, bias, alpha)
         elif alpha == 1:
@@ -370,8 +375,10 @@ def _check_as_torch(packet, args, kwargs):
         )
     meta = lambda x: x.to("meta") if isinstance(x, torch.Tensor) else x  # noqa: E731
     try:
-        # (the packet, not `func`: an `out=` overload's `out` was taken off `kwargs`)
-        return packet(*_pytree.tree_map(meta, args), **_pytree.tree_map(meta, kwargs))
+        # (the packet, not `func`: an `out=` overload's `out` was taken off `kwargs`;
+        # natively, not through the mode of an `emulate` around this one)
+        with _disable_current_modes():
+            return packet(*_pytree.tree_map(meta, args), **_pytree.tree_map(meta, kwargs))
     except NotImplementedError:
         return None  # no meta kernel: the handler's own checks
     except RuntimeError:

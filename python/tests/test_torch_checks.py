@@ -126,3 +126,22 @@ def test_attention_by_keyword_and_options_checked_at_once(spec):
     ):
         with pytest.raises(ValueError, match=says):
             emulate(ins, **options)
+
+
+def test_alpha_zero_leaves_the_product_out_and_profiles_nest(spec):
+    ins = spec("hopper")[HOPPER_F16]
+    fp8 = spec("hopper")["wgmma.m64n8k32.f32.e4m3.e4m3"]
+    c, inf = torch.ones(4, 4), torch.full((4, 4), float("inf"))
+    with torch.no_grad(), emulate(ins) as mode:
+        d = torch.addmm(c, inf, inf, alpha=0, beta=2)
+    assert torch.equal(d, torch.addmm(c, inf, inf, alpha=0, beta=2)) and mode.calls == 1
+    # a profile inside another emulate: its reference runs natively, not through the outer
+    g = torch.Generator().manual_seed(8)
+    a, b = torch.randn(12, 16, generator=g), torch.randn(16, 5, generator=g)
+    with torch.no_grad(), emulate(ins, report=True) as alone:
+        torch.mm(a, b)
+    with torch.no_grad(), emulate(fp8, scaling="tensor") as outer:
+        with emulate(ins, report=True) as nested:
+            torch.mm(a, b)
+    assert outer.calls == 0
+    assert (nested.rows[0].max_rel, nested.rows[0].norm_rel) == (alone.rows[0].max_rel, alone.rows[0].norm_rel)
