@@ -7,7 +7,7 @@
 
 use crate::checked::Checked;
 use crate::format::{Decoded, Format};
-use crate::ir::{Sparsity, Walk};
+use crate::ir::{Instruction, Sparsity, Walk};
 
 /// Check `positions` (the columns, of `columns`, at which a row's stored elements sit)
 /// against `s`: one per stored element, strictly increasing, inside K, at most `kept` in
@@ -546,6 +546,49 @@ pub fn dense_record(
             (ka, b.to_vec())
         }
     })
+}
+
+/// The names a caller gives the row, the positions and padding in its errors: the CLI's
+/// `--a`, `--meta`, `--pad`; Python's `a`, `meta=`, `pad=True`.
+pub struct RowNames<'a> {
+    pub row: &'a str,
+    pub positions: &'a str,
+    pub pad: &'a str,
+}
+
+/// A sparse instruction's dense row of a (`columns` elements, the pattern's zeros
+/// included) compressed ([`compress`]) to its stored elements and their positions. The
+/// errors (a row of another length, a group past the pattern) use the caller's `names`.
+pub fn compress_row(
+    inst: &Instruction,
+    row: &[u64],
+    names: &RowNames,
+) -> Result<(Vec<u64>, Vec<u64>), String> {
+    let Some(s) = &inst.sparsity else {
+        return Err(format!(
+            "`{}` is dense: its row of a is not compressed",
+            inst.name
+        ));
+    };
+    if row.len() != inst.columns() {
+        return Err(format!(
+            "{} has {} elements: `{}` takes its {} stored elements with {}, or a row of {} with {} of every {} nonzero ({} fills a shorter row with +0)",
+            names.row,
+            row.len(),
+            inst.name,
+            inst.stored(),
+            names.positions,
+            inst.columns(),
+            s.kept,
+            s.group,
+            names.pad,
+        ));
+    }
+    let (mut stored, mut positions) = (vec![], vec![]);
+    let zero = |x| is_zero(&inst.arithmetic.a, x);
+    compress(s, row, zero, &mut stored, &mut positions)
+        .map_err(|e| format!("{}: {e}", names.row))?;
+    Ok((stored, positions))
 }
 
 /// Compress a dense row of A (`columns` elements, `is_zero` telling the zeros) to its

@@ -457,29 +457,13 @@ impl NativeInstruction {
     /// group with fewer filled from its lowest free columns, as `mmac run` compresses a row
     /// given without `--meta`.
     fn compress_row(&self, row: Vec<u64>) -> PyResult<(Vec<u64>, Vec<u64>)> {
-        let inst = self.inst();
-        let Some(s) = &inst.sparsity else {
-            return Err(PyValueError::new_err(format!(
-                "`{}` is dense: its row of a is not compressed",
-                inst.name
-            )));
+        let names = mmac_compiler::sparse::RowNames {
+            row: "a",
+            positions: "meta=",
+            pad: "pad=True",
         };
-        if row.len() != inst.columns() {
-            return Err(PyValueError::new_err(format!(
-                "a has {} elements: `{}` takes its {} stored elements with meta=, or a row of {} with {} of every {} nonzero (pad=True fills a shorter row with +0)",
-                row.len(),
-                inst.name,
-                inst.stored(),
-                inst.columns(),
-                s.kept,
-                s.group
-            )));
-        }
-        let (mut stored, mut positions) = (vec![], vec![]);
-        let zero = |x| mmac_compiler::sparse::is_zero(&inst.arithmetic.a, x);
-        mmac_compiler::sparse::compress(s, &row, zero, &mut stored, &mut positions)
-            .map_err(|e| PyValueError::new_err(format!("a: {e}")))?;
-        Ok((stored, positions))
+        mmac_compiler::sparse::compress_row(self.inst(), &row, &names)
+            .map_err(PyValueError::new_err)
     }
 
     /// One dot-product-add on encodings by the reference interpreter, with the trace of

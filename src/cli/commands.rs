@@ -315,21 +315,12 @@ fn sparse_a(
         let zero = inst.arithmetic.a.encode_finite(false, &Dyadic::zero());
         a.resize(inst.columns(), zero.unwrap_or(0));
     }
-    if a.len() != inst.columns() {
-        return Err(format!(
-            "--a has {} elements: `{}` takes its {} stored elements with --meta, or a row of {} with {} of every {} nonzero (--pad fills a shorter row with +0)",
-            a.len(),
-            inst.name,
-            inst.stored(),
-            inst.columns(),
-            s.kept,
-            s.group
-        ));
-    }
-    let (mut stored, mut positions) = (vec![], vec![]);
-    let zero = |x| sparse::is_zero(&inst.arithmetic.a, x);
-    sparse::compress(s, &a, zero, &mut stored, &mut positions).map_err(|e| format!("--a: {e}"))?;
-    Ok((stored, positions))
+    let names = sparse::RowNames {
+        row: "--a",
+        positions: "--meta",
+        pad: "--pad",
+    };
+    sparse::compress_row(inst, &a, &names)
 }
 
 pub fn run(args: &RunArgs, color: bool) -> Outcome {
