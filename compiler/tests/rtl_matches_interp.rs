@@ -1,5 +1,6 @@
 //! The Verilog back end against the reference interpreter: for every distinct arithmetic
-//! of every spec under `specs/`, `specs/examples/` and `compiler/tests/data/`, the circuit
+//! of every spec under `specs/`, `specs/examples/` and `compiler/tests/data/` (and its
+//! `rtl/`: NaN rules the JIT refuses), the circuit
 //! `rtl::circuit` builds (evaluated with Verilog's semantics, `Circuit::eval`) gives the
 //! interpreter's bits on random encodings: uniform codes (NaN and Inf included), codes
 //! clustered around one binade (cancellation, alignment shifts), zeros and extreme codes.
@@ -13,7 +14,8 @@
 use mmac_compiler::engine::Operands;
 use mmac_compiler::format::{Format, FormatKind};
 use mmac_compiler::random::Rng;
-use mmac_compiler::{CheckedSpec, interp, rtl};
+use mmac_compiler::rtl::Circuit;
+use mmac_compiler::{Checked, CheckedSpec, interp, rtl};
 use num_bigint::BigUint;
 use std::path::{Path, PathBuf};
 
@@ -21,7 +23,8 @@ fn spec_files() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs");
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     let mut out = vec![];
-    for dir in [root.clone(), root.join("examples"), data] {
+    // (data/rtl: instructions the JIT refuses, which jit_matches_interp.rs does not read)
+    for dir in [root.clone(), root.join("examples"), data.join("rtl"), data] {
         for e in std::fs::read_dir(&dir).unwrap().flatten() {
             let p = e.path();
             if p.extension().is_some_and(|x| x == "mma") {
@@ -65,6 +68,19 @@ fn encoding(f: &Format, r: &mut Rng, center: i64) -> u64 {
     }
 }
 
+/// The circuit's d for `ops`, asserted equal to the interpreter's (`case` says which on
+/// failure); None where the interpreter refuses the operands.
+fn agrees(inst: Checked, circuit: &Circuit, ops: &Operands, case: &str) -> Option<BigUint> {
+    let want = interp::run(inst, ops).ok()?;
+    let got = circuit.eval(&rtl::pack(inst, ops)).swap_remove(0);
+    assert_eq!(
+        got,
+        BigUint::from(want),
+        "{case}: interp {want:x}, circuit {got:x}"
+    );
+    Some(got)
+}
+
 /// The cases checked, and of those the ones checked with the cut open too.
 fn check_spec(spec: &CheckedSpec, file: &Path, cases: usize) -> (usize, usize) {
     let (mut checked, mut cut_checked) = (0, 0);
@@ -104,18 +120,14 @@ fn check_spec(spec: &CheckedSpec, file: &Path, cases: usize) -> (usize, usize) {
                 sa: &sa,
                 sb: &sb,
             };
-            let Ok(want) = interp::run(inst, &ops) else {
+            let case = format!(
+                "{} {} case {i}: c={c:x} a={a:x?} b={b:x?} sa={sa:x?} sb={sb:x?}",
+                file.display(),
+                inst.name()
+            );
+            let Some(got) = agrees(inst, &circuit, &ops, &case) else {
                 continue;
             };
-            let got = circuit.eval(&rtl::pack(inst, &ops));
-            assert_eq!(
-                got[0],
-                BigUint::from(want),
-                "{} {} case {i}: c={c:x} a={a:x?} b={b:x?} sa={sa:x?} sb={sb:x?}: interp {want:x}, circuit {:x}",
-                file.display(),
-                inst.name(),
-                got[0]
-            );
             if let Some(cut) = cut.as_ref().filter(|_| i < 8) {
                 let mut inputs = rtl::pack(inst, &ops);
                 inputs.extend([BigUint::ZERO, BigUint::ZERO]);
@@ -127,7 +139,7 @@ fn check_spec(spec: &CheckedSpec, file: &Path, cases: usize) -> (usize, usize) {
                 let fed = cut.eval(&inputs);
                 assert_eq!(
                     (&open[d], &fed[d]),
-                    (&got[0], &got[0]),
+                    (&got, &got),
                     "{} {} case {i}: the cut at the reference changes d (clear, then fed its own r)",
                     file.display(),
                     inst.name(),
@@ -194,12 +206,59 @@ fn signed_zeros_of_composed_pipelines_as_circuits() {
                 sa: &[],
                 sb: &[],
             };
-            let want = interp::run(inst, &ops).unwrap();
-            let got = circuit.eval(&rtl::pack(inst, &ops));
-            assert_eq!(got[0], BigUint::from(want), "{name}: c={c:x} a={a:x?}");
-            negative += usize::from(want != 0);
+            let d = agrees(inst, &circuit, &ops, &format!("{name}: c={c:x} a={a:x?}"));
+            negative += usize::from(d.expect("finite operands") != BigUint::ZERO);
         }
     }
     // only the f16 form keeps -0, where every product and c are -0
     assert_eq!(negative, 1);
+}
+
+/// The propagating NaN rules (`compiler/tests/data/rtl/nan_rules.mma`, which the random cases
+/// above also run): NaNs in each input, quiet and signalling, of either sign, Inf * 0,
+/// and finite inputs, for d as wide as its sources and wider, as the interpreter gives
+/// them. (A source as wide as d made the back end build a 0-bit wire and panic.)
+#[test]
+fn propagating_nan_rules_as_circuits() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/rtl/nan_rules.mma");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let spec = mmac_compiler::compile(&file.display().to_string(), &text).unwrap();
+    const ONE: u64 = 0x3c00;
+    let (nan16, snan16, inf16) = (0x7e05u64, 0xfd01u64, 0x7c00u64);
+    for name in ["c_first", "products_first", "c_first_f16"] {
+        let inst = spec.find(name).unwrap();
+        let circuit = rtl::circuit(inst);
+        let wide = inst.arithmetic().c.storage_bits() == 32;
+        let (c_nan, c_one, c_sign) = if wide {
+            (0x7fc0_0001, 0x3f80_0000, 1 << 31)
+        } else {
+            (0x7e07, ONE, 1 << 15)
+        };
+        let cases: [(u64, [u64; 2], [u64; 2]); 8] = [
+            (c_nan, [ONE, nan16], [ONE, ONE]),
+            (c_one, [ONE, nan16], [snan16, ONE]),
+            (c_one, [snan16, ONE], [ONE, nan16]),
+            (c_nan | c_sign, [nan16, ONE], [ONE, ONE]),
+            (c_one, [inf16, ONE], [0, ONE]),
+            (c_one, [ONE, ONE], [0x4000, 0xbc00]),
+            (0, [ONE, 0x0001], [0x3555, 0x8001]),
+            (c_nan, [inf16, ONE], [0, ONE]),
+        ];
+        for (c, a, b) in cases {
+            let ops = Operands {
+                c,
+                a: &a,
+                b: &b,
+                sa: &[],
+                sb: &[],
+            };
+            agrees(
+                inst,
+                &circuit,
+                &ops,
+                &format!("{name}: c={c:x} a={a:x?} b={b:x?}"),
+            )
+            .expect("the interpreter computes it");
+        }
+    }
 }
