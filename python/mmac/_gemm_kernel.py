@@ -124,8 +124,8 @@ class GemmKernel:
         bias = None if C is None else np.broadcast_to(C, (M, N))
         c_in = None
         if bias is not None and self.scaling is None and len(slices) == 1:
-            c_in = self._round(_padded(np.asarray(bias, np.float64), ins.m, ins.n), "c")
-        a, b, sa, sb, dequantize = self._quantized(A, B)
+            c_in = self._round(_padded(np.asarray(bias, np.float64), ins.m, ins.n), "c", M * N)
+        a, b, sa, sb, dequantize = self._quantized(A, B, (M * K, K * N))
         if ins.sparsity is not None:
             # the pattern as the instruction sees the weight: rounded into a's format
             values = a.view(np.float32) if a.dtype == np.uint32 else a.astype(np.float64)
@@ -160,13 +160,13 @@ class GemmKernel:
 
     # ------------------------------------------------------------ operands
 
-    def _quantized(self, A, B):
+    def _quantized(self, A, B, sizes):
         """A and B in a's and b's formats, the scale factors (block recipe) and the
         function that takes D back to unscaled values (tensor and row recipes, NVFP4)."""
         if self.scaling is None:
-            return self._round(A, "a"), self._round(B, "b"), None, None, None
+            return self._round(A, "a", sizes[0]), self._round(B, "b", sizes[1]), None, None, None
         if self.scaling == "block":
-            return self._block_scaled(A, B)
+            return self._block_scaled(A, B, sizes)
         axis = None if self.scaling == "tensor" else 1
         a, inv_a = _amax_scaled(A, self.ins.format("a"), axis)
         b, inv_b = _amax_scaled(B, self.ins.format("b"), None if axis is None else 0)
@@ -175,9 +175,9 @@ class GemmKernel:
             dequantize = lambda D: D * alpha  # noqa: E731
         else:
             dequantize = lambda D: (D * inv_a[:, None]) * inv_b[None, :]  # noqa: E731
-        return self._round(a, "a"), self._round(b, "b"), None, None, dequantize
+        return self._round(a, "a", sizes[0]), self._round(b, "b", sizes[1]), None, None, dequantize
 
-    def _block_scaled(self, A, B):
+    def _block_scaled(self, A, B, sizes):
         """Block scale factors and elements for a block-scaled instruction."""
         ins = self.ins
         block = ins.scale["block"]
@@ -185,28 +185,30 @@ class GemmKernel:
         if _dtypes.natural_dtype(scale_fmt) == np.dtype(ml_dtypes.float8_e8m0fnu):
             a, sa = mx_block_scaled(A, ins.format("a"), block)
             bt, sbt = mx_block_scaled(B.T, ins.format("b"), block)
-            return self._round(a, "a"), self._round(bt.T, "b"), sa, sbt.T, None
+            return self._round(a, "a", sizes[0]), self._round(bt.T, "b", sizes[1]), sa, sbt.T, None
         a, sa, g_a = nvfp4_block_scaled(A, ins.format("a"), block)
         bt, sbt, g_b = nvfp4_block_scaled(B.T, ins.format("b"), block)
         alpha = np.float32(np.float32(1) / g_a) * np.float32(np.float32(1) / g_b)
         return (
-            self._round(a, "a"),
-            self._round(bt.T, "b"),
+            self._round(a, "a", sizes[0]),
+            self._round(bt.T, "b", sizes[1]),
             sa,
             sbt.T,
             lambda D: D * np.float32(alpha),
         )
 
-    def _round(self, x: np.ndarray, operand: str) -> np.ndarray:
-        """``x`` rounded into the instruction's format of ``operand``, with a warning that
-        counts the finite values beyond the format's range (they become Inf or NaN)."""
+    def _round(self, x: np.ndarray, operand: str, values: int) -> np.ndarray:
+        """``x`` (padded) rounded into the instruction's format of ``operand``, with a
+        warning that counts the finite values beyond the format's range (they become Inf
+        or NaN) of the operand's ``values`` (NumPy's own overflow warnings left out)."""
         fmt = self.ins.format(operand)
-        rounded = _dtypes.round_to_format(x, fmt)
+        with np.errstate(over="ignore", invalid="ignore"):
+            rounded = _dtypes.round_to_format(x, fmt)
         if _dtypes.natural_dtype(fmt) is not None:
             lost = int(np.count_nonzero(np.isfinite(x) & ~np.isfinite(rounded.astype(np.float64))))
             if lost:
                 warnings.warn(
-                    f"mmac.torch.emulate: {lost} of {x.size} values of {operand} are beyond "
+                    f"mmac.torch.emulate: {lost} of {values} values of {operand} are beyond "
                     f"{fmt['name']}'s range and became Inf or NaN; scale them into range first "
                     "(emulate's scaling=)",
                     stacklevel=5,
