@@ -99,8 +99,7 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree
-from torch.utils._python_dispatch import _disable_current_modes
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from . import _attention, _conv, _dtypes, _gemm_kernel
 from . import _profile
@@ -355,11 +354,6 @@ def _check_operands(packet, args, int_ins) -> None:
             )
 
 
-# the operators torch refuses for tensors of different dtypes (addr promotes them)
-_SAME_DTYPE = (
-    aten.mm, aten.addmm, aten.addmm_, aten._addmm_activation, aten.bmm, aten.baddbmm, aten.baddbmm_,
-    aten.addbmm, aten.addbmm_, aten.mv, aten.addmv, aten.addmv_, aten.dot,
-)
 
 
 def _check_as_torch(packet, args, kwargs):
@@ -627,11 +621,12 @@ def _einsum(func, args, kwargs):
     contracted = [c for c in xs if c in ys and c not in out]
     if not contracted:
         return func(*args)
-    # an index of one operand only, not in the output: summed out first
-    x = x.sum([i for i, c in enumerate(xs) if c not in ys and c not in out]) if any(
-        c not in ys and c not in out for c in xs) else x
-    y = y.sum([i for i, c in enumerate(ys) if c not in xs and c not in out]) if any(
-        c not in xs and c not in out for c in ys) else y
+    # an index of one operand only, not in the output: summed out first (a `sum` over no
+    # dimensions would sum them all)
+    alone_x = [i for i, c in enumerate(xs) if c not in ys and c not in out]
+    alone_y = [i for i, c in enumerate(ys) if c not in xs and c not in out]
+    x = x.sum(alone_x) if alone_x else x
+    y = y.sum(alone_y) if alone_y else y
     xs = "".join(c for c in xs if c in ys or c in out)
     ys = "".join(c for c in ys if c in xs or c in out)
     batch = [c for c in out if c in xs and c in ys]
@@ -745,11 +740,18 @@ _HANDLERS = {
     aten._scaled_dot_product_flash_attention_for_cpu: _flash_attention_for_cpu,
 }
 
-# the operators that take integer tensors when an integer instruction is given
-_INTEGER_MATMULS = {
-    aten.mm, aten.addmm, aten.addmm_, aten.bmm, aten.baddbmm, aten.baddbmm_, aten.addbmm, aten.addbmm_,
-    aten.mv, aten.addmv, aten.addmv_, aten.addr, aten.addr_, aten.dot, aten._int_mm,
+# the matmul family: every operator above but convolution and attention
+_MATMULS_EMULATED = set(_HANDLERS) - {
+    aten.convolution,
+    aten._convolution,
+    aten._scaled_dot_product_flash_attention_for_cpu,
 }
+
+# the operators that take integer tensors when an integer instruction is given
+_INTEGER_MATMULS = _MATMULS_EMULATED - {aten._addmm_activation}
+
+# the operators torch refuses for tensors of different dtypes (addr promotes them)
+_SAME_DTYPE = _MATMULS_EMULATED - {aten.addr, aten.addr_, aten._int_mm}
 
 # matmul-family operators emulate does not cover: each warns once when it runs natively
 _NATIVE_MATMULS = {
