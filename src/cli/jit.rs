@@ -212,19 +212,11 @@ fn write_verilog(file: &Path, s: &LoadedSpec, output: Option<&Path>) -> Outcome 
     // the module that holds each distinct arithmetic's circuit
     let mut holder: Vec<Option<String>> = vec![None; info.arithmetic_count()];
     let mut taken = std::collections::HashSet::new();
-    // what the back end does not lower: sparse instructions, and k beyond its limit
-    let refused: Vec<String> = checked
-        .instructions()
-        .filter_map(|i| mmac_compiler::rtl::lowerable(i).err())
-        .collect();
-    if let Some(first) = refused.first()
-        && refused.len() == checked.len()
-    {
-        eprintln!("error: {first}");
-        return Ok(EXIT_USAGE);
-    }
+    // what the back end does not lower (sparse instructions, and k beyond its limit), why
+    let mut refused: Vec<String> = vec![];
     for (i, inst) in checked.instructions().enumerate() {
-        if mmac_compiler::rtl::lowerable(inst).is_err() {
+        if let Err(why) = mmac_compiler::rtl::lowerable(inst) {
+            refused.push(why);
             continue;
         }
         // names that differ only in their punctuation get a numbered module each
@@ -264,6 +256,10 @@ fn write_verilog(file: &Path, s: &LoadedSpec, output: Option<&Path>) -> Outcome 
         text.push('\n');
     }
     if let Some(first) = refused.first() {
+        if refused.len() == checked.len() {
+            eprintln!("error: {first}");
+            return Ok(EXIT_USAGE);
+        }
         eprintln!(
             "warning: {} instructions left out, e.g. {first}",
             refused.len()
