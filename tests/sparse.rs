@@ -322,13 +322,16 @@ fn a_batch_names_the_record_whose_positions_break_the_pattern() {
                     .to_string()
             };
             let e = refused(&positions);
-            assert!(e.contains("record 13: positions"), "{name}: {e}");
+            assert!(
+                e.contains("record 13: group 0 (columns 0..3): positions"),
+                "{name}: {e}"
+            );
             assert!(e.contains("do not increase"), "{name}: {e}");
             let mut later = positions.clone();
             later.swap(13 * stored, 13 * stored + 1);
             let e = refused(&later);
             assert!(
-                e.contains("record 17: position 18446744073709551613"),
+                e.contains("record 17: group 1 (columns 4..7): position 18446744073709551613"),
                 "{name}: {e}"
             );
         }
@@ -896,7 +899,7 @@ fn serve_answers_requests_with_positions() {
     let b_end = b_at + requests[0][b_at..].find(',').unwrap();
     let short_b = format!("{}{}", &requests[0][..b_at + 2], &requests[0][b_end + 1..]);
     for (request, column, says) in [
-        (swapped, at + 1, "`pos=`: positions"),
+        (swapped, at + 1, "`pos=`: group 0 (columns 0..3): positions"),
         (short_b, b_at + 1, "`b=` has 31 values"),
     ] {
         let o = serve(format!("{request}\n"));

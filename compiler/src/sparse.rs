@@ -446,23 +446,28 @@ fn explain(s: &Sparsity, columns: usize, positions: &[u64]) -> Result<(), String
         ));
     }
     let span = s.span() as usize;
-    let mut in_group = (usize::MAX, 0u32);
+    let kept = s.kept_columns() as usize;
+    // the group a position's element is stored for: with `kept` elements in every group
+    // (the count and at most `kept` a group imply it), element i's is i / kept
+    let group = |g: usize| format!("group {g} (columns {}..{})", g * span, g * span + span - 1);
+    let mut in_group = (usize::MAX, 0usize);
     for (i, &p) in positions.iter().enumerate() {
+        let of = group(i / kept);
         if p >= columns as u64 {
             return Err(format!(
-                "position {p} (element {i}) is outside the {columns} columns"
+                "{of}: position {p} (element {i}) is outside the {columns} columns"
             ));
         }
         if i > 0 && p <= positions[i - 1] {
             return Err(format!(
-                "positions {} then {p} (elements {} and {i}) do not increase",
+                "{of}: positions {} then {p} (elements {} and {i}) do not increase",
                 positions[i - 1],
                 i - 1
             ));
         }
         if s.pairs && i % 2 == 0 && (p % 2 != 0 || positions.get(i + 1) != Some(&(p + 1))) {
             return Err(format!(
-                "position {p} (element {i}) does not start a pair of adjacent columns 2j, 2j+1 stored together"
+                "{of}: position {p} (element {i}) does not start a pair of adjacent columns 2j, 2j+1 stored together"
             ));
         }
         let g = p as usize / span;
@@ -471,13 +476,8 @@ fn explain(s: &Sparsity, columns: usize, positions: &[u64]) -> Result<(), String
         } else {
             (g, 1)
         };
-        if in_group.1 > s.kept_columns() {
-            return Err(format!(
-                "group {g} (columns {}..{}) holds more than {} elements",
-                g * span,
-                g * span + span - 1,
-                s.kept_columns()
-            ));
+        if in_group.1 > kept {
+            return Err(format!("{} holds more than {kept} elements", group(g)));
         }
     }
     Ok(())
@@ -659,8 +659,14 @@ mod tests {
         let e = check(&TWO_OF_FOUR, 8, &[0, 1, 2, 6]).unwrap_err();
         assert!(e.contains("group 0 (columns 0..3)"), "{e}");
         let e = check(&TWO_OF_FOUR, 8, &[0, 3, 3, 6]).unwrap_err();
-        assert!(e.contains("do not increase"), "{e}");
+        assert!(
+            e.contains(
+                "group 1 (columns 4..7): positions 3 then 3 (elements 1 and 2) do not increase"
+            ),
+            "{e}"
+        );
         let e = check(&TWO_OF_FOUR, 8, &[0, 3, 5, 8]).unwrap_err();
+        assert!(e.contains("group 1 (columns 4..7): position 8"), "{e}");
         assert!(e.contains("outside the 8 columns"), "{e}");
         let e = check(&TWO_OF_FOUR, 8, &[0, 3, 5]).unwrap_err();
         assert!(e.contains("3 positions") && e.contains("makes 4"), "{e}");
@@ -678,7 +684,7 @@ mod tests {
         assert!(check(&pairs, 16, &[0, 1, 6, 7, 10, 11, 12, 13]).is_ok());
         let e = check(&pairs, 16, &[1, 2, 6, 7, 10, 11, 12, 13]).unwrap_err();
         assert!(
-            e.contains("position 1 (element 0) does not start a pair"),
+            e.contains("group 0 (columns 0..7): position 1 (element 0) does not start a pair"),
             "{e}"
         );
         let e = check(&pairs, 16, &[0, 1, 2, 3, 4, 5, 12, 13]).unwrap_err();

@@ -664,11 +664,11 @@ class Instruction:
 
 
 def _columns(meta, ndim: int, what: str) -> np.ndarray:
-    """``meta=`` as an array of ``ndim`` dimensions: an unsigned integer array (or
-    tensor), or Python integers (a list, nested for a matrix) that are not negative."""
+    """``meta=`` as an array of ``ndim`` dimensions: an unsigned integer array (NumPy's,
+    ml_dtypes' ``uint2``/``uint4``, or a tensor), or Python integers (a list, nested for a matrix) that are not negative."""
     if _dtypes.is_tensor(meta):
         meta = meta.detach().cpu().numpy()
-    arr = np.asarray(meta)
+    arr = _dtypes.narrow_unsigned(np.asarray(meta))
     python_ints = not isinstance(meta, np.ndarray) and arr.dtype.kind == "i" and not (arr < 0).any()
     if arr.dtype.kind != "u" and not python_ints:
         raise ValueError(

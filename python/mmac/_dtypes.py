@@ -111,6 +111,16 @@ def _unsigned_of_size(itemsize: int):
 # ---------------------------------------------------------------- torch tensors
 
 
+def narrow_unsigned(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as a NumPy unsigned array when it holds ml_dtypes' narrow unsigned integers
+    (``uint1``, ``uint2``, ``uint4``: dtype kind ``V`` to NumPy), else ``arr`` itself."""
+    name = arr.dtype.name
+    if arr.dtype.kind == "V" and name in ("uint1", "uint2", "uint4"):
+        if _dtype_named(name) == arr.dtype:
+            return arr.astype(np.uint8)
+    return arr
+
+
 def _torch():
     return sys.modules.get("torch")
 

@@ -85,7 +85,7 @@ def test_broken_patterns_are_named(spec):
         ins.mma(a, b, c)
     stored, meta = compressed(pruned(rng, 16, 32))
     meta[2, 1] = meta[2, 0]
-    with pytest.raises(ValueError, match="row 2 of the positions"):
+    with pytest.raises(ValueError, match=r"row 2 of the positions.* group 0 \(columns 0\.\.3\): .* do not increase"):
         ins.mma(stored, b, c, meta=meta)
     with pytest.raises(ValueError, match="unsigned integer array"):
         ins.mma(stored, b, c, meta=meta.astype(np.int32))
@@ -177,6 +177,24 @@ def test_dot_meta_is_checked_as_gemm_checks_it(spec):
     ):
         with pytest.raises(ValueError, match=match):
             ins.dot(0.0, stored, b, meta=bad)
+
+
+def test_narrow_unsigned_ml_dtypes_are_positions(spec):
+    """ml_dtypes' uint2 and uint4 are unsigned integer dtypes (NumPy sees kind "V"); its
+    int4 is not."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(11)
+    ins = spec("ampere")["mma.sp.m16n8k16.f32.f16.f16.f32"]
+    stored, meta = compressed(pruned(rng, 16, 16))
+    b = rng.standard_normal((16, 8)).astype(np.float16)
+    want = ins.gemm(stored, b, meta=meta).view(np.uint32)
+    got = ins.gemm(stored, b, meta=meta.astype(ml_dtypes.uint4)).view(np.uint32)
+    np.testing.assert_array_equal(got, want)
+    row = meta[3].astype(ml_dtypes.uint4)
+    assert ins.dot(0.0, stored[3], b[:, 0], meta=row) == ins.dot(0.0, stored[3], b[:, 0], meta=meta[3])
+    with pytest.raises(ValueError, match="unsigned integer array, not int4"):
+        ins.gemm(stored, b, meta=meta.astype(ml_dtypes.int4))
 
 
 def test_emulate_runs_the_weight_as_a_whatever_the_input(spec):
