@@ -262,10 +262,14 @@ class emulate(TorchDispatchMode):
     def _product(self, a, b, c=None, beta=1, alpha=1):
         """``alpha * (a @ b) + beta * c`` with the product through the instruction, in the
         dtype torch gives the operator (module doc)."""
+        integer = not a.is_floating_point() and not a.is_complex()
+        if integer:
+            # torch converts beta and alpha to the integer type, truncating (0.5 is 0)
+            beta, alpha = int(beta), int(alpha)
         bias = None if c is None or beta == 0 else (c if beta == 1 else c * beta)
-        if not a.is_floating_point() and not a.is_complex():
+        if integer and alpha != 0:
             return self._int_product(a, b, bias, alpha, torch.promote_types(a.dtype, b.dtype))
-        dtype = _result_dtype(a, b, c)
+        dtype = torch.promote_types(a.dtype, b.dtype) if integer else _result_dtype(a, b, c)
         if alpha == 0:
             # torch leaves the product out (an Inf or NaN in it too): beta * c, or zeros
             d = torch.zeros((a.shape[0], b.shape[1]), dtype=dtype or torch.float32, device=a.device)
@@ -333,7 +337,7 @@ def _result_dtype(*tensors) -> torch.dtype | None:
         if isinstance(t, torch.Tensor):
             dtype = t.dtype if dtype is None else torch.promote_types(dtype, t.dtype)
     if dtype is not None and dtype.is_complex:
-        return torch.promote_types(dtype, torch.complex64)
+        return dtype
     return dtype if dtype in _MATMUL_DTYPES else None
 
 

@@ -188,6 +188,14 @@ def test_complex_operands_run_as_four_real_gemms(spec):
     im = ref(a.real, b.imag) + ref(a.imag, b.real)
     np.testing.assert_array_equal(_bits(d.real.contiguous()), _bits(re))
     np.testing.assert_array_equal(_bits(d.imag.contiguous()), _bits(im))
+    # complex32 gives complex32, as torch's matmul does where it has one: each part of
+    # the same D (the operands' parts round into f16 alike either way) rounded to float16
+    with torch.no_grad(), emulate(ins):
+        half = a.to(torch.complex32) @ b.to(torch.complex32)
+    assert half.dtype == torch.complex32
+    parts = torch.view_as_real(half.to(torch.complex64))
+    np.testing.assert_array_equal(_bits(parts[..., 0].contiguous()), _bits(re.half().float()))
+    np.testing.assert_array_equal(_bits(parts[..., 1].contiguous()), _bits(im.half().float()))
 
 
 def test_integer_matmuls_are_refused(spec):

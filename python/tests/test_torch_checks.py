@@ -145,3 +145,25 @@ def test_alpha_zero_leaves_the_product_out_and_profiles_nest(spec):
             torch.mm(a, b)
     assert outer.calls == 0
     assert (nested.rows[0].max_rel, nested.rows[0].norm_rel) == (alone.rows[0].max_rel, alone.rows[0].norm_rel)
+
+
+def test_composites_follow_torchs_own_decomposition(spec):
+    """`F.linear` with a bias: on a contiguous 3-D input torch computes one `addmm` (the
+    bias is C); on a non-contiguous one `x @ Wᵀ`, then the bias added in x's dtype. The
+    emulation follows each, so the two differ, as they do natively."""
+    ins = spec("hopper")[HOPPER_F16]
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 16, 32, generator=g).half()
+    w = torch.randn(8, 32, generator=g).half()
+    bias = torch.randn(8, generator=g).half()
+    strided = x.transpose(0, 1).contiguous().transpose(0, 1)
+    assert not strided.is_contiguous() and torch.equal(strided, x)
+    with emulate(ins):
+        fused, added = torch.nn.functional.linear(x, w, bias), torch.nn.functional.linear(strided, w, bias)
+    flat = x.reshape(64, 32)
+    c = np.broadcast_to(bias.double().numpy(), (64, 8))
+    with_c = ins.gemm(flat.double().numpy(), w.t().double().numpy(), c, round=True, pad=True)
+    _same_bits(fused.float().reshape(64, 8), with_c.astype(np.float16))
+    then = torch.from_numpy(_gemm(ins, flat, w.t()).astype(np.float16)) + bias
+    _same_bits(added.float().reshape(64, 8), then.numpy())
+    assert not torch.equal(fused, added)

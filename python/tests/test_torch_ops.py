@@ -98,6 +98,21 @@ def test_integer_mm_keeps_torchs_dtype(spec):
     np.testing.assert_array_equal(d.numpy(), wide)
 
 
+def test_integer_beta_and_alpha_truncate_as_torchs(spec):
+    """torch converts a fractional beta or alpha to the integer dtype (0.5 is 0, -2.7 is
+    -2); the emulation gives torch's result, not a refusal of a float bias."""
+    ins, int_ins = spec("hopper")[HOPPER_F16], spec("hopper")[HOPPER_S8]
+    g = torch.Generator().manual_seed(15)
+    a = torch.randint(-8, 8, (16, 32), generator=g, dtype=torch.int8)
+    b = torch.randint(-8, 8, (32, 8), generator=g, dtype=torch.int8)
+    c = torch.randint(-8, 8, (16, 8), generator=g, dtype=torch.int8)
+    for beta, alpha in [(0.5, 1), (-2.7, 1), (1, 0.5), (2.9, -1.5)]:
+        native = torch.addmm(c, a, b, beta=beta, alpha=alpha)
+        with torch.no_grad(), emulate(ins, int_ins=int_ins):
+            d = torch.addmm(c, a, b, beta=beta, alpha=alpha)
+        assert d.dtype == torch.int8 and torch.equal(d, native), (beta, alpha)
+
+
 @pytest.mark.parametrize("name,saturates", [(HOPPER_S8, False), (HOPPER_S8_SAT, True)])
 def test_overflow_follows_the_instruction(spec, name, saturates):
     ins, int_ins = spec("hopper")[HOPPER_F16], spec("hopper")[name]
