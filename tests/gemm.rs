@@ -424,6 +424,59 @@ fn errors_name_what_was_expected() {
     );
 }
 
+/// An instruction whose c and d formats differ (Volta's `mma.m8n8k4.f32.f16.f16.f16`: c
+/// f16, d f32) cannot feed a step's d back as the next c: a GEMM of more than one k-step
+/// is refused (it read d's f32 codes as f16: 2.58 came out as 0.97); one step runs.
+#[test]
+fn a_gemm_of_several_steps_needs_c_and_d_alike() {
+    let s = spec("specs/volta.mma");
+    let name = "mma.m8n8k4.f32.f16.f16.f16";
+    let inst = s.instruction(name).unwrap().instruction();
+    let tmp = tempfile::TempDir::new().unwrap();
+    let p = |x: &str| tmp.path().join(x).display().to_string();
+    let gemm = |k: usize| {
+        write_problem(tmp.path(), inst, 8, 8, k, 21);
+        let args = [
+            "gemm",
+            "specs/volta.mma",
+            "--instr",
+            name,
+            "--a",
+            &p("a.npy"),
+            "--b",
+            &p("b.npy"),
+        ];
+        mmac(&[&args[..], &["--c", &p("c.npy"), "-o", &p("d.npy")]].concat())
+    };
+    let out = gemm(8);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("K = 8 is 2 k-steps of `mma.m8n8k4.f32.f16.f16.f16`, each step's d fed back as the next c, but c is `f16` and d is `f32`"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("d.npy").exists());
+    let problem = write_problem(tmp.path(), inst, 8, 8, 4, 21);
+    let out = gemm(4);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = matrix::read(Path::new(&p("d.npy")), &inst.arithmetic.d, "D").unwrap();
+    let c = problem.c.as_ref().unwrap();
+    let want = mma_by_elements(
+        s.instruction(name).unwrap(),
+        &problem.a,
+        &problem.b,
+        c,
+        None,
+        None,
+    );
+    assert_eq!(d.data, want.data);
+}
+
 #[test]
 fn error_report_is_exact() {
     // An exactly rounded design (the Kulisch example): every element is within half an

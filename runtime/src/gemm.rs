@@ -225,6 +225,16 @@ pub fn check_shapes(
             }
         }
     }
+    let ar = &inst.arithmetic;
+    if k > ik && ar.c != ar.d {
+        return Err(ShapeError::new(format!(
+            "K = {k} is {} k-steps of `{}`, each step's d fed back as the next c, but c is `{}` and d is `{}`; K = {ik} (one step) runs",
+            k / ik,
+            inst.name,
+            ar.c.name,
+            ar.d.name
+        )));
+    }
     check_sparse(inst, p, k)?;
     match (&inst.arithmetic.scale, &p.sa, &p.sb) {
         (None, None, None) => {}
