@@ -757,3 +757,131 @@ fn a_failed_write_leaves_the_previous_output_whole() {
         "no temporary file left"
     );
 }
+
+/// `-o /dev/stdout` writes D through the process's stdout, whatever it is open on: a file
+/// the shell appends to keeps what it held (it was replaced by a file holding only D),
+/// and a file named as the output keeps its permissions when replaced.
+#[cfg(unix)]
+#[test]
+fn stdout_is_written_through_and_a_replaced_file_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = spec("specs/hopper.mma");
+    let name = "mma.m16n8k16.f32.f16.f16.f32";
+    let inst = s.instruction(name).unwrap().instruction();
+    let dir = tempfile::TempDir::new().unwrap();
+    write_problem(dir.path(), inst, 16, 8, 16, 33);
+    let p = |x: &str| dir.path().join(x).display().to_string();
+    let gemm = format!(
+        "\"$0\" gemm specs/hopper.mma --instr {name} --a {} --b {} --c {}",
+        p("a.npy"),
+        p("b.npy"),
+        p("c.npy")
+    );
+    let sh = |script: String| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .arg(support::mmac_path())
+            .current_dir(root())
+            .output()
+            .unwrap()
+    };
+    std::fs::write(dir.path().join("d.npy"), b"old").unwrap();
+    std::fs::set_permissions(
+        dir.path().join("d.npy"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let o = sh(format!("{gemm} -o {}", p("d.npy")));
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let d = std::fs::read(dir.path().join("d.npy")).unwrap();
+    let mode = std::fs::metadata(dir.path().join("d.npy"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    for (out, how) in [
+        ("/dev/stdout", ">>"),
+        ("/dev/fd/1", ">>"),
+        ("/dev/stdout", ">"),
+    ] {
+        std::fs::write(dir.path().join("log"), b"kept\n").unwrap();
+        let o = sh(format!("{gemm} -o {out} {how} {}", p("log")));
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        let log = std::fs::read(dir.path().join("log")).unwrap();
+        let want = if how == ">>" {
+            [&b"kept\n"[..], &d].concat()
+        } else {
+            d.clone()
+        };
+        assert_eq!(log, want, "-o {out} {how} log");
+    }
+}
+
+/// SIGINT, SIGTERM or SIGHUP during a run that writes D removes its temporary file (a
+/// 100 MB `.part` was left behind) and leaves the previous D whole (each that this test
+/// does not ignore: SIGTERM at least).
+#[cfg(unix)]
+#[test]
+fn an_interrupted_run_leaves_no_temporary_file() {
+    let s = spec("specs/hopper.mma");
+    let name = "mma.m16n8k16.f32.f16.f16.f32";
+    let inst = s.instruction(name).unwrap().instruction();
+    let dir = tempfile::TempDir::new().unwrap();
+    // 4096 x 4096 outputs on the interpreter: seconds of work, written row chunk by chunk
+    write_problem(dir.path(), inst, 4096, 4096, 16, 35);
+    let p = |x: &str| dir.path().join(x).display().to_string();
+    // a signal this process ignores (`nohup` ignores HUP, a shell's `&` INT) the child
+    // ignores too, and mmac keeps it so: only the others are sent
+    let ignored = |number: u32| {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let mask = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .unwrap_or(0);
+        mask >> (number - 1) & 1 == 1
+    };
+    let signals = [("INT", 2), ("TERM", 15), ("HUP", 1)];
+    for (signal, _) in signals.into_iter().filter(|&(_, n)| !ignored(n)) {
+        std::fs::write(dir.path().join("d.npy"), b"the previous D").unwrap();
+        let mut child = Command::new(support::mmac_path())
+            .args([
+                "gemm",
+                "specs/hopper.mma",
+                "--instr",
+                name,
+                "--engine",
+                "interp",
+            ])
+            .args(["--a", &p("a.npy"), "--b", &p("b.npy"), "--c", &p("c.npy")])
+            .args(["-o", &p("d.npy")])
+            .current_dir(root())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let part = || {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".part"))
+        };
+        let started = std::time::Instant::now();
+        while !part() && started.elapsed().as_secs() < 120 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(part(), "the run writes its temporary file as it goes");
+        let killed = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "{signal}: {status:?}");
+        assert!(!part(), "{signal}: the temporary file is removed");
+        assert_eq!(
+            std::fs::read(dir.path().join("d.npy")).unwrap(),
+            b"the previous D"
+        );
+    }
+}

@@ -1,10 +1,14 @@
 //! Where results land (`-o`): a regular file is replaced atomically (a temporary file
 //! beside it, renamed over it once complete, so a failed or killed run leaves the old file
-//! whole); a device, a FIFO or a terminal (also through a symbolic link, such as
-//! `/dev/stdout`) is written through, never replaced by a regular file; a symbolic link to
-//! a regular file keeps its link, and its target is replaced. Temporary files are made
-//! only when the writing starts and are named `.NAME.mmac-PID-XXXXXX.part`: a later run
-//! writing the same NAME removes those whose process no longer runs (`kill -9` leftovers).
+//! whole), keeping the replaced file's permissions; a device, a FIFO or a terminal (also
+//! through a symbolic link) is written through, never replaced by a regular file; one of
+//! the process's own descriptors (`/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`) is
+//! written through that descriptor, whatever it is open on (a file the shell appends to
+//! stays appended to); a symbolic link to a regular file keeps its link, and its target is
+//! replaced. Temporary files are made only when the writing starts and are named
+//! `.NAME.mmac-PID-XXXXXX.part`; SIGINT, SIGTERM and SIGHUP remove them before the
+//! process ends; a later run writing the same NAME removes those whose process no longer
+//! runs (`kill -9` leftovers).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -28,6 +32,8 @@ enum Target {
     Replace(PathBuf),
     /// Anything else (a character device, a FIFO, a socket): opened and written in place.
     Through(PathBuf),
+    /// One of the process's open descriptors (`/dev/stdout`: 1), written through it.
+    Descriptor(i32),
 }
 
 /// An output file on its way.
@@ -47,6 +53,12 @@ impl Output {
             path: path.to_path_buf(),
             why,
         };
+        if let Some(fd) = own_descriptor(path) {
+            return Ok(Output {
+                path: path.to_path_buf(),
+                target: Target::Descriptor(fd),
+            });
+        }
         // what the path names, symbolic links followed (the links themselves stay)
         let target = match std::fs::metadata(path) {
             Ok(m) if m.is_dir() => return Err(cannot("it is a folder".into())),
@@ -94,6 +106,7 @@ impl Output {
     pub fn target(&self) -> &Path {
         match &self.target {
             Target::Replace(p) | Target::Through(p) => p,
+            Target::Descriptor(_) => &self.path,
         }
     }
 
@@ -123,6 +136,23 @@ impl Output {
                 out.flush().map_err(io)?;
                 Ok(())
             }
+            &Target::Descriptor(fd) => {
+                if fd == 1 {
+                    // (through std's handle: what the program printed before is flushed
+                    // first, so the bytes land in the order they were written)
+                    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+                    write(&mut out).map_err(io)?;
+                    return out.flush().map_err(io);
+                }
+                // SAFETY: `own_descriptor` found `fd` open in this process; it is only
+                // borrowed to be duplicated
+                let owned = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
+                    .try_clone_to_owned()
+                    .map_err(io)?;
+                let mut out = std::io::BufWriter::new(std::fs::File::from(owned));
+                write(&mut out).map_err(io)?;
+                out.flush().map_err(io)
+            }
             Target::Replace(p) => {
                 let dir = folder_of(p);
                 let name = file_name(p);
@@ -130,11 +160,17 @@ impl Output {
                 let mut builder = tempfile::Builder::new();
                 let prefix = format!(".{name}.mmac-{}-", std::process::id());
                 builder.prefix(&prefix).suffix(".part");
-                // the permissions of a file made with File::create (0o666 less the
-                // umask), not the temporary file's private 0o600
+                // the permissions of the file replaced, or of a file made with
+                // File::create (0o666 less the umask), not the temporary file's 0o600
                 #[cfg(unix)]
                 builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
                 let mut file = builder.tempfile_in(&dir).map_err(io)?;
+                let _removed_on_signal = interrupts::Registered::new(file.path());
+                if let Ok(old) = std::fs::metadata(p) {
+                    file.as_file()
+                        .set_permissions(old.permissions())
+                        .map_err(io)?;
+                }
                 let mut out = std::io::BufWriter::new(file.as_file_mut());
                 write(&mut out).map_err(io)?;
                 out.flush().map_err(io)?;
@@ -142,6 +178,140 @@ impl Output {
                 file.persist(p).map_err(|e| io(e.error))?;
                 Ok(())
             }
+        }
+    }
+}
+
+/// The descriptor of this process that `path` names (`/dev/stdout`, `/dev/stderr`,
+/// `/dev/fd/N`, `/proc/self/fd/N`, or a symbolic link that leads to one), if it is open.
+fn own_descriptor(path: &Path) -> Option<i32> {
+    let mut p = path.to_path_buf();
+    // (a bounded walk: a loop of links ends it)
+    for _ in 0..40 {
+        let fd = match p.to_str()? {
+            "/dev/stdout" => Some(1),
+            "/dev/stderr" => Some(2),
+            s => s
+                .strip_prefix("/dev/fd/")
+                .or_else(|| s.strip_prefix("/proc/self/fd/"))
+                .or_else(|| s.strip_prefix(&format!("/proc/{}/fd/", std::process::id())))
+                .and_then(|n| n.parse::<i32>().ok()),
+        };
+        if let Some(fd) = fd {
+            // open? (an error for a descriptor that is not)
+            let open = std::fs::metadata(format!("/proc/self/fd/{fd}")).is_ok()
+                || !Path::new("/proc/self").exists();
+            return open.then_some(fd);
+        }
+        let link = std::fs::read_link(&p).ok()?;
+        p = folder_of(&p).join(link);
+    }
+    None
+}
+
+/// Temporary files removed when SIGINT, SIGTERM or SIGHUP ends the process: a handler,
+/// installed where the signal still has its default action (a command with its own, such
+/// as `prove`, keeps it), unlinks every registered file, then lets the signal end the
+/// process as it would have.
+#[cfg(unix)]
+mod interrupts {
+    use std::ffi::CString;
+    use std::path::Path;
+    use std::sync::Once;
+    use std::sync::atomic::{AtomicPtr, Ordering};
+
+    /// Files being written at once (one per output; more are not removed on a signal).
+    const SLOTS: usize = 16;
+    static FILES: [AtomicPtr<libc::c_char>; SLOTS] =
+        [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
+    static INSTALL: Once = Once::new();
+
+    extern "C" fn remove_and_end(signal: libc::c_int) {
+        for slot in &FILES {
+            let p = slot.swap(std::ptr::null_mut(), Ordering::SeqCst);
+            if !p.is_null() {
+                // SAFETY: a C string registered below and never freed while registered
+                // (swapped out here first); unlink is async-signal-safe
+                unsafe { libc::unlink(p) };
+            }
+        }
+        // SAFETY: the default action restored, then the same signal raised again
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+    }
+
+    fn install() {
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: sigaction queried into a zeroed struct; a handler installed only
+            // where the action is the default one
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(signal, std::ptr::null(), &mut old) != 0
+                    || old.sa_sigaction != libc::SIG_DFL
+                {
+                    continue;
+                }
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction =
+                    remove_and_end as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                libc::sigemptyset(&mut action.sa_mask);
+                libc::sigaction(signal, &action, std::ptr::null_mut());
+            }
+        }
+    }
+
+    /// A file registered for removal on a signal while this lives.
+    pub struct Registered(Option<usize>);
+
+    impl Registered {
+        pub fn new(path: &Path) -> Registered {
+            use std::os::unix::ffi::OsStrExt;
+            INSTALL.call_once(install);
+            let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
+                return Registered(None);
+            };
+            let raw = c.into_raw();
+            for (i, slot) in FILES.iter().enumerate() {
+                if slot
+                    .compare_exchange(
+                        std::ptr::null_mut(),
+                        raw,
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                    )
+                    .is_ok()
+                {
+                    return Registered(Some(i));
+                }
+            }
+            // SAFETY: `raw` came from `into_raw` just above and was not stored
+            drop(unsafe { CString::from_raw(raw) });
+            Registered(None)
+        }
+    }
+
+    impl Drop for Registered {
+        fn drop(&mut self) {
+            if let Some(i) = self.0 {
+                let p = FILES[i].swap(std::ptr::null_mut(), Ordering::SeqCst);
+                if !p.is_null() {
+                    // SAFETY: registered by `new` from `into_raw`, now out of the slot
+                    drop(unsafe { CString::from_raw(p) });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+mod interrupts {
+    /// (no signals to catch)
+    pub struct Registered;
+    impl Registered {
+        pub fn new(_: &std::path::Path) -> Registered {
+            Registered
         }
     }
 }
