@@ -366,7 +366,7 @@ fn errors_name_what_was_expected() {
     let cases: Vec<(Output, &str)> = vec![
         (
             run("mma", "a32.npy", &["--c", &p("c.npy")]),
-            "A must have dtype <f2 (the raw encoding of `f16`), found <f4",
+            "A must have dtype <f2 (`f16`) or hold raw `f16` encodings in an unsigned integer dtype, found <f4",
         ),
         // one whole instruction: each operand against its shape, the wrong one named
         // (a wrong A was blamed on C)

@@ -4,7 +4,9 @@
 //! `f16` `<f2`, and the integers `s8` `|i1`, `u8` `|u1`, `s16` `<i2`, `u16` `<u2`,
 //! `s32` `<i4`, `u32` `<u4`. Every other format (bf16, tf32, fp8, fp6, fp4, scales, s4,
 //! u4, b1) is an unsigned integer array of raw encodings, one element per `|u1`, `<u2` or
-//! `<u4` by storage width (fp4 and fp6 one per byte).
+//! `<u4` by storage width (fp4 and fp6 one per byte). Reading also takes any format's raw
+//! encodings in any unsigned dtype, and either byte order; a file is read no further than
+//! its header says it holds.
 
 use mmac_compiler::format::{Format, FormatKind};
 use rayon::prelude::*;
@@ -68,13 +70,21 @@ pub enum MatrixError {
     #[error("{path}: not a readable .npy file: {message}")]
     Format { path: PathBuf, message: String },
     #[error(
-        "{path}: {operand} must have dtype {want} (the raw encoding of `{format}`), found {found}"
+        "{path}: {operand} must have dtype {want} (`{format}`) or hold raw `{format}` encodings in an unsigned integer dtype, found {found}"
     )]
     Dtype {
         path: PathBuf,
         operand: String,
         format: String,
         want: String,
+        found: String,
+    },
+    #[error(
+        "{path}: {operand} holds column positions: an unsigned integer dtype (uint8, uint16, uint32 or uint64), found {found}"
+    )]
+    PositionsDtype {
+        path: PathBuf,
+        operand: String,
         found: String,
     },
     #[error("{path}: {operand} must be a 2-D matrix, found shape {found:?}")]
@@ -121,26 +131,116 @@ fn format_err(path: &Path, e: impl std::fmt::Display) -> MatrixError {
     }
 }
 
-/// Read a 2-D `.npy` matrix holding encodings of `format`. `operand` names it in errors.
-pub fn read(path: &Path, format: &Format, operand: &str) -> Result<Matrix, MatrixError> {
-    let bytes = std::fs::read(path).map_err(|source| MatrixError::Io {
+/// The largest `.npy` header read (NumPy writes a few hundred bytes; version 1 allows
+/// 64 KiB).
+const MAX_HEADER: usize = 1 << 20;
+
+/// A `.npy` file's bytes, read no further than its header says it holds: the magic, the
+/// header, then the shape's elements (and no more: a device such as `/dev/zero` or a file
+/// with a huge declared shape is refused, not read until memory runs out). The shape's
+/// size is computed here, checked, before any reader sees it.
+fn npy_bytes(path: &Path) -> Result<Vec<u8>, MatrixError> {
+    use std::io::Read;
+    let io = |source| MatrixError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    let mut take = |bytes: &mut Vec<u8>, n: usize| -> Result<bool, MatrixError> {
+        let before = bytes.len();
+        (&mut file).take(n as u64).read_to_end(bytes).map_err(io)?;
+        Ok(bytes.len() - before == n)
+    };
+    let not_npy = |why: &str| format_err(path, why);
+    if !take(&mut bytes, 8)? || !bytes.starts_with(b"\x93NUMPY") {
+        return Err(not_npy("no .npy magic (\\x93NUMPY) at its start"));
+    }
+    let long = bytes[6] >= 2;
+    let (at, len_bytes) = (bytes.len(), if long { 4 } else { 2 });
+    if !take(&mut bytes, len_bytes)? {
+        return Err(not_npy("the file ends inside its header"));
+    }
+    let mut n = [0u8; 4];
+    n[..len_bytes].copy_from_slice(&bytes[at..]);
+    let header_len = u32::from_le_bytes(n) as usize;
+    if header_len > MAX_HEADER {
+        return Err(not_npy(&format!("a header of {header_len} bytes")));
+    }
+    let header_at = bytes.len();
+    if !take(&mut bytes, header_len)? {
+        return Err(not_npy("the file ends inside its header"));
+    }
+    let header = String::from_utf8_lossy(&bytes[header_at..]).into_owned();
+    let (shape, item) = header_shape_and_item(&header).map_err(|e| format_err(path, e))?;
+    let size = shape
+        .iter()
+        .try_fold(item as u64, |n, &d| n.checked_mul(d))
+        .and_then(|n| usize::try_from(n).ok());
+    let shown = shape
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(" x ");
+    match size {
+        Some(size) if take(&mut bytes, size)? => Ok(bytes),
+        _ => Err(format_err(
+            path,
+            format!("shape {shown} needs more data than the file holds"),
+        )),
+    }
+}
+
+/// The shape and item size (bytes) a `.npy` header declares: `'shape': (2, 3)` and the
+/// width of a plain `'descr'` (`'<f2'`: 2); a descr that is not one string (a structured
+/// dtype) counts 0 bytes (its dtype is refused later).
+fn header_shape_and_item(header: &str) -> Result<(Vec<u64>, usize), String> {
+    let after = |key: &str| header.find(key).map(|i| &header[i + key.len()..]);
+    let shape = after("'shape':")
+        .and_then(|s| Some(&s[s.find('(')? + 1..s.find(')')?]))
+        .ok_or("no shape in its header")?;
+    let shape = shape
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| d.trim_end_matches('L').parse::<u64>())
+        .collect::<Result<Vec<u64>, _>>()
+        .map_err(|_| format!("the shape ({shape}) is not a tuple of sizes"))?;
+    let item = after("'descr':")
+        .map(str::trim_start)
+        .and_then(|s| s.strip_prefix('\''))
+        .and_then(|s| s.split('\'').next())
+        .and_then(|d| d.get(2..))
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(0);
+    Ok((shape, item))
+}
+
+/// A plain dtype's kind and width (`<f2`: `f`, 2), either byte order.
+fn kind_and_width(dtype: &str) -> Option<(char, usize)> {
+    let mut c = dtype.chars();
+    let order = c.next()?;
+    let kind = c.next()?;
+    matches!(order, '<' | '>' | '|' | '=')
+        .then(|| c.as_str().parse().ok().map(|w| (kind, w)))
+        .flatten()
+}
+
+/// Read a 2-D `.npy` matrix holding encodings of `format`: in the format's dtype
+/// ([`dtype_of`]), or its raw encodings in any unsigned integer dtype (each checked to fit
+/// the format's width); either byte order. `operand` names it in errors.
+pub fn read(path: &Path, format: &Format, operand: &str) -> Result<Matrix, MatrixError> {
+    let bytes = npy_bytes(path)?;
     let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| format_err(path, e))?;
     let want = dtype_of(format);
     let found = match npy.dtype() {
         npyz::DType::Plain(t) => t.to_string(),
         other => format!("{other:?}"),
     };
-    // the same kind and width in either byte order (npyz reads both), and a one-byte
-    // dtype with any byte-order character
-    let same = found == want
-        || (want.len() == 3
-            && found.len() == 3
-            && found[1..] == want[1..]
-            && (want.ends_with('1') || found.starts_with('>')));
-    if !same {
+    let kind = kind_and_width(&found).filter(|&(kind, width)| {
+        Some((kind, width)) == kind_and_width(want) || kind == 'u' && matches!(width, 1 | 2 | 4 | 8)
+    });
+    let Some((kind, width)) = kind else {
         // ml_dtypes' arrays (bf16, FP8, ...) are saved by np.save as raw void bytes
         let hint = if found.len() > 1 && found[1..].starts_with('V') {
             let uint = match &found[2..] {
@@ -162,7 +262,7 @@ pub fn read(path: &Path, format: &Format, operand: &str) -> Result<Matrix, Matri
             want: want.to_string(),
             found: found + &hint,
         });
-    }
+    };
     let shape = npy.shape().to_vec();
     if shape.len() != 2 {
         return Err(MatrixError::Rank {
@@ -172,75 +272,64 @@ pub fn read(path: &Path, format: &Format, operand: &str) -> Result<Matrix, Matri
         });
     }
     let (rows, cols) = (shape[0] as usize, shape[1] as usize);
-    // a header that promises more elements than the file holds is refused before reading
-    let item = want[2..].parse::<usize>().unwrap_or(8);
-    if rows
-        .checked_mul(cols)
-        .and_then(|n| n.checked_mul(item))
-        .is_none_or(|n| n > bytes.len())
-    {
-        return Err(format_err(
-            path,
-            format!("shape {rows} x {cols} needs more data than the file holds"),
-        ));
-    }
     let fortran = npy.order() == npyz::Order::Fortran;
-    let data: Vec<u64> = match want {
-        "<f8" => npy
+    let fail = |e| format_err(path, e);
+    let data: Vec<u64> = match (kind, width) {
+        ('f', 8) => npy
             .into_vec::<f64>()
-            .map_err(|e| format_err(path, e))?
+            .map_err(fail)?
             .into_iter()
             .map(f64::to_bits)
             .collect(),
-        "<f4" => npy
+        ('f', 4) => npy
             .into_vec::<f32>()
-            .map_err(|e| format_err(path, e))?
+            .map_err(fail)?
             .into_iter()
             .map(|x| x.to_bits() as u64)
             .collect(),
-        "<f2" => npy
+        ('f', 2) => npy
             .into_vec::<half::f16>()
-            .map_err(|e| format_err(path, e))?
+            .map_err(fail)?
             .into_iter()
             .map(|x| x.to_bits() as u64)
             .collect(),
-        "|i1" => npy
+        ('i', 1) => npy
             .into_vec::<i8>()
-            .map_err(|e| format_err(path, e))?
+            .map_err(fail)?
             .into_iter()
             .map(|x| x as u8 as u64)
             .collect(),
-        "<i2" => npy
+        ('i', 2) => npy
             .into_vec::<i16>()
-            .map_err(|e| format_err(path, e))?
+            .map_err(fail)?
             .into_iter()
             .map(|x| x as u16 as u64)
             .collect(),
-        "<i4" => npy
+        ('i', 4) => npy
             .into_vec::<i32>()
-            .map_err(|e| format_err(path, e))?
+            .map_err(fail)?
             .into_iter()
             .map(|x| x as u32 as u64)
             .collect(),
-        "|u1" => npy
+        ('u', 1) => npy
             .into_vec::<u8>()
-            .map_err(|e| format_err(path, e))?
+            .map_err(fail)?
             .into_iter()
             .map(u64::from)
             .collect(),
-        "<u2" => npy
+        ('u', 2) => npy
             .into_vec::<u16>()
-            .map_err(|e| format_err(path, e))?
+            .map_err(fail)?
             .into_iter()
             .map(u64::from)
             .collect(),
-        "<u4" => npy
+        ('u', 4) => npy
             .into_vec::<u32>()
-            .map_err(|e| format_err(path, e))?
+            .map_err(fail)?
             .into_iter()
             .map(u64::from)
             .collect(),
-        _ => npy.into_vec::<u64>().map_err(|e| format_err(path, e))?,
+        _ => npy.into_vec::<u64>().map_err(fail)?,
     };
     if data.len() != rows * cols {
         return Err(format_err(
@@ -274,23 +363,14 @@ pub fn read(path: &Path, format: &Format, operand: &str) -> Result<Matrix, Matri
 /// Read a 2-D `.npy` matrix of column positions (a sparse A's `--meta`): any unsigned
 /// integer dtype (uint8, uint16, uint32, uint64), in either byte order.
 pub fn read_positions(path: &Path, operand: &str) -> Result<Matrix, MatrixError> {
-    let mut found = String::new();
-    for bits in [8, 16, 32, 64] {
-        match read(
-            path,
-            &Format::int(&format!("u{bits}"), bits, false),
-            operand,
-        ) {
-            Err(MatrixError::Dtype { found: f, .. }) => found = f,
-            other => return other,
-        }
-    }
-    Err(MatrixError::Dtype {
-        path: path.to_path_buf(),
-        operand: operand.to_string(),
-        format: "column positions".into(),
-        want: "uint8, uint16, uint32 or uint64".into(),
-        found,
+    // (u64 holds every unsigned dtype's values)
+    read(path, &Format::int("u64", 64, false), operand).map_err(|e| match e {
+        MatrixError::Dtype { found, .. } => MatrixError::PositionsDtype {
+            path: path.to_path_buf(),
+            operand: operand.to_string(),
+            found,
+        },
+        other => other,
     })
 }
 
@@ -494,9 +574,95 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("a must have dtype <f2 (the raw encoding of `f16`), found <f4"),
+            e.contains("a must have dtype <f2 (`f16`) or hold raw `f16` encodings in an unsigned integer dtype, found <f4"),
             "{e}"
         );
+    }
+
+    /// Raw encodings in any unsigned dtype read as the format's own dtype does (uint16
+    /// for f16, uint8 for s8, uint64 for f32, uint16 for e2m1), each checked to fit.
+    #[test]
+    fn raw_encodings_in_any_unsigned_dtype() {
+        let dir = tempfile::TempDir::new().unwrap();
+        for (name, container) in [
+            ("f16", "u16"),
+            ("s8", "u8"),
+            ("f32", "u64"),
+            ("e2m1", "u16"),
+        ] {
+            let f = builtin(name).unwrap();
+            let bits = container[1..].parse().unwrap();
+            let m = Matrix {
+                rows: 2,
+                cols: 3,
+                data: (1..7u64)
+                    .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) & f.storage_mask())
+                    .collect(),
+            };
+            let p = dir.path().join(format!("{name}-as-{container}.npy"));
+            write(&p, &Format::int(container, bits, false), &m).unwrap();
+            assert_eq!(read(&p, &f, "a").unwrap(), m, "{name} in {container}");
+        }
+        let p = dir.path().join("wide.npy");
+        let wide = Matrix {
+            rows: 1,
+            cols: 2,
+            data: vec![3, 0x1_0000],
+        };
+        write(&p, &Format::int("u32", 32, false), &wide).unwrap();
+        let e = read(&p, &builtin("f16").unwrap(), "a")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("element [0, 1] = 0x10000 does not fit `f16`"),
+            "{e}"
+        );
+    }
+
+    /// The header is read first: a shape whose size overflows, or more than the file
+    /// holds, is refused before any element is read (a device such as `/dev/zero` is
+    /// never read to its end), and bytes past the elements are left unread.
+    #[test]
+    fn a_file_is_read_no_further_than_its_header_says() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let f16 = builtin("f16").unwrap();
+        let header = |shape: &str| {
+            let text = format!("{{'descr': '<f2', 'fortran_order': False, 'shape': {shape}, }}");
+            let mut out = b"\x93NUMPY\x01\x00".to_vec();
+            out.extend((text.len() as u16 + 1).to_le_bytes());
+            out.extend(text.bytes());
+            out.push(b'\n');
+            out
+        };
+        for (shape, says) in [
+            (
+                "(4294967296, 4294967296)",
+                "shape 4294967296 x 4294967296 needs more data",
+            ),
+            (
+                "(18446744073709551615, 2)",
+                "needs more data than the file holds",
+            ),
+            ("(3, 3)", "shape 3 x 3 needs more data"),
+            ("(3 3)", "the shape (3 3) is not a tuple of sizes"),
+        ] {
+            let p = dir.path().join("bad.npy");
+            let mut bytes = header(shape);
+            bytes.extend([0u8; 6]);
+            std::fs::write(&p, bytes).unwrap();
+            let e = read(&p, &f16, "a").unwrap_err().to_string();
+            assert!(e.contains(says), "{shape}: {e}");
+        }
+        let p = dir.path().join("trailing.npy");
+        let mut bytes = header("(1, 2)");
+        bytes.extend([0x00, 0x3c, 0x00, 0xc0, 0xff, 0xff, 0xff]);
+        std::fs::write(&p, bytes).unwrap();
+        assert_eq!(read(&p, &f16, "a").unwrap().data, vec![0x3c00, 0xc000]);
+        #[cfg(unix)]
+        for device in ["/dev/zero", "/dev/urandom"] {
+            let e = read(Path::new(device), &f16, "a").unwrap_err().to_string();
+            assert!(e.contains("no .npy magic"), "{device}: {e}");
+        }
     }
 
     #[test]
