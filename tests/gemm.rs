@@ -885,3 +885,93 @@ fn an_interrupted_run_leaves_no_temporary_file() {
         );
     }
 }
+
+/// A D larger than the memory the process may have (32768 x 32768 elements, 8 GiB, under
+/// a 4 GiB limit) is an error saying so, not an abort, and nothing is written.
+#[cfg(unix)]
+#[test]
+fn a_d_beyond_memory_is_an_error() {
+    let s = spec("specs/hopper.mma");
+    let name = "mma.m16n8k16.f32.f16.f16.f32";
+    let inst = s.instruction(name).unwrap().instruction();
+    let dir = tempfile::TempDir::new().unwrap();
+    let f16 = &inst.arithmetic.a;
+    matrix::write(
+        &dir.path().join("a.npy"),
+        f16,
+        &Matrix::filled(32768, 16, 0x3c00),
+    )
+    .unwrap();
+    matrix::write(
+        &dir.path().join("b.npy"),
+        f16,
+        &Matrix::filled(16, 32768, 0x3c00),
+    )
+    .unwrap();
+    let p = |x: &str| dir.path().join(x).display().to_string();
+    for (out, extra) in [("/dev/null", ""), (&*p("d.npy"), "--report")] {
+        let script = format!(
+            "ulimit -v 4000000; exec \"$0\" gemm specs/hopper.mma --instr {name} --a {} --b {} -o {out} {extra}",
+            p("a.npy"),
+            p("b.npy")
+        );
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .arg(support::mmac_path())
+            .current_dir(root())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("a 32768 x 32768 matrix needs 8.0 GiB (8 bytes an element), more memory than there is"),
+            "{err}"
+        );
+        assert!(!dir.path().join("d.npy").exists());
+    }
+}
+
+/// An instruction the JIT does not lower (a NaN rule of the interpreter's alone) runs on
+/// the interpreter with a note, as `--engine jit` says (gemm and mma refused it, exit 1).
+#[test]
+fn what_the_jit_refuses_runs_on_the_interpreter_with_a_note() {
+    let spec_text = "arch hopper\nimport std\n\ninstruction mma.m16n8k16.f32.f16.f16.f32 {\n    shape 16 x 8 x 16\n    types a = f16, b = f16, c = f32, d = f32\n    uses t_fdpa(F = 25, L = 16, e_zero = -133, rho = toward_zero, P = 23)\n    nan propagate_c_first\n}\n";
+    let dir = tempfile::TempDir::new().unwrap();
+    let spec_path = dir.path().join("prop.mma");
+    std::fs::write(&spec_path, spec_text).unwrap();
+    let loaded = mmac_runtime::specs::load_file(&spec_path).unwrap();
+    let checked = loaded.instruction("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+    let problem = write_problem(dir.path(), checked.instruction(), 16, 8, 16, 41);
+    let p = |x: &str| dir.path().join(x).display().to_string();
+    for cmd in ["mma", "gemm"] {
+        let o = mmac(&[
+            cmd,
+            &p("prop.mma"),
+            "--instr",
+            "mma.m16n8k16.f32.f16.f16.f32",
+            "--a",
+            &p("a.npy"),
+            "--b",
+            &p("b.npy"),
+            "--c",
+            &p("c.npy"),
+            "-o",
+            &p("d.npy"),
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{cmd}: {err}");
+        assert!(
+            err.contains("note: ") && err.contains("using the interpreter"),
+            "{err}"
+        );
+        let d = matrix::read(
+            Path::new(&p("d.npy")),
+            &checked.instruction().arithmetic.d,
+            "D",
+        );
+        let c = problem.c.as_ref().unwrap();
+        let want = mma_by_elements(checked, &problem.a, &problem.b, c, None, None);
+        assert_eq!(d.unwrap().data, want.data, "{cmd}");
+    }
+}

@@ -282,7 +282,10 @@ pub fn gemm(
         let run = || -> PyResult<Matrix> {
             let _active = Active::enter();
             let engine = self::engine(spec, index, engine)?;
-            gemm::gemm(&engine, problem, count).map_err(eval_error)
+            let mut d = Matrix::try_filled(problem.a.rows, problem.b.cols, 0)
+                .map_err(pyo3::exceptions::PyMemoryError::new_err)?;
+            gemm::gemm_into(&engine, problem, &mut d, count).map_err(eval_error)?;
+            Ok(d)
         };
         match pool {
             Some(p) => p.install(run),

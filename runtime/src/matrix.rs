@@ -28,6 +28,21 @@ impl Matrix {
             data: vec![value; rows * cols],
         }
     }
+    /// [`Matrix::filled`], or an error saying how much memory it would take where the
+    /// system does not give it (a huge D is refused, not an abort).
+    pub fn try_filled(rows: usize, cols: usize, value: u64) -> Result<Matrix, String> {
+        let too_big = || {
+            let gib = rows as f64 * cols as f64 * 8.0 / (1u64 << 30) as f64;
+            format!(
+                "a {rows} x {cols} matrix needs {gib:.1} GiB (8 bytes an element), more memory than there is"
+            )
+        };
+        let n = rows.checked_mul(cols).ok_or_else(too_big)?;
+        let mut data = Vec::new();
+        data.try_reserve_exact(n).map_err(|_| too_big())?;
+        data.resize(n, value);
+        Ok(Matrix { rows, cols, data })
+    }
     pub fn at(&self, i: usize, j: usize) -> u64 {
         self.data[i * self.cols + j]
     }
