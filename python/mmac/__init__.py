@@ -223,7 +223,9 @@ class Instruction:
 
     @property
     def scale(self):
-        """Block scale factors ``{"format": name, "block": elements of k}``, or None."""
+        """Block scale factors ``{"format": name, "block": columns of k}`` (one factor per
+        ``block`` columns of A and rows of B; a sparse A's columns are its dense ones), or
+        None."""
         s = self._native.scale
         return None if s is None else {"format": s[0]["name"], "block": s[1]}
 
@@ -527,7 +529,8 @@ class Instruction:
         - ``round=True``: A, B and C hold float values (NumPy floats, float tensors,
           nested lists) that are rounded to nearest even into a's, b's and c's formats;
           values beyond a format's range become what its conversion gives (Inf, or NaN
-          for formats without infinities; nothing saturates).
+          for formats without infinities; nothing saturates); a NaN, an infinity or a
+          value beyond the range of a format with neither (FP6, FP4) is a ValueError.
         - ``pad=True``: M, K and N may be any size; zeros pad them to multiples (the edge
           tiles of a tiled kernel) and D is cropped back.
         - Leading batch dimensions broadcast as in ``numpy.matmul``, one GEMM per matrix;
@@ -628,18 +631,21 @@ class Instruction:
     def _operand(self, x, op: str, round: bool) -> np.ndarray:
         """An operand as a NumPy array: its values rounded into ``op``'s format, or as it
         is (the same bits) without rounding."""
+        python_numbers = not _dtypes.is_tensor(x) and not isinstance(x, (np.ndarray, np.generic))
         if _dtypes.is_tensor(x):
             x = _dtypes.tensor_to_numpy(x)
         x = np.asarray(x)
         if not round:
-            return x
+            # Python numbers stay values (encoded exactly), as an object array through
+            # broadcasting and padding (NumPy would make them float64 or int64 arrays)
+            return x.astype(object) if python_numbers and x.dtype.kind in "fiub" else x
         try:
             values = x.astype(np.float64)
         except (TypeError, ValueError):
             raise ValueError(
                 f"round=True takes float values for {op.upper()}, found dtype {x.dtype}"
             ) from None
-        return _dtypes.round_to_format(values, self._format(op))
+        return _dtypes.round_to_format(values, self._format(op), op.upper())
 
     def report(self, A, B, C=None, sa=None, sb=None, *, D=None, meta=None, threads=None,
                engine: str = "auto"):

@@ -202,12 +202,16 @@ def encodings(x, fmt: dict, operand: str, native, key: str, ndim: int | None) ->
         from_values = False
     elif isinstance(x, (np.ndarray, np.generic)):
         arr = np.asarray(x)
-        from_values = False
+        # (an object array holds Python numbers: values, as a list of them is)
+        from_values = arr.dtype.kind == "O" and arr.size > 0
     else:
         arr = np.asarray(x)
         from_values = arr.dtype.kind in "fib" or (arr.dtype.kind == "O" and arr.size > 0)
         if arr.dtype.kind == "u":
             from_values = True
+    if not arr.dtype.isnative:
+        # (a big-endian array: the same values in the machine's byte order)
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     if ndim is not None and arr.ndim != ndim:
         shape = tuple(arr.shape)
         what = "a 2-D matrix" if ndim == 2 else ("a vector" if ndim == 1 else "a scalar")
@@ -289,17 +293,39 @@ def float32_rounded_to_odd(x: np.ndarray) -> np.ndarray:
     return bits.view(np.float32)
 
 
-def round_to_format(x: np.ndarray, fmt: dict) -> np.ndarray:
+def _refuse_what_has_no_encoding(x: np.ndarray, natural, fmt: dict, operand: str) -> None:
+    """A format with neither Inf nor NaN (FP4, FP6) has nothing to round a NaN, an infinity
+    or a value past its range into (ml_dtypes saturates those and turns NaN into -0):
+    a ValueError naming the first such element."""
+    top = float(ml_dtypes.finfo(natural).max)
+    # past the largest value by half its unit in the last place: rounds beyond the range
+    half_ulp = 2.0 ** np.floor(np.log2(top)) * float(ml_dtypes.finfo(natural).eps) / 2
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(x.astype(np.float64)) < top + half_ulp)
+    if bad.any():
+        at = np.unravel_index(int(np.flatnonzero(bad.ravel())[0]), x.shape)
+        where = f"[{', '.join(str(int(i)) for i in at)}]" if at else ""
+        raise ValueError(
+            f"{operand}{where} = {float(x[at])!r} has no `{fmt['name']}` encoding: the format "
+            f"has no Inf or NaN, and its range ends at ±{top} (scale the values into range)"
+        )
+
+
+def round_to_format(x: np.ndarray, fmt: dict, operand: str = "a value") -> np.ndarray:
     """Float values rounded to nearest even into a float format, as raw-encoding-ready
     arrays: the format's dtype, or for tf32 (no dtype) ``uint32`` encodings. Into a format
     narrower than float32 (whose conversions go through float32) a float64 value goes
-    by :func:`float32_rounded_to_odd`, so it is rounded once."""
+    by :func:`float32_rounded_to_odd`, so it is rounded once. Into a format with neither
+    Inf nor NaN, a NaN, an infinity or a value past the range is a ValueError naming
+    ``operand`` (nothing saturates)."""
     natural = natural_dtype(fmt)
     if fmt["kind"] != "float":
         raise ValueError(f"cannot round floats into the integer format `{fmt['name']}`")
     if natural is not None:
         if natural in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
             return np.asarray(x).astype(natural)  # NumPy's own: rounded once
+        if fmt["specials"] == "none":
+            _refuse_what_has_no_encoding(np.asarray(x), natural, fmt, operand)
         return float32_rounded_to_odd(x).astype(natural)
     if (fmt["exponent"], fmt["mantissa"], fmt["bias"], fmt["ignore_low"]) == (8, 10, 127, 13):
         # tf32: an f32 whose 13 low bits the hardware ignores; round them off, ties to even

@@ -203,7 +203,7 @@ class GemmKernel:
         or NaN) of the operand's ``values`` (NumPy's own overflow warnings left out)."""
         fmt = self.ins.format(operand)
         with np.errstate(over="ignore", invalid="ignore"):
-            rounded = _dtypes.round_to_format(x, fmt)
+            rounded = _dtypes.round_to_format(x, fmt, operand)
         if _dtypes.natural_dtype(fmt) is not None:
             lost = int(np.count_nonzero(np.isfinite(x) & ~np.isfinite(rounded.astype(np.float64))))
             if lost:

@@ -367,12 +367,15 @@ impl NativeInstruction {
     fn algorithm(&self) -> &'static str {
         self.inst().arithmetic.pipeline.algorithm()
     }
-    /// Scale factors: `(format description, block)`, or None.
+    /// Scale factors: `(format description, block)`, the block in columns of K (a
+    /// sparse instruction's counts A's dense columns: twice its stored elements for 2:4),
+    /// or None.
     #[getter]
     fn scale<'py>(&self, py: Python<'py>) -> PyResult<Option<(Bound<'py, PyDict>, u32)>> {
-        match &self.inst().arithmetic.scale {
-            Some(s) => Ok(Some((formats::describe(py, &s.format)?, s.block))),
-            None => Ok(None),
+        let inst = self.inst();
+        match (&inst.arithmetic.scale, inst.scale_block()) {
+            (Some(s), Some(block)) => Ok(Some((formats::describe(py, &s.format)?, block))),
+            _ => Ok(None),
         }
     }
     /// The description of an operand's format (see `formats::describe`).

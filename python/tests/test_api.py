@@ -42,6 +42,13 @@ def test_load_and_describe(spec):
     scaled = spec("blackwell")["tcgen05.mma.block_scale.m64n8k32.kind::mxf8f6f4.block32.f32.e4m3.e2m1.ue8m0"]
     assert scaled.scale == {"format": "ue8m0", "block": 32}
     assert scaled.dtype("sa") == np.dtype(ml_dtypes.float8_e8m0fnu)
+    # a sparse A's block counts its dense columns: k = 64 takes k / block = 1 factor
+    sparse = spec("rtx_blackwell")["mma.sp.block_scale.m16n8k64.kind::mxf8f6f4.block32.f32.e5m2.e5m2.f32.ue8m0"]
+    assert sparse.scale == {"format": "ue8m0", "block": 64} and sparse.k == 64
+    one = np.ones(sparse.k // sparse.scale["block"], ml_dtypes.float8_e8m0fnu)
+    cols = np.array([c for g in range(16) for c in (4 * g, 4 * g + 1)], np.uint8)
+    stored, b = np.ones(32, ml_dtypes.float8_e5m2), np.ones(64, ml_dtypes.float8_e5m2)
+    assert sparse.dot(np.float32(1.0), stored, b, one, one, meta=cols) == 33.0
 
 
 def test_loads_and_pickle():

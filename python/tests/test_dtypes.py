@@ -188,6 +188,38 @@ def test_python_floats_are_encoded_exactly(spec):
     D = ins.gemm(A, B)
     assert D.dtype == np.float32 and D.shape == (ins.m, ins.n)
     assert np.all(D == 0.5 * k)
+    # a broadcast C of Python numbers: a scalar, a row, a list per batch (they were
+    # taken as float64 arrays, "C must be float32")
+    A16, B16 = np.ones((ins.m, k), np.float16), np.ones((k, ins.n), np.float16)
+    assert np.all(ins.gemm(A16, B16, 0.5) == k + 0.5)
+    assert np.all(ins.gemm(A16, B16, [0.25] * ins.n) == k + 0.25)
+    batched = ins.gemm(np.stack([A16, A16]), B16, [[0.75] * ins.n] * ins.m)
+    assert batched.shape == (2, ins.m, ins.n) and np.all(batched == k + 0.75)
+    with pytest.raises(ValueError, match=r"C\[0, 0\]: 0.1 is not exactly representable"):
+        ins.gemm(A16, B16, 0.1)
+    # big-endian arrays hold the same values ("must be float16, found float16")
+    big = ins.gemm(A16.astype(">f2"), B16.view(np.uint16).astype(">u2"), np.float32(0.5))
+    np.testing.assert_array_equal(big.view(np.uint32), ins.gemm(A16, B16, 0.5).view(np.uint32))
+
+
+def test_rounding_into_formats_without_inf_or_nan_refuses_what_has_no_encoding(spec):
+    """FP4 and FP6 have neither Inf nor NaN: a NaN, an infinity or a value that rounds past
+    the range is a ValueError naming the element (ml_dtypes gave -0 for NaN and saturated
+    the others); the range's edge itself rounds in."""
+    ins = spec("rtx_blackwell")["mma.m16n8k32.kind::f8f6f4.f32.e2m1.e5m2.f32"]
+    A, B = np.ones((16, 32)), np.ones((32, 8))
+    A[0, 0] = 6.99  # below 6 + half an ulp (7): rounds to 6
+    assert ins.gemm(A, B, round=True)[0, 0] == 31 + 6
+    for bad in (np.nan, np.inf, -np.inf, 7.0, -100.0):
+        A[2, 3] = bad
+        with pytest.raises(ValueError, match=r"A\[2, 3\] = .* has no `e2m1` encoding"):
+            ins.gemm(A, B, round=True)
+    e2m3 = spec("rtx_blackwell")["mma.m16n8k32.kind::f8f6f4.f32.e2m3.e5m2.f32"]
+    A[2, 3] = 7.75  # e2m3's range ends at 7.5, its last ulp is 0.5
+    with pytest.raises(ValueError, match="has no `e2m3` encoding"):
+        e2m3.gemm(A, B, round=True)
+    A[2, 3] = 7.7
+    assert e2m3.gemm(A, B, round=True)[2, 0] == 31 + 7.5
 
 
 def test_results_come_back_in_d_dtype(spec):
