@@ -372,33 +372,24 @@ pub(crate) fn emit(
             acc = step(em, n, &s.accumulate, r);
         }
     }
-    result_bits(em, inst, s, n, acc)
+    result_bits(em, inst, n, acc)
 }
 
 /// d's bits from the accumulator.
-fn result_bits(
-    em: &mut Emitter,
-    inst: &Instruction,
-    s: &Sequential,
-    n: Native,
-    acc: Value,
-) -> Value {
+fn result_bits(em: &mut Emitter, inst: &Instruction, n: Native, acc: Value) -> Value {
     let bits = em.b.ins().bitcast(n.int(), MemFlagsData::new(), acc);
     let bits = if n == Native::F32 {
         em.b.ins().uextend(types::I64, bits)
     } else {
         bits
     };
-    // the interpreter encodes every NaN as d's canonical NaN; under `nan ieee` any NaN
-    // is right, under `nan canonical` only that one (`plan` refuses `nan propagate_*`)
-    match s.nan {
-        NanPolicy::Ieee => bits,
-        NanPolicy::Canonical | NanPolicy::Propagate(_) => {
-            let is_nan = em.b.ins().fcmp(FloatCC::Unordered, acc, acc);
-            let nan = em.i64c(inst.arithmetic.d.encode_nan().unwrap_or(0) as i64);
-            em.sel(is_nan, nan, bits)
-        }
-    }
+    // every NaN is d's canonical NaN, as the interpreter encodes it: under `nan ieee` any
+    // NaN would be right, but the host's (x86's default NaN, or an input's payload) would
+    // make the engines differ, and the results depend on the host (`plan` refuses `nan
+    // propagate_*`)
+    let is_nan = em.b.ins().fcmp(FloatCC::Unordered, acc, acc);
+    let nan = em.i64c(inst.arithmetic.d.encode_nan().unwrap_or(0) as i64);
+    em.sel(is_nan, nan, bits)
 }
 
 /// f32 bits of four elements of `f` in i32 lanes (`code`: the low 32 bits of each
@@ -535,7 +526,7 @@ fn emit_simd(
         let r = em.b.ins().fadd(acc, t);
         acc = step(em, n, &s.accumulate, r);
     }
-    result_bits(em, inst, s, n, acc)
+    result_bits(em, inst, n, acc)
 }
 
 /// Every lane of `vals` in order, as scalars.
