@@ -592,3 +592,68 @@ fn first_time_users_get_told() {
         .collect();
     assert_eq!(labels, [format!("hopper {F16}"), format!("ada {F16}")]);
 }
+
+/// A case with more values than the instruction takes (a 9th product, a scale factor of a
+/// dense instruction) fails with the count named, as `run` and `serve` refuse it (`test`
+/// ignored the extra values, and the case passed); so does an expected d too wide for d.
+#[test]
+fn a_case_with_extra_values_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(root().join("tests/data/hopper_small.mmv")).unwrap();
+    let case = "c=3f800000 a=3c00,3c00,0,0,0,0,0,0 b=3c00,4000,0,0,0,0,0,0 d=40800000";
+    assert!(good.contains(case));
+    for (bad, says) in [
+        (
+            "c=3f800000 a=3c00,3c00,0,0,0,0,0,0,3c00 b=3c00,4000,0,0,0,0,0,0,3c00 d=40800000",
+            "`a=` has 9 values, but `mma.m16n8k8.f32.f16.f16.f32` takes 8",
+        ),
+        (
+            "c=3f800000 a=3c00,3c00,0,0,0,0,0,0 b=3c00,4000,0,0,0,0,0,0,0 d=40800000",
+            "`b=` has 9 values",
+        ),
+        (
+            "c=3f800000 a=3c00,3c00,0,0,0,0,0,0 b=3c00,4000,0,0,0,0,0,0 sa=7f sb=7f d=40800000",
+            "`sa=` has 1 value, but `mma.m16n8k8.f32.f16.f16.f32` takes 0",
+        ),
+        // (and an expected d wider than d's format: no comparison, an error)
+        (
+            "c=3f800000 a=3c00,3c00,0,0,0,0,0,0 b=3c00,4000,0,0,0,0,0,0 d=140800000",
+            "d value 140800000 does not fit `f32` (32 bits)",
+        ),
+    ] {
+        let file = dir.path().join("extra.mmv");
+        std::fs::write(&file, good.replace(case, bad)).unwrap();
+        let o = mmac(&["test", HOPPER, "--vectors", &file.display().to_string()]);
+        assert_eq!(code(&o), Some(1), "{}", stdout(&o));
+        let out = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(out.contains(says), "{out}");
+        assert!(stdout(&o).contains("2 passed, 1 failed"), "{out}");
+    }
+}
+
+/// A file that starts with a byte-order mark reads as without it (its headers were all
+/// "after the first case"), and one without `# instruction:` says so (it named an
+/// instruction `?`).
+#[test]
+fn a_byte_order_mark_is_skipped_and_a_missing_instruction_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(root().join("tests/data/hopper_small.mmv")).unwrap();
+    let file = dir.path().join("bom.mmv");
+    std::fs::write(&file, format!("\u{feff}{good}")).unwrap();
+    let o = mmac(&["test", HOPPER, "--vectors", &file.display().to_string()]);
+    assert_eq!(code(&o), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("3 passed, 0 failed"), "{}", stdout(&o));
+    let headless: String = good
+        .lines()
+        .filter(|l| !l.starts_with("# instruction:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&file, headless).unwrap();
+    let o = mmac(&["test", HOPPER, "--vectors", &file.display().to_string()]);
+    assert_eq!(code(&o), Some(1));
+    let out = stdout(&o);
+    assert!(
+        out.contains("3 cases, but no `# instruction:` header names their instruction"),
+        "{out}"
+    );
+}

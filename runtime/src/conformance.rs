@@ -105,9 +105,26 @@ fn list(format: &Format, v: &[u64]) -> String {
         .join(",")
 }
 
-/// Check that every value fits its format's storage, and that a sparse instruction's case
-/// has positions that fit its pattern (a dense one's none); the message names the operand.
+/// Check that every operand has as many values as the instruction takes (none of sa and
+/// sb for an instruction without scale factors), that every value fits its format's
+/// storage, and that a sparse instruction's case has positions that fit its pattern (a
+/// dense one's none); the message names the operand.
 fn check_widths(inst: &Instruction, case: &vectors::Case) -> Result<(), String> {
+    let s = inst.scale_count();
+    for (name, got, want) in [
+        ("a", case.a.len(), inst.stored()),
+        ("b", case.b.len(), inst.columns()),
+        ("sa", case.sa.len(), s),
+        ("sb", case.sb.len(), s),
+    ] {
+        if got != want {
+            return Err(format!(
+                "`{name}=` has {got} value{}, but `{}` takes {want}",
+                if got == 1 { "" } else { "s" },
+                inst.name
+            ));
+        }
+    }
     match &inst.sparsity {
         Some(s) => mmac_compiler::sparse::check(s, inst.columns(), &case.positions)
             .map_err(|e| format!("pos: {e}"))?,
@@ -117,8 +134,9 @@ fn check_widths(inst: &Instruction, case: &vectors::Case) -> Result<(), String> 
         None => {}
     }
     let scale = inst.arithmetic.scale.as_ref().map(|s| &s.format);
-    let groups: [(&str, Option<&Format>, &[u64]); 5] = [
+    let groups: [(&str, Option<&Format>, &[u64]); 6] = [
         ("c", Some(&inst.arithmetic.c), std::slice::from_ref(&case.c)),
+        ("d", Some(&inst.arithmetic.d), std::slice::from_ref(&case.d)),
         ("a", Some(&inst.arithmetic.a), &case.a),
         ("b", Some(&inst.arithmetic.b), &case.b),
         ("sa", scale, &case.sa),
@@ -270,7 +288,16 @@ pub fn run_with(specs: &[LoadedSpec], vectors_path: &Path, mode: Mode) -> std::i
             sum.failed_files += 1;
             continue;
         }
-        let name = file.instruction.as_deref().unwrap_or("?");
+        let Some(name) = file.instruction.as_deref() else {
+            let _ = writeln!(
+                sum.report,
+                "FAIL {shown}: {}, but no `# instruction:` header names their instruction",
+                count(cases)
+            );
+            sum.failed += cases;
+            sum.failed_files += (cases == 0) as usize;
+            continue;
+        };
         let Some(&checked) = by_name.get(&(arch, name)) else {
             let _ = writeln!(
                 sum.report,

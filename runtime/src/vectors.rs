@@ -121,6 +121,8 @@ pub fn parse(path: &Path, text: &str) -> (VectorFile, Vec<VectorError>) {
     let shown = path.display().to_string();
     // a data line (a case, well formed or not) has been read
     let mut data_seen = false;
+    // (a byte-order mark, as some editors write, is no part of the first line)
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (i, line) in text.lines().enumerate() {
         let lineno = i + 1;
         let trimmed = line.trim();
