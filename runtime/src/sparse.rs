@@ -251,9 +251,12 @@ fn differ(x: &Instruction, y: &Instruction, l: u64, r: u64) -> bool {
 }
 
 /// Look for an input on which the sparse instructions `x` and `y` (the same operands)
-/// differ: `trials` random inputs in the pattern, run in batches through both JIT
-/// kernels; a difference is confirmed by the interpreter before it is returned. Also
-/// returns the inputs tried.
+/// differ: first the structured candidates of their dense arithmetic (alignment cuts,
+/// ties, carries, zero exponents, chain and group boundaries: [`crate::corners`]), each
+/// lifted into the pattern at the first columns of every group and at the last; then
+/// `trials` random inputs in the pattern; run in batches through both JIT kernels, a
+/// difference confirmed by the interpreter before it is returned. Also returns the
+/// inputs tried (structured and random).
 pub fn search(
     x: Checked,
     y: Checked,
@@ -263,65 +266,116 @@ pub fn search(
     let (ex, ey) = (Engine::new(x, Choice::QUICK), Engine::new(y, Choice::QUICK));
     let inst = x.instruction();
     let mut rng = Rng::new(seed);
+    let structured = structured_candidates(x, y, &mut rng);
     let mut tried = 0;
-    while tried < trials {
-        let n = (trials - tried).min(512);
+    for batch in structured.chunks(512) {
+        if let Some((w, at)) = first_difference(x, y, (&ex, &ey), batch)? {
+            return Ok((Some(w), tried + at + 1));
+        }
+        tried += batch.len();
+    }
+    let mut random = 0;
+    while random < trials {
+        let n = (trials - random).min(512);
         let batch: Vec<SparseInput> = (0..n)
             .map(|_| SparseInput::random(inst, &mut rng))
             .collect();
-        let cat = |part: fn(&SparseInput) -> &[u64]| -> Vec<u64> {
-            batch.iter().flat_map(|i| part(i).iter().copied()).collect()
-        };
-        let c: Vec<u64> = batch.iter().map(|i| i.input.c).collect();
-        let (a, b) = (cat(|i| &i.input.a), cat(|i| &i.input.b));
-        let (sa, sb, p) = (
-            cat(|i| &i.input.sa),
-            cat(|i| &i.input.sb),
-            cat(|i| &i.positions),
-        );
-        let (stored, columns, s) = (x.stored(), x.columns(), x.scale_count());
-        let run = |e: &Engine| -> Result<Vec<u64>, String> {
-            let mut d = vec![0; n];
-            e.sparse_batch_strided(
-                &c,
-                (&a, stored),
-                (&b, columns),
-                (&sa, s),
-                (&sb, s),
-                (&p, stored),
-                &mut d,
-            )
-            .map_err(|e| e.to_string())?;
-            Ok(d)
-        };
-        let (dx, dy) = (run(&ex)?, run(&ey)?);
-        for (i, w) in batch.into_iter().enumerate() {
-            if !differ(inst, y.instruction(), dx[i], dy[i]) {
-                continue;
-            }
-            let ops = w.operands();
-            let left = Engine::interpreter(x)
-                .sparse_dot(&ops, &w.positions)
-                .map_err(|e| e.to_string())?;
-            let right = Engine::interpreter(y)
-                .sparse_dot(&ops, &w.positions)
-                .map_err(|e| e.to_string())?;
-            if differ(inst, y.instruction(), left, right) {
-                let w = shrink(
-                    x,
-                    y,
-                    SparseWitness {
-                        input: w,
-                        left,
-                        right,
-                    },
-                );
-                return Ok((Some(w), tried + i + 1));
-            }
+        if let Some((w, at)) = first_difference(x, y, (&ex, &ey), &batch)? {
+            return Ok((Some(w), tried + at + 1));
         }
         tried += n;
+        random += n;
     }
     Ok((None, tried))
+}
+
+/// The structured candidates of `x` and `y`'s dense arithmetic ([`crate::corners`]) as
+/// sparse inputs: each at the first columns of every group, and at the last (b's unread
+/// elements drawn at random).
+fn structured_candidates(x: Checked, y: Checked, rng: &mut Rng) -> Vec<SparseInput> {
+    let (xi, yi) = (x.instruction(), y.instruction());
+    let Some(s) = xi.sparsity else {
+        return vec![];
+    };
+    let focus = crate::corners::Focus::of(&[xi, yi]);
+    let first = first_positions(&s, xi.columns());
+    // the last kept units of every group: the first, mirrored within its group
+    let span = s.span() as u64;
+    let mut last: Vec<u64> = first
+        .iter()
+        .map(|&p| (p / span) * span + (span - 1 - p % span))
+        .collect();
+    last.sort_unstable();
+    if s.pairs {
+        // (a pair's columns stay in order: mirroring swapped them)
+        last = first.iter().map(|&p| p + span / 2).collect();
+    }
+    let mut out = vec![];
+    for (_, dense) in crate::corners::structured(xi, &focus) {
+        for positions in [&first, &last] {
+            out.push(SparseInput::lift_at(x, &dense, positions.clone(), rng));
+        }
+    }
+    out
+}
+
+/// The first of `batch` on which `x` and `y` differ (on their kernels `engines`, then
+/// confirmed by the interpreter), shrunk, and its index.
+fn first_difference(
+    x: Checked,
+    y: Checked,
+    (ex, ey): (&Engine, &Engine),
+    batch: &[SparseInput],
+) -> Result<Option<(SparseWitness, usize)>, String> {
+    let inst = x.instruction();
+    let n = batch.len();
+    let cat = |part: fn(&SparseInput) -> &[u64]| -> Vec<u64> {
+        batch.iter().flat_map(|i| part(i).iter().copied()).collect()
+    };
+    let c: Vec<u64> = batch.iter().map(|i| i.input.c).collect();
+    let (a, b) = (cat(|i| &i.input.a), cat(|i| &i.input.b));
+    let (sa, sb, p) = (
+        cat(|i| &i.input.sa),
+        cat(|i| &i.input.sb),
+        cat(|i| &i.positions),
+    );
+    let (stored, columns, s) = (x.stored(), x.columns(), x.scale_count());
+    let run = |e: &Engine| -> Result<Vec<u64>, String> {
+        let mut d = vec![0; n];
+        e.sparse_batch_strided(
+            &c,
+            (&a, stored),
+            (&b, columns),
+            (&sa, s),
+            (&sb, s),
+            (&p, stored),
+            &mut d,
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(d)
+    };
+    let (dx, dy) = (run(ex)?, run(ey)?);
+    for (i, w) in batch.iter().enumerate() {
+        if !differ(inst, y.instruction(), dx[i], dy[i]) {
+            continue;
+        }
+        let ops = w.operands();
+        let left = Engine::interpreter(x)
+            .sparse_dot(&ops, &w.positions)
+            .map_err(|e| e.to_string())?;
+        let right = Engine::interpreter(y)
+            .sparse_dot(&ops, &w.positions)
+            .map_err(|e| e.to_string())?;
+        if differ(inst, y.instruction(), left, right) {
+            let w = SparseWitness {
+                input: w.clone(),
+                left,
+                right,
+            };
+            return Ok(Some((shrink(x, y, w), i)));
+        }
+    }
+    Ok(None)
 }
 
 /// A simpler witness of the same difference, on the interpreter: each of a's stored
