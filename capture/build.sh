@@ -16,6 +16,8 @@
 # MMAC_CAPTURE_VENV (the virtual environment, default TARGET/capture-venv), PYTHON
 # (python3), CXX (g++).
 set -euo pipefail
+# (a relative --out is the caller's: made absolute before the cd to the repository)
+caller=$PWD
 cd "$(dirname "$0")/.."
 root=$PWD
 target="${CARGO_TARGET_DIR:-target}"
@@ -27,15 +29,24 @@ only=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --cpu) mode=cpu ;;
-    --out) out="$2"; shift ;;
-    --only) shift; while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do only+=("$1"); shift; done; continue ;;
+    --out)
+        [ $# -ge 2 ] && [ -n "$2" ] || { echo "build.sh: error: --out takes a folder" >&2; exit 2; }
+        out="$2"; shift ;;
+    --only)
+        shift
+        while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do only+=("$1"); shift; done
+        [ ${#only[@]} -gt 0 ] || { echo "build.sh: error: --only takes instruction names" >&2; exit 2; }
+        continue ;;
     -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "build.sh: unknown argument \`$1\` (see capture/build.sh --help)" >&2; exit 2 ;;
     esac
     shift
 done
-[ -n "$out" ] || out="$target/capture/$mode"
-case "$out" in /*) ;; *) out="$root/$out" ;; esac
+if [ -z "$out" ]; then
+    out="$target/capture/$mode"
+else
+    case "$out" in /*) ;; *) out="$caller/$out" ;; esac
+fi
 
 need() {
     if ! command -v "$1" >/dev/null 2>&1; then

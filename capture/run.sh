@@ -8,8 +8,13 @@
 #
 # -n/--seed go to `mmac gen` (256 random cases and seed 1 by default); OUT.mmv is the
 # capture (default target/capture/captures/ARCH/INSTR.mmv, cpu-captures/ with --cpu), the
-# file to contribute (docs/capture.md). Builds the kit first if needed (capture/build.sh).
+# file to contribute (docs/capture.md); relative paths are the caller's. The generated
+# vectors stay in a scratch folder, removed at the end. Builds the kit first if needed
+# (capture/build.sh).
 set -euo pipefail
+# (relative paths are the caller's: made absolute before the cd to the repository)
+caller=$PWD
+absolute() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$caller/$1" ;; esac; }
 cd "$(dirname "$0")/.."
 root=$PWD
 target="${CARGO_TARGET_DIR:-target}"
@@ -19,6 +24,9 @@ usage() {
     awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2
     exit 2
 }
+fail() { echo "run.sh: error: $*" >&2; exit 2; }
+# an option's value: present and not empty
+value() { [ $# -ge 2 ] && [ -n "$2" ] || fail "$1 takes a value"; }
 mode=cuda
 args=()
 n=256
@@ -28,10 +36,10 @@ per_mma=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --cpu) mode=cpu ;;
-    -n) n="${2:?-n takes a number}"; shift ;;
-    --seed) seed="${2:?--seed takes a number}"; shift ;;
-    -o) out="${2:?-o takes a file}"; shift ;;
-    --cases-per-mma) per_mma=(--cases-per-mma "${2:?--cases-per-mma takes a number}"); shift ;;
+    -n) value "$@"; n="$2"; shift ;;
+    --seed) value "$@"; seed="$2"; shift ;;
+    -o) value "$@"; out=$(absolute "$2"); shift ;;
+    --cases-per-mma) value "$@"; per_mma=(--cases-per-mma "$2"); shift ;;
     -h | --help) usage ;;
     -*) echo "run.sh: unknown option \`$1\`" >&2; usage ;;
     *) args+=("$1") ;;
@@ -39,19 +47,22 @@ while [ $# -gt 0 ]; do
     shift
 done
 [ ${#args[@]} -eq 2 ] || usage
-spec="${args[0]}"
+spec=$(absolute "${args[0]}")
 instr="${args[1]}"
-[ -f "$spec" ] || { echo "run.sh: error: $spec: no such spec file" >&2; exit 2; }
+[ -f "$spec" ] || fail "${args[0]}: no such spec file"
+[ -n "$out" ] && [ -d "$out" ] && fail "-o $out is a folder; name the capture file"
 
 mkdir -p "$target/capture"
-log=$(mktemp "$target/capture/build-$mode.XXXXXX.log")
-trap 'rm -f "$log"' EXIT
+# the build's log and the generated vectors (whose d is the spec's, not the device's: no
+# file to contribute) in a scratch folder, removed at the end
+scratch=$(mktemp -d "$target/capture/run-$mode.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+log="$scratch/build.log"
 build=(capture/build.sh)
 [ "$mode" = cpu ] && build+=(--cpu)
 if ! "${build[@]}" >"$log" 2>&1; then
     cat "$log" >&2
-    echo "run.sh: error: ${build[*]} failed" >&2
-    exit 2
+    fail "${build[*]} failed"
 fi
 capture="$target/capture/$mode/mmac-capture"
 mmac="${MMAC:-$target/debug/mmac}"
@@ -63,10 +74,10 @@ if [ -z "$out" ]; then
     out="$target/capture/$dir/$arch/${instr//::/_}.mmv"
 fi
 mkdir -p "$(dirname "$out")"
-vectors="$(dirname "$out")/${instr//::/_}.gen.mmv"
+vectors="$scratch/${instr//::/_}.gen.mmv"
 
-"$mmac" gen "$spec" --instr "$instr" -n "$n" --seed "$seed" -o "$vectors" 2>"$vectors.log" || {
-    cat "$vectors.log" >&2
+"$mmac" gen "$spec" --instr "$instr" -n "$n" --seed "$seed" -o "$vectors" 2>"$scratch/gen.log" || {
+    cat "$scratch/gen.log" >&2
     exit 2
 }
 device=()

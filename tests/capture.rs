@@ -254,9 +254,18 @@ fn reproduce(dir: &Path, spec: &str, instr: &str) {
         passed > 48 && failed == 0,
         "{spec} {instr}: `{last}`\n{text}"
     );
-    // the capture is the generated file, case for case, with the device's d and notes
+    // the capture is the generated file (the same `mmac gen` run again: it is
+    // deterministic), case for case, with the device's d and notes; the generated file
+    // itself is not left beside the capture
     let captured = std::fs::read_to_string(&out).unwrap();
-    let generated = std::fs::read_to_string(dir.join(format!("{file}.gen.mmv"))).unwrap();
+    assert!(!dir.join(format!("{file}.gen.mmv")).exists());
+    let gen_path = dir.join(format!("{file}.again.gen.mmv"));
+    let gen_out = gen_path.display().to_string();
+    let args = [
+        "gen", spec, "--instr", instr, "-n", "48", "--seed", "1", "-o", &gen_out,
+    ];
+    mmac_ok(&args);
+    let generated = std::fs::read_to_string(&gen_path).unwrap();
     assert_eq!(cases_without_d(&captured), cases_without_d(&generated));
     assert_eq!(cases_without_d(&captured).len(), passed);
     assert!(
@@ -444,6 +453,18 @@ fn malformed_vectors_are_refused_with_file_and_line() {
             ":2:1: `# instruction:` after the first case",
         ),
         ("no cases", header.clone(), "no cases"),
+        // the column of a line that ends where a value was due, after leading spaces
+        (
+            "no value",
+            format!("{header}      c=\n"),
+            ":5:9: line ends where a hex value",
+        ),
+        // a long token is shown cut short, its bytes escaped (a NUL ended the message)
+        (
+            "long token",
+            format!("{header}c=0 {}\u{0}zz d=0\n", "q".repeat(100_000)),
+            &format!(":5:5: unexpected `{}...`", "q".repeat(60)),
+        ),
         (
             "scaled",
             format!("# scale: ue8m0 block=32\n{good}\n"),
@@ -968,4 +989,106 @@ fn wgmma_b_lies_in_shared_memory_as_its_descriptor_says() {
             }
         }
     }
+}
+
+/// A capture is written whole or not at all: through a temporary file renamed over the
+/// output (a write cut short by a file-size limit left a file cut mid-line, and `-o`
+/// naming the input destroyed it), the replaced file's permissions kept; a capture
+/// captured again names the device once (it kept the earlier `# captured:` lines).
+#[cfg(unix)]
+#[test]
+fn a_capture_is_written_whole_and_names_one_device() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let earlier = "tests/captures/H200/fit/narrow/mma.m16n8k16.f16.e4m3.e4m3.f16.mmv";
+    let input = dir.path().join("in.mmv");
+    std::fs::copy(root().join(earlier), &input).unwrap();
+    let before = std::fs::read_to_string(&input).unwrap();
+    assert!(before.contains("# captured: NVIDIA"), "{before}");
+    std::fs::set_permissions(&input, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let p = input.display().to_string();
+    let o = capture(&["--spec", "specs/hopper.mma", "--vectors", &p, "-o", &p]);
+    assert_eq!(o.status.code(), Some(0), "{}", text_of(&o));
+    let after = std::fs::read_to_string(&input).unwrap();
+    assert_eq!(after.matches("# captured:").count(), 1, "{after}");
+    assert_eq!(after.matches("# capture:").count(), 1, "{after}");
+    assert!(after.contains("# captured: CPU build"), "{after}");
+    assert_eq!(cases_without_d(&after), cases_without_d(&before));
+    let mode = std::fs::metadata(&input).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o640);
+    // a write that fails (past a 4 KiB file-size limit) leaves the old file as it was
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 4; exec \"$0\" --spec specs/hopper.mma --vectors {p} -o {p}"
+    );
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .arg(cpu_build())
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0), "{}", text_of(&o));
+    assert!(stderr(&o).contains("cannot write"), "{}", text_of(&o));
+    assert_eq!(std::fs::read_to_string(&input).unwrap(), after);
+    let files = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(files, 1, "no temporary file is left");
+}
+
+/// run.sh takes relative paths as the caller means them (they were the repository's),
+/// refuses a folder as the capture (it wrote into the folder's parent, once `/`), an
+/// option without its value (a bash error, exit 1), and leaves nothing beside the
+/// capture but the capture.
+#[test]
+fn run_sh_takes_the_callers_paths_and_leaves_only_the_capture() {
+    cpu_build();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(root().join("specs/ampere.mma"), dir.path().join("my.mma")).unwrap();
+    let instr = "mma.m16n8k8.f32.f16.f16.f32";
+    let o = script("run.sh")
+        .current_dir(dir.path())
+        .args(["--cpu", "my.mma", instr, "-n", "8", "-o", "out/cap.mmv"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text_of(&o));
+    let listed: Vec<String> = std::fs::read_dir(dir.path().join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(listed, ["cap.mmv"]);
+    for (args, says) in [
+        (vec!["--cpu", "my.mma", instr, "-o", "."], "is a folder"),
+        (vec!["--cpu", "my.mma", instr, "-n"], "-n takes a value"),
+        (
+            vec!["--cpu", "none.mma", instr],
+            "none.mma: no such spec file",
+        ),
+    ] {
+        let o = script("run.sh")
+            .current_dir(dir.path())
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text_of(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", text_of(&o));
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "my.mma and out/"
+    );
+}
+
+/// A name far longer than any instruction's is refused at once (the nearest names were
+/// searched over all of it: seconds for 100k characters), and shown cut short.
+#[test]
+fn a_long_unknown_name_is_refused_shortly() {
+    let name = "x".repeat(100_000);
+    let o = capture(&["--spec", "specs/hopper.mma", "--instr", &name, "--serve"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
+    let err = stderr(&o);
+    assert!(err.len() < 1000, "{} bytes", err.len());
+    assert!(
+        err.contains(&format!("`{}...` is not an instruction", "x".repeat(60))),
+        "{err}"
+    );
 }

@@ -83,6 +83,9 @@ bool has(const Instr &ins, Operand op);
 const std::vector<Target> &targets();
 // The names nearest to `name` (for an error message), at most three.
 std::string suggest(const std::string &name);
+// A token of the input as a message shows it: at most 60 characters (then `...`), bytes
+// that are not printable ASCII as \xNN (a NUL would end the message, raw bytes garble it).
+std::string shown(const std::string &token);
 
 // Bad input (a malformed .mmv or request, an unknown instruction, a bad option): the
 // message names file, line and column where there are ones; exit 2.

@@ -1,8 +1,10 @@
 // main.cpp: mmac-capture's command line: run a .mmv file's cases on the device and write
 // them back with the device's d (--vectors), answer `mmac serve`'s black-box protocol on
 // stdin/stdout (--serve), or list the instructions this build has (--list).
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -79,7 +81,7 @@ Options parse_args(int argc, char **argv) {
 const Instr &lookup(const std::string &name) {
     const Instr *ins = find_instruction(name);
     if (!ins)
-        throw InputError("`" + name + "` is not an instruction of the capture kit (nearest: " +
+        throw InputError("`" + shown(name) + "` is not an instruction of the capture kit (nearest: " +
                          suggest(name) + "; `mmac-capture --list` lists them)");
     return *ins;
 }
@@ -96,6 +98,32 @@ int list() {
     for (const Instr *i : instructions())
         std::cout << i->name << '\t' << i->ptx << '\t' << i->targets << '\n';
     return 0;
+}
+
+// Write `text` to `path`: a regular file (or none yet) through a temporary file beside it,
+// renamed over it once complete, so that a failed write (a full disk, a file-size limit)
+// leaves the old file whole and `-o` may name the input; anything else (a device, a FIFO)
+// is written in place.
+void write_file(const std::string &path, const std::string &text) {
+    struct stat st;
+    bool exists = ::stat(path.c_str(), &st) == 0;
+    bool regular = !exists || S_ISREG(st.st_mode);
+    std::string to = regular ? path + ".mmac-capture-" + std::to_string(::getpid()) + ".part" : path;
+    std::ofstream out(to, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    int err = errno;
+    bool written = static_cast<bool>(out);
+    // (the replaced file's permissions kept)
+    if (written && regular && exists) ::chmod(to.c_str(), st.st_mode & 07777);
+    if (written && regular && std::rename(to.c_str(), path.c_str()) != 0) {
+        err = errno;
+        written = false;
+    }
+    if (!written) {
+        if (regular) std::remove(to.c_str());
+        throw InputError(path + ": cannot write: " + std::strerror(err));
+    }
 }
 
 int vectors(const Options &o) {
@@ -115,10 +143,7 @@ int vectors(const Options &o) {
         std::cout << text << std::flush;
         if (!std::cout) throw DeviceError("cannot write to stdout");
     } else {
-        std::ofstream out(o.output, std::ios::binary);
-        out << text;
-        out.close();
-        if (!out) throw InputError(o.output + ": cannot write: " + std::strerror(errno));
+        write_file(o.output, text);
     }
     std::cerr << "mmac-capture: " << ins->name << ": " << d.size() << " cases on "
               << dev->describe() << '\n';
@@ -145,6 +170,9 @@ int serve(const Options &o) {
     int per_mma = per_mma_of(o, ins);
     std::unique_ptr<Device> dev = open_device(ins, o.device);
     std::string pending;
+    // the start of `pending` searched for a newline already (a long line arrives in many
+    // reads: each is searched once, not the whole line again)
+    size_t scanned = 0;
     size_t lineno = 0;
     std::vector<char> buf(1 << 16);
     bool eof = false;
@@ -161,7 +189,7 @@ int serve(const Options &o) {
         std::vector<Case> batch;
         std::string error;
         size_t start = 0, nl;
-        while ((nl = pending.find('\n', start)) != std::string::npos) {
+        while ((nl = pending.find('\n', std::max(start, scanned))) != std::string::npos) {
             std::string line = pending.substr(start, nl - start);
             start = nl + 1;
             lineno++;
@@ -177,6 +205,7 @@ int serve(const Options &o) {
             }
         }
         pending.erase(0, start);
+        scanned = error.empty() ? pending.size() : 0;
         if (!batch.empty()) {
             std::vector<const Case *> cases;
             for (const Case &c : batch) cases.push_back(&c);

@@ -123,7 +123,7 @@ Case parse_case(const std::string &text, const std::string &where, size_t line) 
             std::string digits = text.substr(i, run - i);
             size_t sig = digits.find_first_not_of('0');
             if (sig != std::string::npos && digits.size() - sig > 16)
-                fail(col, "`" + digits + "` is wider than 64 bits");
+                fail(col, "`" + shown(digits) + "` is wider than 64 bits");
             uint64_t v = 0;
             for (char d : digits) v = v << 4 | hex_value(d);
             std::vector<uint64_t> *dst = fields[current] ? fields[current] : &single[current];
@@ -143,10 +143,11 @@ Case parse_case(const std::string &text, const std::string &where, size_t line) 
             while (end < text.size() && !std::isspace(static_cast<unsigned char>(text[end])) &&
                    text[end] != ',')
                 end++;
-            fail(col, "unexpected `" + text.substr(i, end - i) + "`");
+            fail(col, "unexpected `" + shown(text.substr(i, end - i)) + "`");
         }
     }
-    if (expect_value) fail(trim(text).size() + 1, "line ends where a hex value was expected");
+    if (expect_value)
+        fail(text.find_last_not_of(" \t\r") + 2, "line ends where a hex value was expected");
     for (int n : {0, 6}) {
         if (!seen[n]) continue;
         if (single[n].size() != 1) fail(1, std::string("`") + names[n] + "` takes one value");
@@ -260,7 +261,7 @@ Mmv read_mmv(const std::string &path, const Instr *&ins) {
             throw InputError(path + ": no `# instruction:` header; name the instruction with --instr");
         ins = find_instruction(mmv.instruction);
         if (!ins)
-            throw InputError(at(path, instr_line, 1) + "`" + mmv.instruction +
+            throw InputError(at(path, instr_line, 1) + "`" + shown(mmv.instruction) +
                              "` is not an instruction of the capture kit (nearest: " +
                              suggest(mmv.instruction) + "; `mmac-capture --list` lists them)");
     } else if (!mmv.instruction.empty() && mmv.instruction != ins->name) {
@@ -304,6 +305,18 @@ std::string write_mmv(const Mmv &mmv, const Instr &ins, const std::vector<uint64
         std::string &text = lines[mmv.case_line_index[i]];
         text.replace(cs.d_at, cs.d_len, hex(d[i], family(ins, OP_D).width));
     }
+    // a capture captured again: its earlier provenance lines (`# captured:`, `# capture:`)
+    // give way to this one's
+    size_t first_case = mmv.case_line_index.empty() ? lines.size() : mmv.case_line_index[0];
+    std::vector<std::string> kept;
+    for (size_t i = 0; i < lines.size(); i++) {
+        std::string t = trim(lines[i]);
+        bool provenance = i < first_case && t.rfind("#", 0) == 0 &&
+                          (trim(t.substr(1)).rfind("captured:", 0) == 0 ||
+                           trim(t.substr(1)).rfind("capture:", 0) == 0);
+        if (!provenance) kept.push_back(lines[i]);
+    }
+    lines = kept;
     // the notes go after `# source:` (else after the last header line before any case)
     size_t insert = 0;
     bool found = false;

@@ -69,8 +69,11 @@ size_t distance(const std::string &a, const std::string &b) {
 }  // namespace
 
 std::string suggest(const std::string &name) {
+    // (the names are under 100 characters: a longer one is compared by its start, so a
+    // 100k-character name costs no more than a long real one)
+    const std::string start = name.substr(0, 128);
     std::vector<std::pair<size_t, const char *>> near;
-    for (const Instr *i : instructions()) near.emplace_back(distance(name, i->name), i->name);
+    for (const Instr *i : instructions()) near.emplace_back(distance(start, i->name), i->name);
     std::sort(near.begin(), near.end(), [](const auto &x, const auto &y) {
         return x.first != y.first ? x.first < y.first : std::string(x.second) < y.second;
     });
@@ -78,6 +81,26 @@ std::string suggest(const std::string &name) {
     for (size_t i = 0; i < near.size() && i < 3; i++) {
         if (i) out += ", ";
         out += near[i].second;
+    }
+    return out;
+}
+
+std::string shown(const std::string &token) {
+    static const char *digits = "0123456789abcdef";
+    std::string out;
+    size_t n = 0;
+    for (unsigned char ch : token) {
+        if (n++ == 60) {
+            out += "...";
+            break;
+        }
+        if (ch >= 0x20 && ch < 0x7f) {
+            out += static_cast<char>(ch);
+        } else {
+            out += "\\x";
+            out += digits[ch >> 4];
+            out += digits[ch & 15];
+        }
     }
     return out;
 }
