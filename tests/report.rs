@@ -239,3 +239,49 @@ fn bad_arguments_are_usage_errors() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("feeds d back as c"), "{}", stderr(&o));
 }
+
+/// Inputs beyond the format's range are clamped to its largest value, and samples whose
+/// result is infinite are left out: each is said on stderr, and counted in the JSON (the
+/// table showed 100 % correct for 1e5..1e6 in f16, and errors of 0 beside 0 % correct when
+/// every result overflowed).
+#[test]
+fn clamped_inputs_and_samples_left_out_are_said() {
+    for (name, range, says, clamped, compared) in [
+        (
+            "mma.m16n8k16.f32.f16.f16.f32",
+            "1e5,1e6",
+            "160 of its 160 input values lay beyond their format's range and were clamped",
+            160,
+            5,
+        ),
+        (
+            "mma.m16n8k16.f16.f16.f16.f16",
+            "100,200",
+            "no sample compared (every result of the 5 is infinite or NaN)",
+            0,
+            0,
+        ),
+    ] {
+        let args = ["report", HOPPER.0, name, "--k", "16", "--samples", "5"];
+        let o = mmac(
+            &[
+                &args[..],
+                &["--dist", "uniform", "--range", range, "--json"],
+            ]
+            .concat(),
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("warning: {name} at K = 16: {says}")),
+            "{}",
+            stderr(&o)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let row = &v["rows"][0];
+        assert_eq!(row["clamped_inputs"], clamped, "{row}");
+        assert_eq!(row["compared"], compared, "{row}");
+    }
+    // inputs inside the range: nothing to say
+    let o = mmac(&["report", HOPPER.0, HOPPER.1, "--k", "16", "--samples", "5"]);
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -420,6 +421,8 @@ class AccuracyRow:
     """Share of results equal to the exact result rounded to nearest even into d."""
     faithful: float
     """Share of results that are either neighbour of the exact result in d."""
+    clamped_inputs: int = 0
+    """Input values beyond their format's range, clamped to its largest finite value."""
 
 
 def _rust_exp(x: float, digits: int) -> str:
@@ -629,5 +632,9 @@ def report(
         i = n // len(ks)  # the rows of each instruction, one per K
         r = dict(r, label=labels[i], arch=chosen[i].arch, file=chosen[i].spec.name)
         r["bias_ci95"] = tuple(r["bias_ci95"])
+        caveat = r.pop("caveat")
+        if caveat is not None:
+            # (the native side named the row by its instruction; the table by its label)
+            warnings.warn(caveat.replace(r["instruction"], r["label"], 1), stacklevel=2)
         rows.append(AccuracyRow(**r))
     return AccuracyReport(rows, found["distribution"], int(samples), int(seed))

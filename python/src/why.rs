@@ -232,6 +232,8 @@ fn row<'py>(py: Python<'py>, r: &Row) -> PyResult<Bound<'py, PyDict>> {
     out.set_item("bias_ci95", PyList::new(py, r.bias_ci95)?)?;
     out.set_item("correctly_rounded", r.correctly_rounded)?;
     out.set_item("faithful", r.faithful)?;
+    out.set_item("clamped_inputs", r.clamped_inputs)?;
+    out.set_item("caveat", r.caveat())?;
     Ok(out)
 }
 

@@ -255,6 +255,16 @@ def test_report_on_a_range_agrees_with_the_cli(cli, spec):
     assert r.rows[0].label == ins.name and r.rows[0].compared == 100
 
 
+def test_report_warns_of_clamped_inputs_and_samples_left_out(spec):
+    ins = spec("hopper")["mma.m16n8k16.f16.f16.f16.f16"]
+    with pytest.warns(UserWarning, match="no sample compared"):
+        r = mmac.report(ins, dist="uniform", range=(100, 200), k=16, samples=5)
+    assert r.rows[0].compared == 0
+    with pytest.warns(UserWarning, match="160 of its 160 input values lay beyond"):
+        r = mmac.report(ins, dist="uniform", range=(1e5, 1e6), k=16, samples=5)
+    assert r.rows[0].clamped_inputs == 160
+
+
 def test_report_refuses_bad_options(spec):
     ins = spec("hopper")["mma.m16n8k16.f32.f16.f16.f32"]
     with pytest.raises(ValueError, match=f"k 24 is not a positive multiple of `{ins.name}`'s k = 16"):

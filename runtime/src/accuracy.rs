@@ -129,6 +129,36 @@ pub struct Row {
     pub correctly_rounded: f64,
     /// Share of compared samples that are either neighbour of the exact result in d.
     pub faithful: f64,
+    /// Input values (of a and b, over every sample) beyond their format's range: clamped
+    /// to its largest finite value of that sign, not rounded to an infinity.
+    pub clamped_inputs: usize,
+}
+
+impl Row {
+    /// What a reader of the row's figures must know: inputs that were clamped, samples
+    /// left out (a result that is not finite); None when neither.
+    pub fn caveat(&self) -> Option<String> {
+        let mut said = vec![];
+        if self.clamped_inputs > 0 {
+            said.push(format!(
+                "{} of its {} input values lay beyond their format's range and were clamped to its largest value",
+                self.clamped_inputs,
+                2 * self.k * self.samples
+            ));
+        }
+        if self.compared < self.samples {
+            let left = self.samples - self.compared;
+            said.push(if self.compared == 0 {
+                format!("no sample compared (every result of the {left} is infinite or NaN): its figures mean nothing")
+            } else {
+                format!(
+                    "{left} of {} samples left out (an infinite or NaN result); the figures are over the other {}",
+                    self.samples, self.compared
+                )
+            });
+        }
+        (!said.is_empty()).then(|| format!("{} at K = {}: {}", self.label, self.k, said.join("; ")))
+    }
 }
 
 /// An f64 as an exact dyadic.
@@ -158,6 +188,12 @@ fn rounded_op(f: &Format, rounding: Rounding) -> RoundedOp {
 /// `x` rounded to nearest even into a float format; beyond its range, its largest finite
 /// value of that sign.
 pub fn round_into(f: &Format, x: f64) -> Result<u64, String> {
+    round_or_clamp(f, x).map(|(code, _)| code)
+}
+
+/// [`round_into`], and whether `x` lay beyond the format's range (clamped to its largest
+/// finite value, not rounded).
+fn round_or_clamp(f: &Format, x: f64) -> Result<(u64, bool), String> {
     let Some(ff) = f.as_float() else {
         return Err(format!(
             "`{}` is not a floating-point format; reports draw float inputs",
@@ -166,21 +202,25 @@ pub fn round_into(f: &Format, x: f64) -> Result<u64, String> {
     };
     let v = dyadic_of(x);
     let neg = x.is_sign_negative();
-    let n = match ieee::round(neg, &v, &rounded_op(f, Rounding::NearestEven)) {
-        Num::Fin(neg, v) => Num::Fin(neg, v),
-        _ => Num::Fin(
-            neg,
-            Dyadic::from_parts(
+    let (n, clamped) = match ieee::round(neg, &v, &rounded_op(f, Rounding::NearestEven)) {
+        Num::Fin(neg, v) => (Num::Fin(neg, v), false),
+        _ => (
+            Num::Fin(
                 neg,
-                ff.max_significand() as u128,
-                ff.max_exponent() as i64 - ff.mantissa_bits as i64,
+                Dyadic::from_parts(
+                    neg,
+                    ff.max_significand() as u128,
+                    ff.max_exponent() as i64 - ff.mantissa_bits as i64,
+                ),
             ),
+            true,
         ),
     };
     // an unsigned format, or a value whose code the format lacks: the nearest is +0
-    Ok(ieee::encode(f, &n)
+    let code = ieee::encode(f, &n)
         .or_else(|| f.encode_finite(false, &Dyadic::zero()))
-        .unwrap_or(0))
+        .unwrap_or(0);
+    Ok((code, clamped))
 }
 
 /// Sample `sample` of length `k_total`: a and b (each `k_total` encodings).
@@ -190,6 +230,17 @@ pub fn sample_inputs(
     k_total: usize,
     sample: usize,
 ) -> Result<(Vec<u64>, Vec<u64>), String> {
+    sample_inputs_counted(inst, options, k_total, sample).map(|(a, b, _)| (a, b))
+}
+
+/// [`sample_inputs`], and how many of its values lay beyond their format's range
+/// (clamped to its largest finite value).
+fn sample_inputs_counted(
+    inst: &Instruction,
+    options: &ReportOptions,
+    k_total: usize,
+    sample: usize,
+) -> Result<(Vec<u64>, Vec<u64>, usize), String> {
     let mut rng = Rng::new(
         options
             .seed
@@ -205,11 +256,15 @@ pub fn sample_inputs(
     let ar = &inst.arithmetic;
     let mut a = Vec::with_capacity(k_total);
     let mut b = Vec::with_capacity(k_total);
+    let mut clamped = 0;
     for _ in 0..k_total {
-        a.push(round_into(&ar.a, options.distribution.draw(&mut rng))?);
-        b.push(round_into(&ar.b, options.distribution.draw(&mut rng))?);
+        let (x, cx) = round_or_clamp(&ar.a, options.distribution.draw(&mut rng))?;
+        let (y, cy) = round_or_clamp(&ar.b, options.distribution.draw(&mut rng))?;
+        a.push(x);
+        b.push(y);
+        clamped += usize::from(cx) + usize::from(cy);
     }
-    Ok((a, b))
+    Ok((a, b, clamped))
 }
 
 /// Can `inst` be reported on (float operands, d fed back as c)? The reason if not.
@@ -305,6 +360,8 @@ pub struct Stats {
     max_abs_rel: f64,
     correctly_rounded: usize,
     faithful: usize,
+    /// Input values beyond their format's range, clamped to its largest finite value.
+    clamped: usize,
 }
 
 impl Stats {
@@ -341,6 +398,7 @@ impl Stats {
         self.max_abs_rel = self.max_abs_rel.max(later.max_abs_rel);
         self.correctly_rounded += later.correctly_rounded;
         self.faithful += later.faithful;
+        self.clamped += later.clamped;
     }
 
     /// The row of `instruction` at K = `k` over `samples` samples drawn.
@@ -370,6 +428,7 @@ impl Stats {
             bias_ci95: [bias - half, bias + half],
             correctly_rounded: self.correctly_rounded as f64 / nf,
             faithful: self.faithful as f64 / nf,
+            clamped_inputs: self.clamped,
         }
     }
 }
@@ -481,10 +540,12 @@ fn chunk_stats(
     let n = range.len();
     let mut a = Vec::with_capacity(n * kt);
     let mut b = Vec::with_capacity(n * kt);
+    let mut clamped = 0;
     for s in range {
-        let (x, y) = sample_inputs(inst, options, kt, s)?;
+        let (x, y, beyond) = sample_inputs_counted(inst, options, kt, s)?;
         a.extend(x);
         b.extend(y);
+        clamped += beyond;
     }
     let mut c = vec![zero; n];
     let mut d = vec![0u64; n];
@@ -501,7 +562,10 @@ fn chunk_stats(
             .map_err(|e: EvalError| e.to_string())?;
         c.copy_from_slice(&d);
     }
-    let mut stats = Stats::default();
+    let mut stats = Stats {
+        clamped,
+        ..Stats::default()
+    };
     for r in 0..n {
         let exact = exact_dot(inst, &a[r * kt..(r + 1) * kt], &b[r * kt..(r + 1) * kt]);
         if let Some(e) = sample_error(&ar.d, c[r], &exact) {

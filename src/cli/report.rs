@@ -158,6 +158,9 @@ pub fn report(args: &ReportArgs, color: bool) -> Outcome {
         }
     }
     bar.finish_and_clear();
+    for caveat in rows.iter().filter_map(Row::caveat) {
+        eprintln!("warning: {caveat}");
+    }
     if let Some((path, kind, output)) = plot {
         let title = format!(
             "{} inputs, {} samples per K",
