@@ -274,7 +274,8 @@ fn parse_fields(line: &str) -> Result<Fields, (usize, String)> {
     let mut expect_value = false;
     while let Some(tok) = lex.next() {
         let col = lex.span().start + 1;
-        let tok = tok.map_err(|_| (col, format!("unexpected `{}`", lex.slice())))?;
+        // (a control character shown escaped: a NUL would end the message on a terminal)
+        let tok = tok.map_err(|_| (col, format!("unexpected `{}`", lex.slice().escape_debug())))?;
         match tok {
             Token::C | Token::A | Token::B | Token::Sa | Token::Sb | Token::Pos | Token::D => {
                 if expect_value {
@@ -304,8 +305,15 @@ fn parse_fields(line: &str) -> Result<Fields, (usize, String)> {
                     return Err((col, "expected `,` or a new field".into()));
                 }
                 let s = lex.slice();
-                let v = u64::from_str_radix(s, 16)
-                    .map_err(|_| (col, format!("`{s}` is wider than 64 bits")))?;
+                let v = u64::from_str_radix(s, 16).map_err(|_| {
+                    // (a long value shown by its start)
+                    let shown: String = s.chars().take(24).collect();
+                    let more = if s.len() > 24 { "..." } else { "" };
+                    (
+                        col,
+                        format!("`{shown}{more}` ({} digits) is wider than 64 bits", s.len()),
+                    )
+                })?;
                 fields[idx].as_mut().unwrap().push(v);
                 expect_value = false;
             }
@@ -391,6 +399,19 @@ mod tests {
         assert_eq!((errs[1].line, errs[1].column), (2, 11));
         assert!(errs[2].message.contains("missing `d=`"));
         assert_eq!(errs[0].to_string(), "t.mmv:1:9: unexpected `,`");
+        // a NUL is shown escaped, a 100k-digit value by its start, a BOM is no token
+        let long = "f".repeat(100_000);
+        let text = format!("\u{feff}c=0 a=1 b=\0 d=0\nc=0 a={long} b=1 d=0\n");
+        let (_, errs) = parse(Path::new("t.mmv"), &text);
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert_eq!(errs[0].to_string(), "t.mmv:1:11: unexpected `\\0`");
+        assert_eq!(
+            errs[1].to_string(),
+            format!(
+                "t.mmv:2:7: `{}...` (100000 digits) is wider than 64 bits",
+                &long[..24]
+            )
+        );
     }
 }
 

@@ -303,7 +303,12 @@ fn sparse_a(
             .map(|p| {
                 p.trim()
                     .parse::<u64>()
-                    .map_err(|_| format!("--meta: `{}` is not a column number", p.trim()))
+                    .map_err(|_| {
+                        format!(
+                            "--meta: `{}` is not a column number (decimal: a .mmv case's `pos=` gives them in hex)",
+                            p.trim()
+                        )
+                    })
             })
             .collect::<Result<Vec<u64>, String>>()?;
         sparse::check(s, inst.columns(), &positions).map_err(|e| format!("--meta: {e}"))?;

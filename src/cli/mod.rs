@@ -452,7 +452,8 @@ pub struct RunArgs {
     #[arg(long, allow_hyphen_values = true)]
     pub a: String,
     /// A sparse instruction's positions of a's stored elements: comma-separated column
-    /// numbers (0..K), one per element of --a.
+    /// numbers (0..K), one per element of --a, in decimal (a .mmv case's `pos=` holds the
+    /// same columns in hex).
     #[arg(long)]
     pub meta: Option<String>,
     /// b[0..K], comma-separated values.
