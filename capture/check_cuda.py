@@ -32,7 +32,11 @@ PTXAS_ERROR = re.compile(r"line (\d+); error\s*:\s*(.*)")
 
 
 def run(cmd):
-    return subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:  # a missing or unrunnable nvcc or ptxas: said, not a traceback
+        print(f"check: error: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr)
+        sys.exit(2)
 
 
 def manifest(gen):
@@ -99,6 +103,10 @@ def main():
     ap.add_argument("--gen-all", required=True)
     ap.add_argument("--work", required=True)
     a = ap.parse_args()
+    for folder in (a.gen, a.gen_all):
+        if not os.path.isdir(folder):
+            print(f"check: error: {folder}: no such folder (capture/gen.py writes it)", file=sys.stderr)
+            return 2
     os.makedirs(a.work, exist_ok=True)
     claims, _ = manifest(a.gen)
     names = kernel_names(a.gen)

@@ -237,6 +237,8 @@ def layouts_of(mmac, spec, names):
                 fail(f"`mmac layout {spec} --instr {name}`: {doc['error']}")
             doc = None
         else:
+            if not isinstance(doc.get("operands"), dict):
+                fail(f"`mmac layout {spec} --instr {name}`: a layout line without operands: {line[:200]}")
             fragments = doc.get("fragments", {})
             for op, family in fragments.items():
                 if op in doc["operands"]:
