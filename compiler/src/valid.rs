@@ -907,9 +907,12 @@ fn fused_info(a: &Arithmetic, fused: &Fused) -> Result<FusedInfo, i64> {
             })
             .sum();
         let keeps: Vec<Option<u32>> = n.terms.iter().map(|t| t.keep.map(|k| k.0)).collect();
+        // the reference: a max-exponent search's is the largest exponent of the terms
+        // that take part, and a term may take none (a zero sum of a node, or a zero term
+        // without a zero exponent), so it can be as low as any one term's smallest
         let (ref_min, ref_max) = match n.reference {
             Reference::MaxExponent => (
-                inputs.iter().map(|b| b.min_exp).max().unwrap_or(0),
+                inputs.iter().map(|b| b.min_exp).min().unwrap_or(0),
                 inputs.iter().map(|b| b.max_exp).max().unwrap_or(0),
             ),
             Reference::Fixed(r) => (r as i64, r as i64),
@@ -950,10 +953,20 @@ fn fused_info(a: &Arithmetic, fused: &Fused) -> Result<FusedInfo, i64> {
         if width > MAX_WIDTH_BITS as i64 {
             return Err(width);
         }
+        // the sum as a later node's term: its exponent is this node's reference, and its
+        // magnitude relative to that: every term lies below 2^(its exponent + sig_bits),
+        // at most the reference for a max-exponent search (items of them add clog2 bits);
+        // against a fixed reference, the largest term's top (a term may lie far above it)
+        let relative = match n.reference {
+            Reference::MaxExponent => {
+                inputs.iter().map(|b| b.sig_bits).max().unwrap_or(0) + clog2(items.max(1))
+            }
+            Reference::Fixed(r) => hi - r as i64,
+        };
         let value = Bounds {
             min_exp: ref_min,
             max_exp: ref_max,
-            sig_bits: hi - ref_max,
+            sig_bits: relative,
             lsb: lo_abs.min(ref_min - fmax.unwrap_or(0) as i64),
         };
         nodes.push(NodeInfo {

@@ -1520,3 +1520,53 @@ fn composed_batches_across_chunks() {
     }
     assert!(checked > 3000, "only {checked} records");
 }
+
+/// Named sums aligned again (tests/data/jit_coverage.mma's `anchored` and `carried`):
+/// where the validator sized the later adders from the reference's range rather than the
+/// terms', the JIT's sum wrapped (448 x 256 = 114688 gave -16384 in f16, -448 gave
+/// +16384) and the interpreter's debug check found the sum outside its accumulator.
+#[test]
+fn named_sums_aligned_again_are_sized_by_their_terms() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jit_coverage.mma");
+    let v = load(&path).expect("checks");
+    let compiled = jit::compile(&v).expect("compiles");
+    let (inst, info) = find(&v, "anchored.m1n1k1.f16.e4m3.e4m3.f16");
+    let kernel = compiled.kernel(&inst.name).unwrap();
+    // e4m3 codes: 448 0x7e, -448 0xfe, 256 0x78, 2 0x40; f16 results: +inf, -inf, 4
+    for (a, b, want) in [
+        (0x7e, 0x78, 0x7c00),
+        (0xfe, 0x78, 0xfc00),
+        (0x40, 0x40, 0x4400),
+    ] {
+        let ops = Operands {
+            c: 0,
+            a: &[a],
+            b: &[b],
+            sa: &[],
+            sb: &[],
+        };
+        let d = assert_agree(&kernel, inst, info, &ops, &inst.name);
+        assert_eq!(d, want, "a = {a:x}, b = {b:x}: d = {d:x}");
+    }
+    // c = 1.5 and two products of 1.9990234375^2: 5.496... (the sum n0 carries past its
+    // reference)
+    let (inst, info) = find(&v, "carried.m1n1k1.f32.f16.f16.f32");
+    let kernel = compiled.kernel(&inst.name).unwrap();
+    let x = 0x3fff; // 1.9990234375 in f16
+    let ops = Operands {
+        c: 1.5f32.to_bits() as u64,
+        a: &[x],
+        b: &[x],
+        sa: &[],
+        sb: &[],
+    };
+    assert_agree(&kernel, inst, info, &ops, &inst.name);
+    for name in [
+        "anchored.m1n1k4.f16.e4m3.e4m3.f16",
+        "carried.m1n1k4.f32.f16.f16.f32",
+    ] {
+        let (inst, info) = find(&v, name);
+        let kernel = compiled.kernel(&inst.name).unwrap();
+        check_instruction(&kernel, inst, info, 2000).unwrap();
+    }
+}

@@ -262,3 +262,31 @@ fn propagating_nan_rules_as_circuits() {
         }
     }
 }
+
+/// A named sum anchored at a fixed exponent far below its terms, aligned again
+/// (compiler/tests/data/jit_coverage.mma's `anchored`): the circuit's adders are sized by
+/// the validator's analysis, which sized the last one 34 bits, too narrow for 448 x 256.
+#[test]
+fn named_sums_aligned_again_as_circuits() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jit_coverage.mma");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let spec = mmac_compiler::compile(&file.display().to_string(), &text).unwrap();
+    let inst = spec.find("anchored.m1n1k1.f16.e4m3.e4m3.f16").unwrap();
+    let circuit = rtl::circuit(inst);
+    // e4m3 448 0x7e, -448 0xfe, 256 0x78, 2 0x40: +inf, -inf, 4 in f16
+    for (a, b, want) in [
+        (0x7e, 0x78, 0x7c00u64),
+        (0xfe, 0x78, 0xfc00),
+        (0x40, 0x40, 0x4400),
+    ] {
+        let ops = Operands {
+            c: 0,
+            a: &[a],
+            b: &[b],
+            sa: &[],
+            sb: &[],
+        };
+        let got = agrees(inst, &circuit, &ops, &format!("a={a:x} b={b:x}"));
+        assert_eq!(got, Some(BigUint::from(want)));
+    }
+}
