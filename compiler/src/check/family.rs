@@ -55,8 +55,8 @@ pub(super) fn expand_family(
                         }
                         None => 1,
                     };
-                    // t - f overflows i64 for ranges that are too long anyway
-                    if t < f || t.checked_sub(f).is_none_or(|span| span / s > 4096) {
+                    // (the span in i128: t - f may not fit i64 where a step makes it short)
+                    if t < f || (t as i128 - f as i128) / s as i128 > 4096 {
                         return Err(Diag::new(
                             Code::OutOfRange,
                             b.span,
@@ -65,8 +65,15 @@ pub(super) fn expand_family(
                         .label(format!("{f}..{t} step {s}"))
                         .help("ranges are inclusive, increasing and at most 4096 values long"));
                     }
-                    Ok((0..=(t - f) / s)
-                        .map(|i| (Value::Int(f + i * s), b.span))
+                    // (each value in i128 first: i * s alone may not fit i64)
+                    let count = ((t as i128 - f as i128) / s as i128) as i64;
+                    Ok((0..=count)
+                        .map(|i| {
+                            (
+                                Value::Int((f as i128 + i as i128 * s as i128) as i64),
+                                b.span,
+                            )
+                        })
                         .collect())
                 })();
                 match r {
@@ -78,6 +85,11 @@ pub(super) fn expand_family(
                 }
             }
         };
+        // (counted before the combinations are made: 4096 x 4096 of them took 7 GB)
+        if only.is_none() && combos.len().saturating_mul(values.len()) > MAX_FAMILY {
+            diags.push(too_many(b.span));
+            return Err(diags);
+        }
         let mut next = vec![];
         for combo in &combos {
             for (v, vspan) in &values {
@@ -112,26 +124,17 @@ pub(super) fn expand_family(
                         }
                     }
                 }
-                next.push(c);
+                // checking one instruction: only the members whose name can still match
+                if only.is_none_or(|target| name_may_match(decl, &c, target)) {
+                    next.push(c);
+                }
+                if next.len() > MAX_FAMILY {
+                    diags.push(too_many(b.span));
+                    return Err(diags);
+                }
             }
         }
         combos = next;
-        // checking one instruction: drop the members whose name can no longer match
-        if let Some(target) = only {
-            combos.retain(|c| name_may_match(decl, c, target));
-        }
-        if combos.len() > MAX_FAMILY {
-            diags.push(
-                Diag::new(
-                    Code::OutOfRange,
-                    b.span,
-                    format!("this family expands to more than {MAX_FAMILY} instructions"),
-                )
-                .label("too many combinations")
-                .help("split the family, or narrow its `for` lists"),
-            );
-            return Err(diags);
-        }
     }
     if !diags.is_empty() {
         return Err(diags);
@@ -917,12 +920,29 @@ impl Ctx {
             }
             d.message = format!("{} (in std pipeline `{}`)", d.message, self.pipeline);
         }
-        if !at_uses {
-            d.secondary.push((
-                self.uses_span,
-                format!("`{}` uses `{}` here", self.instruction, self.pipeline),
-            ));
+        let label = format!("`{}` uses `{}` here", self.instruction, self.pipeline);
+        // (once: a pipeline that runs itself is instantiated at the same line again and
+        // again before the nesting limit stops it)
+        if !at_uses
+            && !d
+                .secondary
+                .iter()
+                .any(|(s, l)| *s == self.uses_span && *l == label)
+        {
+            d.secondary.push((self.uses_span, label));
         }
         d
     }
+}
+
+/// The error of a family of more than [`MAX_FAMILY`] instructions, at the binding that
+/// makes it so.
+fn too_many(span: Span) -> Diag {
+    Diag::new(
+        Code::OutOfRange,
+        span,
+        format!("this family expands to more than {MAX_FAMILY} instructions"),
+    )
+    .label("too many combinations")
+    .help("split the family, or narrow its `for` lists")
 }

@@ -376,10 +376,8 @@ fn repeat(
         Some(e) => in_range(e, expect_int(e, scope)?, 1, i64::MAX, "a range step")?,
         None => 1,
     };
-    if t < f
-        || t.checked_sub(f)
-            .is_none_or(|span| span / s > MAX_STEPS as i64)
-    {
+    // (the span in i128: t - f may not fit i64 where a step makes the range short)
+    if t < f || (t as i128 - f as i128) / s as i128 > MAX_STEPS as i128 {
         return Err(Diag::new(
             Code::OutOfRange,
             span,
@@ -390,8 +388,10 @@ fn repeat(
             "ranges are inclusive, increasing and at most {MAX_STEPS} values long"
         )));
     }
-    let mut i = f;
-    while i <= t {
+    // (by count: `i += s` past t could overflow i64)
+    let count = ((t as i128 - f as i128) / s as i128) as i64;
+    for n in 0..=count {
+        let i = (f as i128 + n as i128 * s as i128) as i64;
         let mut inner = Scope {
             vars: scope.vars.clone(),
             formats: scope.formats,
@@ -401,7 +401,6 @@ fn repeat(
         if !state.diags.is_empty() {
             break;
         }
-        i += s;
     }
     Ok(())
 }
@@ -631,6 +630,22 @@ fn run(
             if at.is_empty() {
                 return Err(one(shape_error(span, &label, 0, 0)));
             }
+            // a pipeline that runs itself (or two that run each other) would instantiate
+            // without end: refused at the nesting limit, before the stack runs out
+            let Some(_nested) = RunDepth::enter() else {
+                return Err(one(
+                    Diag::new(
+                        Code::TooDeep,
+                        name.span,
+                        format!(
+                            "`{}` runs pipelines nested more than {MAX_COMPOSED_NESTING} deep: does it run itself?",
+                            name.name
+                        ),
+                    )
+                    .label("nests too deep")
+                    .help("a composed pipeline runs instructions or other pipelines, not itself"),
+                ));
+            };
             let ins = instantiate_pipeline(entry, args, scope, &sub, env, &[])?;
             let arithmetic = Arithmetic {
                 a: sub.a,
@@ -742,4 +757,29 @@ fn shape_error(span: Span, name: &str, k: u32, selected: usize) -> Diag {
     )
     .label("k does not match")
     .help("select as many k positions as the run's instruction takes")
+}
+
+thread_local! {
+    /// How many `run PIPELINE(...)` instantiations are under way on this thread.
+    static RUN_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// One level of `run PIPELINE(...)` being instantiated, left when dropped (on every path,
+/// errors included); `None` past [`MAX_COMPOSED_NESTING`] levels.
+struct RunDepth;
+
+impl RunDepth {
+    fn enter() -> Option<RunDepth> {
+        let depth = RUN_DEPTH.get();
+        (depth < MAX_COMPOSED_NESTING).then(|| {
+            RUN_DEPTH.set(depth + 1);
+            RunDepth
+        })
+    }
+}
+
+impl Drop for RunDepth {
+    fn drop(&mut self) {
+        RUN_DEPTH.set(RUN_DEPTH.get().saturating_sub(1));
+    }
 }
