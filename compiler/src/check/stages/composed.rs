@@ -562,12 +562,14 @@ fn run(
                 None => env.resolve.and_then(|r| r(&name)),
             };
             let Some(inst) = env.known.get(&name).or(resolved.as_ref()) else {
+                // (a composed instruction of the spec is no run target either: the label
+                // said "not declared" of one that is)
                 let d = Diag::new(
                     Code::UnknownName,
                     e.span,
                     format!("no instruction `{name}` to run"),
                 )
-                .label("not declared in this spec");
+                .label("no instruction of this spec that is not composed has this name");
                 return Err(one(match closest(&name, env.known.keys().map(|k| k.as_str())) {
                     Some(c) => d.help(format!("did you mean `{c}`?")),
                     None => d.help("a composed pipeline runs an instruction the same spec declares (one that is not composed itself), or a pipeline: `run PIPELINE(ARGS) into FORMAT`"),
