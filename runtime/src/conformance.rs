@@ -39,6 +39,14 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// A file that fails as a whole (`FAIL FILE: why`): its cases count as failed, or the
+    /// file, when it has none.
+    fn fail_file(&mut self, shown: &str, why: &str, cases: usize) {
+        let _ = writeln!(self.report, "FAIL {shown}: {why}");
+        self.failed += cases;
+        self.failed_files += usize::from(cases == 0);
+    }
+
     /// The last line of a run: `N passed, M failed`, and `, S skipped` when S > 0.
     pub fn line(&self) -> String {
         let mut line = format!("{} passed, {} failed", self.passed, self.failed);
@@ -274,13 +282,8 @@ pub fn run_with(specs: &[LoadedSpec], vectors_path: &Path, mode: Mode) -> std::i
         }
         sum.failed += errors.len();
         let Some(arch) = file.arch.as_deref() else {
-            let _ = writeln!(
-                sum.report,
-                "FAIL {shown}: no `# arch:` header ({})",
-                count(cases)
-            );
-            sum.failed += cases;
-            sum.failed_files += (cases == 0) as usize;
+            let why = format!("no `# arch:` header ({})", count(cases));
+            sum.fail_file(&shown, &why, cases);
             continue;
         };
         if cases == 0 && errors.is_empty() {
@@ -289,27 +292,23 @@ pub fn run_with(specs: &[LoadedSpec], vectors_path: &Path, mode: Mode) -> std::i
             continue;
         }
         let Some(name) = file.instruction.as_deref() else {
-            let _ = writeln!(
-                sum.report,
-                "FAIL {shown}: {}, but no `# instruction:` header names their instruction",
+            let why = format!(
+                "{}, but no `# instruction:` header names their instruction",
                 count(cases)
             );
-            sum.failed += cases;
-            sum.failed_files += (cases == 0) as usize;
+            sum.fail_file(&shown, &why, cases);
             continue;
         };
         let Some(&checked) = by_name.get(&(arch, name)) else {
-            let _ = writeln!(
-                sum.report,
-                "FAIL {shown}: arch `{arch}` declares no instruction `{name}` ({})",
+            let why = format!(
+                "arch `{arch}` declares no instruction `{name}` ({})",
                 count(cases)
             );
+            sum.fail_file(&shown, &why, cases);
             let names = by_name.keys().filter(|k| k.0 == arch).map(|k| k.1);
             if let Some(near) = closest(name, names) {
                 let _ = writeln!(sum.report, "  help: did you mean `{near}`?");
             }
-            sum.failed += cases;
-            sum.failed_files += (cases == 0) as usize;
             continue;
         };
         let inst = checked.instruction();

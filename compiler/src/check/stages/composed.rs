@@ -562,18 +562,7 @@ fn run(
                 None => env.resolve.and_then(|r| r(&name)),
             };
             let Some(inst) = env.known.get(&name).or(resolved.as_ref()) else {
-                // (a composed instruction of the spec is no run target either: the label
-                // said "not declared" of one that is)
-                let d = Diag::new(
-                    Code::UnknownName,
-                    e.span,
-                    format!("no instruction `{name}` to run"),
-                )
-                .label("no instruction of this spec that is not composed has this name");
-                return Err(one(match closest(&name, env.known.keys().map(|k| k.as_str())) {
-                    Some(c) => d.help(format!("did you mean `{c}`?")),
-                    None => d.help("a composed pipeline runs an instruction the same spec declares (one that is not composed itself), or a pipeline: `run PIPELINE(ARGS) into FORMAT`"),
-                }));
+                return Err(one(no_run_target(&name, e.span, env)));
             };
             if inst.sparsity.is_some() {
                 return Err(one(
@@ -635,18 +624,7 @@ fn run(
             // a pipeline that runs itself (or two that run each other) would instantiate
             // without end: refused at the nesting limit, before the stack runs out
             let Some(_nested) = RunDepth::enter() else {
-                return Err(one(
-                    Diag::new(
-                        Code::TooDeep,
-                        name.span,
-                        format!(
-                            "`{}` runs pipelines nested more than {MAX_COMPOSED_NESTING} deep: does it run itself?",
-                            name.name
-                        ),
-                    )
-                    .label("nests too deep")
-                    .help("a composed pipeline runs instructions or other pipelines, not itself"),
-                ));
+                return Err(one(RunDepth::too_deep(&name.name, name.span)));
             };
             let ins = instantiate_pipeline(entry, args, scope, &sub, env, &[])?;
             let arithmetic = Arithmetic {
@@ -761,6 +739,22 @@ fn shape_error(span: Span, name: &str, k: u32, selected: usize) -> Diag {
     .help("select as many k positions as the run's instruction takes")
 }
 
+/// The error of `run "NAME"` where no instruction of the spec that is not composed has
+/// the name (a composed instruction is no run target either: the label said "not
+/// declared" of one that is).
+fn no_run_target(name: &str, span: Span, env: &Env) -> Diag {
+    let d = Diag::new(
+        Code::UnknownName,
+        span,
+        format!("no instruction `{name}` to run"),
+    )
+    .label("no instruction of this spec that is not composed has this name");
+    match closest(name, env.known.keys().map(|k| k.as_str())) {
+        Some(c) => d.help(format!("did you mean `{c}`?")),
+        None => d.help("a composed pipeline runs an instruction the same spec declares (one that is not composed itself), or a pipeline: `run PIPELINE(ARGS) into FORMAT`"),
+    }
+}
+
 thread_local! {
     /// How many `run PIPELINE(...)` instantiations are under way on this thread.
     static RUN_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
@@ -771,6 +765,19 @@ thread_local! {
 struct RunDepth;
 
 impl RunDepth {
+    /// The error of a run of pipeline `name` at `span` past the limit.
+    fn too_deep(name: &str, span: Span) -> Diag {
+        Diag::new(
+            Code::TooDeep,
+            span,
+            format!(
+                "`{name}` runs pipelines nested more than {MAX_COMPOSED_NESTING} deep: does it run itself?"
+            ),
+        )
+        .label("nests too deep")
+        .help("a composed pipeline runs instructions or other pipelines, not itself")
+    }
+
     fn enter() -> Option<RunDepth> {
         let depth = RUN_DEPTH.get();
         (depth < MAX_COMPOSED_NESTING).then(|| {
