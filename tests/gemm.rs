@@ -715,6 +715,19 @@ fn an_output_that_cannot_be_created_is_refused_before_any_work() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("it is a folder"));
 }
 
+/// `sh -c SCRIPT` in the repository, with `$0` the built mmac (for `ulimit`, `trap` and
+/// redirections around it).
+#[cfg(unix)]
+fn sh(script: &str) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg(support::mmac_path())
+        .current_dir(root())
+        .output()
+        .unwrap()
+}
+
 /// A write that fails half-way (here: past a file-size limit) leaves the previous D as it
 /// was and no temporary file behind.
 #[cfg(unix)]
@@ -740,13 +753,7 @@ fn a_failed_write_leaves_the_previous_output_whole() {
         p("c.npy"),
         p("d.npy")
     );
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(&script)
-        .arg(support::mmac_path())
-        .current_dir(root())
-        .output()
-        .unwrap();
+    let o = sh(&script);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("d.npy"), "{err}");
@@ -777,22 +784,13 @@ fn stdout_is_written_through_and_a_replaced_file_keeps_its_mode() {
         p("b.npy"),
         p("c.npy")
     );
-    let sh = |script: String| {
-        Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .arg(support::mmac_path())
-            .current_dir(root())
-            .output()
-            .unwrap()
-    };
     std::fs::write(dir.path().join("d.npy"), b"old").unwrap();
     std::fs::set_permissions(
         dir.path().join("d.npy"),
         std::fs::Permissions::from_mode(0o600),
     )
     .unwrap();
-    let o = sh(format!("{gemm} -o {}", p("d.npy")));
+    let o = sh(&format!("{gemm} -o {}", p("d.npy")));
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let d = std::fs::read(dir.path().join("d.npy")).unwrap();
     let mode = std::fs::metadata(dir.path().join("d.npy"))
@@ -806,7 +804,7 @@ fn stdout_is_written_through_and_a_replaced_file_keeps_its_mode() {
         ("/dev/stdout", ">"),
     ] {
         std::fs::write(dir.path().join("log"), b"kept\n").unwrap();
-        let o = sh(format!("{gemm} -o {out} {how} {}", p("log")));
+        let o = sh(&format!("{gemm} -o {out} {how} {}", p("log")));
         assert_eq!(o.status.code(), Some(0), "{o:?}");
         let log = std::fs::read(dir.path().join("log")).unwrap();
         let want = if how == ">>" {
@@ -915,13 +913,7 @@ fn a_d_beyond_memory_is_an_error() {
             p("a.npy"),
             p("b.npy")
         );
-        let o = Command::new("sh")
-            .arg("-c")
-            .arg(&script)
-            .arg(support::mmac_path())
-            .current_dir(root())
-            .output()
-            .unwrap();
+        let o = sh(&script);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{err}");
         assert!(
