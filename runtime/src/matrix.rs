@@ -31,6 +31,13 @@ impl Matrix {
     /// [`Matrix::filled`], or an error saying how much memory it would take where the
     /// system does not give it (a huge D is refused, not an abort).
     pub fn try_filled(rows: usize, cols: usize, value: u64) -> Result<Matrix, String> {
+        let mut data = Matrix::try_room(rows, cols)?;
+        data.resize(rows * cols, value);
+        Ok(Matrix { rows, cols, data })
+    }
+    /// An empty vector with room for a `rows` x `cols` matrix's elements (to be pushed),
+    /// or [`Matrix::try_filled`]'s error where the system does not give it.
+    pub fn try_room(rows: usize, cols: usize) -> Result<Vec<u64>, String> {
         let too_big = || {
             let gib = rows as f64 * cols as f64 * 8.0 / (1u64 << 30) as f64;
             format!(
@@ -40,8 +47,7 @@ impl Matrix {
         let n = rows.checked_mul(cols).ok_or_else(too_big)?;
         let mut data = Vec::new();
         data.try_reserve_exact(n).map_err(|_| too_big())?;
-        data.resize(n, value);
-        Ok(Matrix { rows, cols, data })
+        Ok(data)
     }
     pub fn at(&self, i: usize, j: usize) -> u64 {
         self.data[i * self.cols + j]

@@ -7,7 +7,8 @@
 //! stays appended to); a symbolic link to a regular file keeps its link, and its target is
 //! replaced. Temporary files are made only when the writing starts and are named
 //! `.NAME.mmac-PID-XXXXXX.part`; SIGINT, SIGTERM and SIGHUP remove them before the
-//! process ends; a later run writing the same NAME removes those whose process no longer
+//! process ends (a signal the process was started ignoring, as under `nohup`, stays
+//! ignored); a later run writing the same NAME removes those whose process no longer
 //! runs (`kill -9` leftovers).
 
 use std::io::Write;
@@ -144,12 +145,7 @@ impl Output {
                     write(&mut out).map_err(io)?;
                     return out.flush().map_err(io);
                 }
-                // SAFETY: `own_descriptor` found `fd` open in this process; it is only
-                // borrowed to be duplicated
-                let owned = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
-                    .try_clone_to_owned()
-                    .map_err(io)?;
-                let mut out = std::io::BufWriter::new(std::fs::File::from(owned));
+                let mut out = std::io::BufWriter::new(descriptor_file(fd).map_err(io)?);
                 write(&mut out).map_err(io)?;
                 out.flush().map_err(io)
             }
@@ -207,6 +203,20 @@ fn own_descriptor(path: &Path) -> Option<i32> {
         p = folder_of(&p).join(link);
     }
     None
+}
+
+/// A file of our own for descriptor `fd` (a duplicate), which [`own_descriptor`] found open.
+#[cfg(unix)]
+fn descriptor_file(fd: i32) -> std::io::Result<std::fs::File> {
+    // SAFETY: `fd` is open in this process; it is only borrowed to be duplicated
+    let owned = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
+    Ok(std::fs::File::from(owned))
+}
+
+/// (off unix a descriptor other than stdout cannot be had by its number: an error)
+#[cfg(not(unix))]
+fn descriptor_file(_: i32) -> std::io::Result<std::fs::File> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
 }
 
 /// Temporary files removed when SIGINT, SIGTERM or SIGHUP ends the process: a handler,

@@ -299,17 +299,10 @@ fn structured_candidates(x: Checked, y: Checked, rng: &mut Rng) -> Vec<SparseInp
     };
     let focus = crate::corners::Focus::of(&[xi, yi]);
     let first = first_positions(&s, xi.columns());
-    // the last kept units of every group: the first, mirrored within its group
-    let span = s.span() as u64;
-    let mut last: Vec<u64> = first
-        .iter()
-        .map(|&p| (p / span) * span + (span - 1 - p % span))
-        .collect();
-    last.sort_unstable();
-    if s.pairs {
-        // (a pair's columns stay in order: mirroring swapped them)
-        last = first.iter().map(|&p| p + span / 2).collect();
-    }
+    // the last kept units of every group: every pattern keeps half of a group, so they
+    // are the first moved up by half the span
+    let half = s.span() as u64 / 2;
+    let last: Vec<u64> = first.iter().map(|&p| p + half).collect();
     let mut out = vec![];
     for (_, dense) in crate::corners::structured(xi, &focus) {
         for positions in [&first, &last] {

@@ -207,11 +207,7 @@ fn compute_and_write(
     let mut computing = std::time::Duration::ZERO;
     let mut failed = None;
     // (D kept for the error report: refused here if it cannot be had, before any work)
-    let mut kept = Vec::new();
-    if keep {
-        kept = Matrix::try_filled(m, n, 0)?.data;
-        kept.clear();
-    }
+    let mut kept = Matrix::try_room(if keep { m } else { 0 }, n)?;
     let written = output.write_with(|out| {
         matrix::write_npy_header(out, format, m, n)?;
         let mut chunk = vec![0u64; rows.min(m) * n];
