@@ -219,9 +219,10 @@ fn gemm_by_mma_loop(checked: Checked, p: &Problem) -> Matrix {
 fn gemm_equals_a_loop_of_mma_calls_in_order() {
     // one, two and three k-steps (D written by the first step, or by alternating with a
     // scratch block, with either parity), tile rows and columns that do not fill a task,
-    // a block-scaled instruction; the CLI and the library with the optimised JIT kernel
-    // at one and two threads, and the interpreter
-    let cases: [(&str, &str, (usize, usize, usize)); 5] = [
+    // a block-scaled instruction, CDNA2's FTZ multiply-add through the JIT's panels (rows
+    // of sixteen columns and of four, P = 4 and 2, three steps); the CLI and the library
+    // with the optimised JIT kernel at one and two threads, and the interpreter
+    let cases: [(&str, &str, (usize, usize, usize)); 8] = [
         (
             "specs/hopper.mma",
             "mma.m16n8k16.f32.f16.f16.f32",
@@ -247,6 +248,13 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
             "mma.block_scale.m16n8k32.kind::mxf8f6f4.block32.f32.e4m3.e2m1.f32.ue8m0",
             (16, 16, 64),
         ),
+        (
+            "specs/cdna2.mma",
+            "v_mfma_f32_16x16x16bf16_1k",
+            (32, 80, 48),
+        ),
+        ("specs/cdna2.mma", "v_mfma_f32_4x4x4f16", (8, 20, 12)),
+        ("specs/cdna2.mma", "v_mfma_f32_16x16x8bf16", (16, 48, 16)),
     ];
     for (seed, (file, name, (m, n, k))) in cases.into_iter().enumerate() {
         let s = spec(file);
@@ -294,6 +302,11 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
         // the library: the optimised JIT kernel on pools of 1 and 2 workers, and the
         // interpreter
         let jit = Engine::new(checked, mmac_compiler::engine::Choice::OPTIMISED);
+        assert_eq!(
+            jit.panel().is_some(),
+            file.contains("cdna2"),
+            "{what}: a panel"
+        );
         for threads in [1, 2] {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)

@@ -223,6 +223,19 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// The JIT's GEMM panel of the arithmetic ([`jit::panel`]): `None` under the
+    /// interpreter, for a sparse or block-scaled instruction, and for any arithmetic
+    /// the panels do not cover.
+    pub fn panel(&self) -> Option<Arc<jit::panel::Panel>> {
+        let Route::Jit(k) = &self.route else {
+            return None;
+        };
+        if self.checked.instruction().sparsity.is_some() || self.checked.scale_count() > 0 {
+            return None;
+        }
+        k.panel(self.checked).ok()
+    }
+
     /// One dot-product-add of the arithmetic (for a sparse instruction, of the dense
     /// arithmetic it runs, on operands as that takes them: see [`Engine::sparse_dot`]).
     pub fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {

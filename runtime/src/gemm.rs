@@ -6,13 +6,19 @@
 //! next step's C (register accumulation). Per output element this is a chain of
 //! dot-product-adds `d = f(d, A[i, s*k..(s+1)*k], B[s*k..(s+1)*k, j])` for s = 0, 1, ...
 //! starting from `d = C[i, j]`. Tiles are independent and run in parallel (rayon).
+//!
+//! Where the JIT has a panel of the arithmetic ([`Engine::panel`]: CDNA2's FTZ
+//! multiply-add), a row of a task runs every k-step against the task's columns in one
+//! call, on A and B widened once; the chain per element is the same.
 
 use crate::matrix::Matrix;
 use mmac_compiler::engine::{Engine, EvalError};
 use mmac_compiler::exact::Dyadic;
 use mmac_compiler::format::{Decoded, Format};
 use mmac_compiler::ir::Instruction;
+use mmac_compiler::jit::panel::{self, Panel};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// The most worker threads a computation takes: four per core (more only add threads
 /// that wait, and their stacks).
@@ -359,6 +365,16 @@ pub struct Plan<'a> {
     /// sparse), and a sparse A's positions step-major as A, relative to their step.
     stored: usize,
     positions: Vec<u64>,
+    /// The JIT's panel, with A (M x K) and B (packed by [`panel::pack_columns`]) widened
+    /// for it; the step-major copies are then left empty.
+    panel: Option<Widened>,
+}
+
+/// A panel and the operands it reads.
+struct Widened {
+    panel: Arc<Panel>,
+    a: Vec<u32>,
+    b: Vec<u32>,
 }
 
 impl<'a> Plan<'a> {
@@ -370,6 +386,35 @@ impl<'a> Plan<'a> {
         let stored = inst.stored();
         let steps = kk / tk;
         let blocks = inst.scale_count(); // scale factors per k-step
+        let panel = engine
+            .panel()
+            .filter(|_| n.is_multiple_of(panel::LANES) && p.meta.is_none() && blocks == 0)
+            .map(|panel| {
+                let (a, b) = rayon::join(
+                    || panel.widen_a(&p.a.data),
+                    || panel::pack_columns(&panel.widen_b(&p.b.data), kk, n),
+                );
+                Widened { panel, a, b }
+            });
+        if panel.is_some() {
+            return Plan {
+                engine,
+                p,
+                m,
+                n,
+                tile: (tm, tn, tk),
+                steps,
+                blocks,
+                a_steps: Vec::new(),
+                b_steps: Vec::new(),
+                sa_steps: Vec::new(),
+                sb_steps: Vec::new(),
+                zeros: vec![zero_of(&inst.arithmetic.c); n],
+                stored,
+                positions: Vec::new(),
+                panel,
+            };
+        }
         let (a_steps, b_steps) = rayon::join(
             || step_major(&p.a, stored, steps),
             || step_major_columns(&p.b, tk, steps),
@@ -409,6 +454,7 @@ impl<'a> Plan<'a> {
             zeros,
             stored,
             positions,
+            panel: None,
         }
     }
 
@@ -463,6 +509,22 @@ impl<'a> Plan<'a> {
         };
         let first = rows.start / tm;
         let work = tasks(out, (rows.len(), n), (tm, tn));
+        if let Some(wide) = &self.panel {
+            let kk = self.p.b.rows;
+            return work.into_par_iter().try_for_each(|task| {
+                let Task { ti, j0, rows } = task;
+                let w = rows.first().map_or(0, |r| r.len());
+                let r0 = (first + ti) * tm;
+                let b = &wide.b[j0 * kk..];
+                let rows = rows.into_iter().enumerate().map(|(di, d)| {
+                    let r = r0 + di;
+                    (&wide.a[r * kk..(r + 1) * kk], c_row(r * n + j0, w), d)
+                });
+                wide.panel.rows(b, rows)?;
+                progress(w / tn);
+                Ok(())
+            });
+        }
         work.into_par_iter().try_for_each(|task| {
             let Task { ti, j0, mut rows } = task;
             let ti = first + ti; // the tile row in D

@@ -21,6 +21,7 @@ mod emit;
 pub(crate) mod fpenv;
 mod fused;
 mod integer;
+pub mod panel;
 mod sequential;
 mod tables;
 
@@ -134,6 +135,9 @@ impl Entry {
     }
 }
 
+/// A kernel's GEMM panel, once asked for.
+type PanelCell = std::sync::OnceLock<Result<Arc<panel::Panel>, String>>;
+
 /// What runs an arithmetic: native entries, or a composed kernel that calls others.
 #[derive(Clone)]
 pub(crate) enum Code {
@@ -218,6 +222,8 @@ unsafe impl Sync for ModuleMemory {}
 pub struct CompiledSpec {
     memory: Arc<ModuleMemory>,
     codes: Vec<Code>,
+    /// Per code: its GEMM panel, compiled when first asked for ([`Kernel::panel`]).
+    panels: Vec<Arc<PanelCell>>,
     /// Instruction name -> its kernel (index into `codes`) or why it was refused.
     by_name: HashMap<String, Result<usize, JitError>>,
     shapes: HashMap<String, (Shape, usize, usize)>,
@@ -249,6 +255,7 @@ impl CompiledSpec {
                 let (shape, k, scales) = self.shapes[name];
                 Ok(Kernel {
                     code: self.codes[*i].clone(),
+                    panel: self.panels[*i].clone(),
                     _memory: self.memory.clone(),
                     name: name.into(),
                     shape,
@@ -296,6 +303,7 @@ impl CompiledSpec {
 #[derive(Clone)]
 pub struct Kernel {
     code: Code,
+    panel: Arc<PanelCell>,
     /// Keeps the code's memory (and the code of the kernels a composed one calls).
     _memory: Arc<ModuleMemory>,
     name: Arc<str>,
@@ -307,6 +315,13 @@ pub struct Kernel {
 impl Kernel {
     pub fn k(&self) -> usize {
         self.k
+    }
+    /// The GEMM panel of the kernel's arithmetic ([`panel`]), compiled on first use for
+    /// `checked` (an instruction of this arithmetic), or why it has none.
+    pub(crate) fn panel(&self, checked: Checked) -> Result<Arc<panel::Panel>, String> {
+        self.panel
+            .get_or_init(|| panel::compile(checked).map(Arc::new))
+            .clone()
     }
     /// Scale factors per dot product and operand (0 without block scales).
     pub fn scale_count(&self) -> usize {
@@ -1226,6 +1241,7 @@ fn compile_jobs<'s>(
     }
     Ok(CompiledSpec {
         memory: Arc::new(ModuleMemory(Some(module))),
+        panels: codes.iter().map(|_| Arc::default()).collect(),
         codes,
         by_name,
         shapes,

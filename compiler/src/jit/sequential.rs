@@ -23,8 +23,8 @@ use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Type, Value, types};
 /// The native float type every step computes in, and how products are formed.
 pub(crate) struct Plan {
     /// a, b, c and d, float formats by validation.
-    operands: FloatOperands,
-    native: Native,
+    pub(super) operands: FloatOperands,
+    pub(super) native: Native,
     /// Exact products are fused into the accumulation (`fma`) rather than formed first.
     fuse_products: bool,
     /// Products and pairwise sums four lanes per SIMD instruction ([`emit_simd`]).
@@ -40,7 +40,7 @@ pub(crate) struct Plan {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Native {
+pub(super) enum Native {
     F32,
     F64,
 }
@@ -198,7 +198,7 @@ pub(crate) fn plan(inst: &Instruction, checked: &CheckedSequential) -> Result<Pl
 /// Can an i32 lane widen an element of `f` to f32 bits with shifts and masks? (A signed
 /// IEEE-style format of at most 32 bits whose exponents and significands fit f32's; when
 /// its subnormals are not flushed, they are f32 normals or f32's own.)
-fn lane_widens(float: &FloatFormat, flush: bool) -> bool {
+pub(super) fn lane_widens(float: &FloatFormat, flush: bool) -> bool {
     let subnormals_widen = flush
         || (float.exponent_bits == 8 && float.bias == 127)
         || float.min_exponent() as i64 - float.mantissa_bits as i64 >= -126;
@@ -213,7 +213,13 @@ fn lane_widens(float: &FloatFormat, flush: bool) -> bool {
         && float.exponent_bits >= 2
 }
 
-fn to_native(em: &mut Emitter, float: &FloatFormat, n: Native, raw: Value, flush: bool) -> Value {
+pub(super) fn to_native(
+    em: &mut Emitter,
+    float: &FloatFormat,
+    n: Native,
+    raw: Value,
+    flush: bool,
+) -> Value {
     let (ne, nm, nbias) = n.layout();
     let m = float.mantissa_bits as i64;
     let e = float.exponent_bits as i64;
@@ -395,7 +401,12 @@ fn result_bits(em: &mut Emitter, inst: &Instruction, n: Native, acc: Value) -> V
 /// f32 bits of four elements of `f` in i32 lanes (`code`: the low 32 bits of each
 /// element), subnormals flushed to +0 when `flush` (otherwise the format's subnormals
 /// are f32 normals, which [`plan`] checked).
-fn widen_lanes(em: &mut Emitter, float: &FloatFormat, code: Value, flush: bool) -> Value {
+pub(super) fn widen_lanes(
+    em: &mut Emitter,
+    float: &FloatFormat,
+    code: Value,
+    flush: bool,
+) -> Value {
     let (m, e) = (float.mantissa_bits as i64, float.exponent_bits as i64);
     let code = if float.storage_bits < 32 {
         let mask = em.splat32(crate::format::low_mask(float.storage_bits) as i64);
