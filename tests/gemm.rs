@@ -219,10 +219,11 @@ fn gemm_by_mma_loop(checked: Checked, p: &Problem) -> Matrix {
 fn gemm_equals_a_loop_of_mma_calls_in_order() {
     // one, two and three k-steps (D written by the first step, or by alternating with a
     // scratch block, with either parity), tile rows and columns that do not fill a task,
-    // a block-scaled instruction, CDNA2's FTZ multiply-add through the JIT's panels (rows
-    // of sixteen columns and of four, P = 4 and 2, three steps); the CLI and the library
-    // with the optimised JIT kernel at one and two threads, and the interpreter
-    let cases: [(&str, &str, (usize, usize, usize)); 8] = [
+    // a block-scaled instruction, Hopper's and Ampere's T-FDPA and CDNA2's FTZ multiply-add
+    // through the JIT's panels (runs of eight and of four columns, of sixteen and of four,
+    // three steps); the CLI and the library with the optimised JIT kernel at one and two
+    // threads, and the interpreter
+    let cases: [(&str, &str, (usize, usize, usize)); 9] = [
         (
             "specs/hopper.mma",
             "mma.m16n8k16.f32.f16.f16.f32",
@@ -247,6 +248,11 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
             "specs/rtx_blackwell.mma",
             "mma.block_scale.m16n8k32.kind::mxf8f6f4.block32.f32.e4m3.e2m1.f32.ue8m0",
             (16, 16, 64),
+        ),
+        (
+            "specs/ampere.mma",
+            "mma.m16n8k8.f32.tf32.tf32.f32",
+            (32, 40, 24),
         ),
         (
             "specs/cdna2.mma",
@@ -302,11 +308,11 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
         // the library: the optimised JIT kernel on pools of 1 and 2 workers, and the
         // interpreter
         let jit = Engine::new(checked, mmac_compiler::engine::Choice::OPTIMISED);
-        assert_eq!(
-            jit.panel().is_some(),
-            file.contains("cdna2"),
-            "{what}: a panel"
-        );
+        // the JIT's panels: CDNA2's flushed one, Hopper's and Ampere's aligned ones (T-FDPA)
+        let has_panel = ["cdna2", "hopper", "ampere"]
+            .iter()
+            .any(|x| file.contains(x));
+        assert_eq!(jit.panel().is_some(), has_panel, "{what}: a panel");
         for threads in [1, 2] {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
@@ -317,6 +323,103 @@ fn gemm_equals_a_loop_of_mma_calls_in_order() {
         }
         let lib = gemm::gemm(&Engine::interpreter(checked), &p, &|_| {}).unwrap();
         assert_eq!(lib, want, "{what}, interpreter");
+    }
+}
+
+/// Every conformance case of an instruction the JIT has a GEMM panel for, through the
+/// panel as a one-row GEMM of one k-step (its b in four columns, its c in each): d, bit
+/// for bit. The committed vectors (`tests/vectors`), and the public set
+/// (`../shared/vectors`) where the checkout has it beside it, as `.ci/run` does.
+#[test]
+fn panels_reproduce_the_conformance_vectors() {
+    use mmac_compiler::format::Decoded;
+    let (specs, errors) = mmac_runtime::specs::load_all(&root().join("specs"));
+    assert!(errors.is_empty());
+    let mut folders = vec![root().join("tests/vectors")];
+    let shared = root().join("../shared/vectors");
+    if shared.is_dir() {
+        folders.push(shared);
+    }
+    let (mut ran, mut not_taken, mut instructions) = (0, 0, std::collections::HashSet::new());
+    for folder in folders {
+        for path in mmac_runtime::vectors::find_files(&folder).unwrap() {
+            let (file, errors) = mmac_runtime::vectors::read(&path).unwrap();
+            assert!(errors.is_empty(), "{}", path.display());
+            let (Some(arch), Some(name)) = (&file.arch, &file.instruction) else {
+                continue;
+            };
+            let Some(checked) = specs
+                .iter()
+                .filter(|s| s.checked.arch() == arch)
+                .find_map(|s| s.instruction(name))
+            else {
+                continue;
+            };
+            let engine = Engine::new(checked, mmac_compiler::engine::Choice::OPTIMISED);
+            let Some(panel) = engine.panel() else {
+                continue;
+            };
+            instructions.insert(name.clone());
+            let d_format = &checked.instruction().arithmetic.d;
+            let k = checked.k();
+            for case in &file.cases {
+                let b: Vec<u64> = case.b.iter().flat_map(|&x| [x; 4]).collect();
+                let Some(ops) = panel.operands(&case.a, &b, (1, k, 4)).unwrap() else {
+                    not_taken += 1; // a NaN or an infinity in a or b
+                    continue;
+                };
+                let mut d = [0u64; 4];
+                panel
+                    .rows(&ops, 0, std::iter::once((0, &[case.c; 4][..], &mut d[..])))
+                    .unwrap();
+                let nan = |x: u64| matches!(d_format.decode(x), Decoded::Nan);
+                for got in d {
+                    assert!(
+                        got == case.d || (file.nan_any && nan(got) && nan(case.d)),
+                        "{}:{}: {name}: panel {got:x}, want {:x}",
+                        path.display(),
+                        case.line,
+                        case.d
+                    );
+                }
+                ran += 1;
+            }
+        }
+    }
+    eprintln!(
+        "{ran} cases of {} instructions through panels, {not_taken} with a NaN or an infinity in a or b not taken",
+        instructions.len()
+    );
+    // the committed vectors alone hold CDNA2's and NVIDIA's f32 T-FDPA instructions
+    assert!(instructions.len() >= 4, "{instructions:?}");
+    assert!(ran > 500, "{ran} cases ran, {not_taken} not taken");
+}
+
+#[test]
+fn a_nan_or_an_infinity_in_a_or_b_runs_without_the_panel() {
+    // the aligned panel takes only finite A and B: with a NaN or an infinity the GEMM
+    // runs the batch entry, and D is still the loop of whole instructions; one in C runs
+    // through the panel
+    let s = spec("specs/ampere.mma");
+    let checked = s.instruction("mma.m16n8k8.f32.tf32.tf32.f32").unwrap();
+    let inst = checked.instruction();
+    let jit = Engine::new(checked, mmac_compiler::engine::Choice::OPTIMISED);
+    assert!(jit.panel().is_some());
+    let tmp = tempfile::TempDir::new().unwrap();
+    for (operand, value) in [
+        ("a", 0x7f80_0000u64),
+        ("b", 0x7fc0_0000),
+        ("c", 0xff80_0000),
+    ] {
+        let mut p = write_problem(tmp.path(), inst, 32, 16, 24, 7);
+        match operand {
+            "a" => p.a.data[5] = value,
+            "b" => p.b.data[17] = value,
+            _ => p.c.as_mut().unwrap().data[3] = value,
+        }
+        let want = gemm_by_mma_loop(checked, &p);
+        let d = gemm::gemm(&jit, &p, &|_| {}).unwrap();
+        assert_eq!(d, want, "{operand} = {value:x}");
     }
 }
 

@@ -365,16 +365,15 @@ pub struct Plan<'a> {
     /// sparse), and a sparse A's positions step-major as A, relative to their step.
     stored: usize,
     positions: Vec<u64>,
-    /// The JIT's panel, with A (M x K) and B (packed by [`panel::pack_columns`]) widened
-    /// for it; the step-major copies are then left empty.
+    /// The JIT's panel, with A and B converted for it; the step-major copies are then
+    /// left empty.
     panel: Option<Widened>,
 }
 
 /// A panel and the operands it reads.
 struct Widened {
     panel: Arc<Panel>,
-    a: Vec<u32>,
-    b: Vec<u32>,
+    operands: panel::Operands,
 }
 
 impl<'a> Plan<'a> {
@@ -386,15 +385,13 @@ impl<'a> Plan<'a> {
         let stored = inst.stored();
         let steps = kk / tk;
         let blocks = inst.scale_count(); // scale factors per k-step
+        // the JIT's panel, where the arithmetic has one and takes these operands
         let panel = engine
             .panel()
             .filter(|_| n.is_multiple_of(panel::LANES) && p.meta.is_none() && blocks == 0)
-            .map(|panel| {
-                let (a, b) = rayon::join(
-                    || panel.widen_a(&p.a.data),
-                    || panel::pack_columns(&panel.widen_b(&p.b.data), kk, n),
-                );
-                Widened { panel, a, b }
+            .and_then(|panel| {
+                let operands = panel.operands(&p.a.data, &p.b.data, (m, kk, n)).ok()??;
+                Some(Widened { panel, operands })
             });
         if panel.is_some() {
             return Plan {
@@ -510,17 +507,15 @@ impl<'a> Plan<'a> {
         let first = rows.start / tm;
         let work = tasks(out, (rows.len(), n), (tm, tn));
         if let Some(wide) = &self.panel {
-            let kk = self.p.b.rows;
             return work.into_par_iter().try_for_each(|task| {
                 let Task { ti, j0, rows } = task;
                 let w = rows.first().map_or(0, |r| r.len());
                 let r0 = (first + ti) * tm;
-                let b = &wide.b[j0 * kk..];
                 let rows = rows.into_iter().enumerate().map(|(di, d)| {
                     let r = r0 + di;
-                    (&wide.a[r * kk..(r + 1) * kk], c_row(r * n + j0, w), d)
+                    (r, c_row(r * n + j0, w), d)
                 });
-                wide.panel.rows(b, rows)?;
+                wide.panel.rows(&wide.operands, j0, rows)?;
                 progress(w / tn);
                 Ok(())
             });

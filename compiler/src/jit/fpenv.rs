@@ -8,7 +8,8 @@
 //!
 //! A kernel whose code flushes every subnormal result itself may ask for flush-to-zero
 //! on top of the defaults: the bits are the same either way, and x86 computes subnormal
-//! results on a slow path that flush-to-zero avoids.
+//! results on a slow path that flush-to-zero avoids. A GEMM panel of a truncating
+//! pipeline asks for rounding toward zero instead (`jit::panel`).
 //!
 //! x86-64 (MXCSR) and AArch64 (FPCR) are handled; on other hosts the guard does nothing
 //! and the caller's state must be the default.
@@ -22,17 +23,27 @@ pub(crate) struct IeeeDefaults {
 impl IeeeDefaults {
     #[inline]
     pub(crate) fn enter(flush_to_zero: bool) -> IeeeDefaults {
-        let wanted = if flush_to_zero {
+        IeeeDefaults::control(if flush_to_zero {
             DEFAULT | FLUSH_TO_ZERO
         } else {
             DEFAULT
-        };
+        })
+    }
+
+    /// The defaults with every operation rounded toward zero (subnormals kept).
+    #[inline]
+    pub(crate) fn enter_toward_zero() -> IeeeDefaults {
+        IeeeDefaults::control(DEFAULT | TOWARD_ZERO)
+    }
+
+    #[inline]
+    fn control(wanted: u64) -> IeeeDefaults {
         let current = read();
         if current & CONTROL_MASK == wanted {
             return IeeeDefaults { saved: None };
         }
-        // SAFETY: writes the documented default control word (plus flush-to-zero);
-        // status flags are kept.
+        // SAFETY: writes the documented default control word (plus flush-to-zero or
+        // rounding toward zero); status flags are kept.
         unsafe { write((current & !CONTROL_MASK) | wanted) };
         IeeeDefaults {
             saved: Some(current),
@@ -59,6 +70,9 @@ pub(crate) const DEFAULT: u64 = 0x1f80;
 /// FTZ: tiny results become zeros of their sign.
 #[cfg(target_arch = "x86_64")]
 const FLUSH_TO_ZERO: u64 = 0x8000;
+/// RC = 11: round toward zero.
+#[cfg(target_arch = "x86_64")]
+const TOWARD_ZERO: u64 = 0x6000;
 
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -90,6 +104,9 @@ pub(crate) const DEFAULT: u64 = 0;
 /// FZ: tiny results (and subnormal inputs) become zeros of their sign.
 #[cfg(target_arch = "aarch64")]
 const FLUSH_TO_ZERO: u64 = 1 << 24;
+/// RMode = 11: round toward zero.
+#[cfg(target_arch = "aarch64")]
+const TOWARD_ZERO: u64 = 3 << 22;
 
 #[cfg(target_arch = "aarch64")]
 #[inline]
@@ -113,6 +130,8 @@ pub(crate) const CONTROL_MASK: u64 = 0;
 pub(crate) const DEFAULT: u64 = 0;
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 const FLUSH_TO_ZERO: u64 = 0;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const TOWARD_ZERO: u64 = 0;
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 #[inline]

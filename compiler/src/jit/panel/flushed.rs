@@ -1,149 +1,39 @@
-//! GEMM panels of the f32 multiply-add pipelines that flush every result (CDNA2's
-//! `ftz_mul_add`): one row of A against many columns of B, four columns to a SIMD vector,
-//! every k-step of a GEMM in one call.
-//!
-//! The batch entry computes one dot product per record: the products and pairwise sums
-//! four lanes of one record at a time, the accumulation in scalars, every flush in code.
-//! A panel's lanes are output columns instead, so each step of the pipeline (a product,
-//! a pairwise sum, an addition into c) is one vector operation for four dot products, in
-//! the pipeline's own order. The hardware flushes: a panel exists only where
-//! [`sequential::Plan::flush_to_zero`] holds (every rounded step flushes subnormal results
-//! keeping the sign, and the host's flush-to-zero flushes exactly those), and it runs
-//! only under flush-to-zero. A and B are widened once per GEMM to the f32 values the
-//! pipeline multiplies (conditioned: flushed inputs are +0) by the panel's `widen`
-//! entries, B packed as [`pack_columns`] lays it out.
+//! The panel of the f32 multiply-add pipelines that flush every result (CDNA2's
+//! `ftz_mul_add`): four output columns per `f32x4`, each step of the pipeline (a product,
+//! a pairwise sum, an addition into c) one vector operation for four dot products, in
+//! the pipeline's own order. The hardware flushes: this panel exists only where
+//! [`sequential::Plan::flush_to_zero`] holds (every rounded step flushes subnormal
+//! results keeping the sign, and the host's flush-to-zero flushes exactly those), and
+//! runs only under flush-to-zero. A and B are widened to the f32 values the pipeline
+//! multiplies (conditioned: flushed inputs are +0) by its `widen` entries.
 
-use super::emit::{Emitter, little_endian};
-use super::fpenv::IeeeDefaults;
-use super::sequential::{self, Native};
-use super::{Lowering, ModuleMemory, Options, Target};
+use super::super::emit::{Emitter, little_endian};
+use super::super::sequential::{self, Native};
+use super::super::{ModuleMemory, Options, Target};
+use super::{LANES, RunFn, WidenFn};
 use crate::checked::Checked;
-use crate::engine::EvalError;
 use crate::format::FloatFormat;
+use crate::ir::Sequential;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     AbiParam, BlockArg, InstBuilder, MemFlagsData, UserFuncName, Value, types,
 };
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::Module;
-use std::sync::Arc;
 
-/// `widen(n, src, dst)`: n encodings (u64 each) to the f32 bits the pipeline multiplies.
-type WidenFn = unsafe extern "C" fn(u64, *const u64, *mut u32);
-/// `run(columns, steps, a, b, c, d)`: see [`Panel::rows`].
-type RunFn = unsafe extern "C" fn(u64, u64, *const u32, *const u32, *const u64, *mut u64);
-
-/// Output columns per SIMD vector.
-pub const LANES: usize = 4;
-
-/// The compiled panel of one arithmetic.
-pub struct Panel {
-    _memory: Arc<ModuleMemory>,
-    widen: [WidenFn; 2],
-    run: RunFn,
-    /// The instruction's k: one step of the chain.
-    k: usize,
-    instruction: Arc<str>,
+/// The compiled entries: `widen` for a and b, and `run`.
+pub(super) struct Built {
+    pub memory: ModuleMemory,
+    pub widen: [WidenFn; 2],
+    pub run: RunFn,
 }
 
-impl std::fmt::Debug for Panel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Panel")
-            .field("instruction", &self.instruction)
-            .field("k", &self.k)
-            .finish()
-    }
-}
-
-/// B (`k` x `n`, row-major, f32 bits) as a panel reads it: for each run of [`LANES`]
-/// columns, its `k` rows one after the other (`n` a multiple of [`LANES`]).
-pub fn pack_columns(b: &[u32], k: usize, n: usize) -> Vec<u32> {
-    assert!(n.is_multiple_of(LANES) && b.len() == k * n);
-    let mut out = Vec::with_capacity(b.len());
-    for j in (0..n).step_by(LANES) {
-        for row in b.chunks_exact(n.max(1)) {
-            out.extend_from_slice(&row[j..j + LANES]);
-        }
-    }
-    out
-}
-
-impl Panel {
-    /// Elements of A as the f32 values (bits) the pipeline multiplies.
-    pub fn widen_a(&self, x: &[u64]) -> Vec<u32> {
-        self.widen_with(0, x)
-    }
-    /// Elements of B as the f32 values (bits) the pipeline multiplies.
-    pub fn widen_b(&self, x: &[u64]) -> Vec<u32> {
-        self.widen_with(1, x)
-    }
-    fn widen_with(&self, which: usize, x: &[u64]) -> Vec<u32> {
-        let mut out = vec![0u32; x.len()];
-        // SAFETY: reads x.len() elements of x and writes as many of out
-        unsafe { (self.widen[which])(x.len() as u64, x.as_ptr(), out.as_mut_ptr()) };
-        out
-    }
-
-    /// For each row `(a, c, d)`: `d[j]` is the GEMM's element of the row's `a` (its K
-    /// widened values, K a multiple of the instruction's k) against column j of `b`,
-    /// starting from `c[j]` (encodings of c's format), through K / k chained steps.
-    /// `b`: the columns' widened values packed by [`pack_columns`] (at least
-    /// `d.len()` x K of them); `d.len()` a multiple of [`LANES`].
-    pub fn rows<'x>(
-        &self,
-        b: &[u32],
-        rows: impl Iterator<Item = (&'x [u32], &'x [u64], &'x mut [u64])>,
-    ) -> Result<(), EvalError> {
-        let _fp = IeeeDefaults::enter(true);
-        for (a, c, d) in rows {
-            let kk = a.len();
-            let count = |operand, got, want| EvalError::OperandCount {
-                instruction: self.instruction.to_string(),
-                operand,
-                got,
-                want,
-            };
-            if kk == 0 || !kk.is_multiple_of(self.k) {
-                return Err(count("a", kk, kk.next_multiple_of(self.k).max(self.k)));
-            }
-            if c.len() != d.len() {
-                return Err(count("c", c.len(), d.len()));
-            }
-            if !d.len().is_multiple_of(LANES) {
-                return Err(count("d", d.len(), d.len().next_multiple_of(LANES)));
-            }
-            let need = d.len().saturating_mul(kk);
-            if b.len() < need {
-                return Err(count("b", b.len(), need));
-            }
-            // SAFETY: the kernel reads kk values of a, d.len() x kk of b (d.len() / LANES
-            // runs of kk x LANES), d.len() of c, and writes d.len() of d: checked above;
-            // it runs under flush-to-zero, which `_fp` set.
-            unsafe {
-                (self.run)(
-                    d.len() as u64,
-                    (kk / self.k) as u64,
-                    a.as_ptr(),
-                    b.as_ptr(),
-                    c.as_ptr(),
-                    d.as_mut_ptr(),
-                )
-            };
-        }
-        Ok(())
-    }
-}
-
-/// The panel of `checked`'s arithmetic, or why it has none.
-pub(crate) fn compile(checked: Checked) -> Result<Panel, String> {
-    if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
-        return Err("panels need a host whose flush-to-zero mode the JIT sets".into());
-    }
-    let inst = checked.instruction();
-    let (s, p) = match super::plan(checked)? {
-        Lowering::Sequential(s, p) => (s, p),
-        _ => return Err("only sequential f32 pipelines have panels".into()),
-    };
+/// Build the panel of a sequential pipeline whose plan runs under flush-to-zero.
+pub(super) fn build(
+    checked: Checked,
+    s: &Sequential,
+    p: &sequential::Plan,
+) -> Result<Built, String> {
     if !p.flush_to_zero {
         return Err("not every step flushes its subnormal results".into());
     }
@@ -151,9 +41,9 @@ pub(crate) fn compile(checked: Checked) -> Result<Panel, String> {
     if ops.c != ops.d || p.native != Native::F32 {
         return Err("c is not d's format (f32)".into());
     }
+    let inst = checked.instruction();
     let group = s.pairwise.as_ref().map_or(1, |(g, _)| *g as usize);
-    let k = inst.k();
-    let mut module = super::new_module(Options::default()).map_err(|e| e.message)?;
+    let mut module = super::super::new_module(Options::default()).map_err(|e| e.message)?;
     let mut fctx = FunctionBuilderContext::new();
     let mut ids = vec![];
     let mut target = Target::new(&mut module, false, "");
@@ -167,7 +57,7 @@ pub(crate) fn compile(checked: Checked) -> Result<Panel, String> {
         ids.push(define_widen(&mut target, &mut fctx, i, float, flush)?);
     }
     let shape = RunShape {
-        k,
+        k: inst.k(),
         group,
         flush_c: s.conditioning.flush_c,
         nan: inst.arithmetic.d.encode_nan().unwrap_or(0) as i64,
@@ -184,12 +74,10 @@ pub(crate) fn compile(checked: Checked) -> Result<Panel, String> {
     // SAFETY: defined with exactly this signature
     let run =
         unsafe { std::mem::transmute::<*const u8, RunFn>(module.get_finalized_function(run_id)) };
-    Ok(Panel {
-        _memory: Arc::new(ModuleMemory(Some(module))),
+    Ok(Built {
+        memory: ModuleMemory(Some(module)),
         widen,
         run,
-        k,
-        instruction: inst.name.as_str().into(),
     })
 }
 
@@ -506,169 +394,4 @@ fn flush_to_plus_zero(em: &mut Emitter, x: Value) -> Value {
     let tiny = em.b.ins().icmp(IntCC::Equal, exponent, zero);
     let bits = em.b.ins().band_not(bits, tiny);
     em.b.ins().bitcast(types::F32X4, le, bits)
-}
-
-#[cfg(test)]
-mod tests {
-    //! Panels against the interpreter's chain of dot products, on the inputs of the
-    //! flush-to-zero test of `sequential` (products, pairwise sums and accumulations
-    //! around the smallest normal f32, cancelling pairs), with NaN, infinite, zero and
-    //! subnormal c, over 1 to 3 steps and column counts that take the sixteen-column
-    //! rounds, the four-column ones, or both.
-    use super::*;
-    use crate::engine::{Choice, Engine, Operands};
-    use crate::random::Rng;
-
-    fn cdna2() -> crate::checked::CheckedSpec {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../specs/cdna2.mma");
-        let text = std::fs::read_to_string(path).unwrap();
-        crate::compile(path, &text).expect("cdna2 checks")
-    }
-
-    /// An element of `f` with exponent `e` (clamped to the normal range) and random bits.
-    fn element(f: &FloatFormat, e: i64, r: u64) -> u64 {
-        let (m, bias) = (f.mantissa_bits as i64, f.bias as i64);
-        let field = (e + bias).clamp(0, (1 << f.exponent_bits) - 2) as u64;
-        ((r >> 63) << (f.exponent_bits as i64 + m)) | (field << m) | (r & ((1 << m) - 1))
-    }
-
-    #[test]
-    fn panels_give_the_interpreters_chain_of_dot_products() {
-        let v = cdna2();
-        let names = [
-            "v_mfma_f32_16x16x16bf16_1k", // P = 4
-            "v_mfma_f32_16x16x8bf16",     // P = 2
-            "v_mfma_f32_4x4x4f16",        // P = 4, k = 4
-            "v_mfma_f32_16x16x2bf16",     // P = 2, k = 2
-        ];
-        let mut rng = Rng::new(0xbb67_ae85_84ca_a73b);
-        for name in names {
-            let checked = v.get(v.spec().position(name).expect(name));
-            let engine = Engine::new(checked, Choice::OPTIMISED);
-            let panel = engine.panel().expect("a panel");
-            let f = checked.instruction().arithmetic.a.as_float().unwrap();
-            let k = checked.k();
-            for case in 0..60 {
-                let steps = 1 + case % 3;
-                let cols = [4, 16, 20, 36, 8][case % 5];
-                let kk = steps * k;
-                let (mut a, mut b) = (vec![], vec![]);
-                for _ in 0..kk {
-                    let (r1, r2) = (rng.next_u64(), rng.next_u64());
-                    let (ea, eb) = if f.exponent_bits == 5 {
-                        ((r1 % 31) as i64 - 15, ((r1 >> 8) % 31) as i64 - 15)
-                    } else {
-                        let ea = (r1 % 40) as i64 - 83;
-                        (ea, -126 - ea + ((r1 >> 8) % 9) as i64 - 4)
-                    };
-                    a.push(element(f, ea, r2));
-                    // columns of one row of B: related exponents, independent bits
-                    for j in 0..cols {
-                        let r = rng.next_u64();
-                        let e = if j % 3 == 0 {
-                            eb
-                        } else {
-                            eb + (r % 5) as i64 - 2
-                        };
-                        b.push(element(f, e, r));
-                    }
-                }
-                if case % 3 == 0 {
-                    // a cancelling pair in every column
-                    a[1] = a[0];
-                    for j in 0..cols {
-                        b[cols + j] = b[j] ^ (1 << (f.exponent_bits + f.mantissa_bits));
-                    }
-                }
-                let c: Vec<u64> = (0..cols)
-                    .map(|j| {
-                        let r = rng.next_u64();
-                        match (j + case) % 7 {
-                            0 => 0,
-                            1 => 0x8000_0000,                         // -0
-                            2 => (r & 0x007f_ffff) | 1,               // subnormal
-                            3 => 0x7f80_0000 | ((r >> 40) & 1) << 31, // ±inf
-                            4 => 0x7fc0_0001 + (r & 0xff),            // NaN, a payload
-                            _ => ((((r >> 40) % 8) + 120) << 23) | (r & 0x807f_ffff),
-                        }
-                    })
-                    .collect();
-                let wa = panel.widen_a(&a);
-                let wb = pack_columns(&panel.widen_b(&b), kk, cols);
-                let mut d = vec![0u64; cols];
-                panel
-                    .rows(&wb, std::iter::once((&wa[..], &c[..], &mut d[..])))
-                    .unwrap();
-                for j in 0..cols {
-                    let mut want = c[j];
-                    for s in 0..steps {
-                        let col: Vec<u64> = (s * k..(s + 1) * k).map(|r| b[r * cols + j]).collect();
-                        let ops = Operands {
-                            c: want,
-                            a: &a[s * k..(s + 1) * k],
-                            b: &col,
-                            sa: &[],
-                            sb: &[],
-                        };
-                        want = crate::interp::run(checked, &ops).unwrap();
-                    }
-                    assert_eq!(
-                        d[j], want,
-                        "{name}, {steps} steps, column {j} of {cols}: c={:x} a={a:x?}: interp {want:x}, panel {:x}",
-                        c[j], d[j]
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn only_pipelines_that_flush_every_result_have_panels() {
-        let v = cdna2();
-        for (name, has) in [
-            ("v_mfma_f32_16x16x16f16", true),
-            ("v_mfma_f32_16x16x4f32", false), // f32 FMA: nothing flushed
-            ("v_mfma_f64_16x16x4f64", false),
-        ] {
-            let checked = v.get(v.spec().position(name).expect(name));
-            let jit = Engine::new(checked, Choice::OPTIMISED);
-            assert_eq!(jit.panel().is_some(), has, "{name}");
-            assert!(Engine::interpreter(checked).panel().is_none(), "{name}");
-        }
-    }
-
-    #[test]
-    fn rows_refuse_operands_of_the_wrong_size() {
-        let v = cdna2();
-        let checked = v.get(v.spec().position("v_mfma_f32_4x4x4f16").unwrap());
-        let panel = Engine::new(checked, Choice::OPTIMISED).panel().unwrap();
-        let (a, b, c) = (vec![0u32; 8], vec![0u32; 8 * 8], vec![0u64; 8]);
-        let mut d = vec![0u64; 8];
-        let run = |a: &[u32], b: &[u32], c: &[u64], d: &mut [u64]| {
-            panel
-                .rows(b, std::iter::once((a, c, d)))
-                .map_err(|e| e.to_string())
-        };
-        assert!(run(&a, &b, &c, &mut d).is_ok());
-        assert!(
-            run(&a[..6], &b, &c, &mut d)
-                .unwrap_err()
-                .starts_with("a has")
-        );
-        assert!(
-            run(&a, &b[..63], &c, &mut d)
-                .unwrap_err()
-                .starts_with("b has")
-        );
-        assert!(
-            run(&a, &b, &c[..4], &mut d)
-                .unwrap_err()
-                .starts_with("c has")
-        );
-        assert!(
-            run(&a, &b, &c[..6], &mut d[..6])
-                .unwrap_err()
-                .starts_with("d has")
-        );
-    }
 }
