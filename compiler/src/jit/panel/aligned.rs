@@ -241,31 +241,10 @@ pub(super) fn build(shape: &Shape) -> Result<(ModuleMemory, AlignedFn), String> 
 /// comes with each value twice and each exponent four times (a vector's lanes:
 /// [`splat_row`]).
 fn emit(em: &mut Emitter, shape: &Shape, p: &[Value]) {
-    let columns = p[0];
     let exit = em.b.create_block();
-    let mut from = em.b.ins().iconst(types::I64, 0);
-    for quads in [2, 1] {
-        // while `quads` runs of four columns remain: those columns
-        let head = em.b.create_block();
-        let body = em.b.create_block();
-        let next = em.b.create_block();
-        em.b.append_block_param(head, types::I64);
-        em.b.append_block_param(next, types::I64);
-        em.b.ins().jump(head, &[BlockArg::Value(from)]);
-        em.b.switch_to_block(head);
-        let j = em.b.block_params(head)[0];
-        let end = em.b.ins().iadd_imm_s(j, (quads * LANES) as i64);
-        let fits =
-            em.b.ins()
-                .icmp(IntCC::UnsignedLessThanOrEqual, end, columns);
-        em.b.ins()
-            .brif(fits, body, &[], next, &[BlockArg::Value(j)]);
-        em.b.switch_to_block(body);
-        emit_columns(em, shape, p, j, quads);
-        em.b.ins().jump(head, &[BlockArg::Value(end)]);
-        em.b.switch_to_block(next);
-        from = em.b.block_params(next)[0];
-    }
+    super::column_rounds(em, p[0], &[2, 1], |em, j, quads| {
+        emit_columns(em, shape, p, j, quads)
+    });
     em.b.ins().jump(exit, &[]);
     em.b.switch_to_block(exit);
     em.b.ins().return_(&[]);

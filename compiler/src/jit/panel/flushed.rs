@@ -212,35 +212,14 @@ fn define_run<M: Module>(
         };
         let columns = p[0];
         let exit = b.create_block();
-        let zero = b.ins().iconst(types::I64, 0);
-        let mut from = zero;
         let mut em = Emitter {
             b: &mut b,
             w: types::I64,
             data: target,
         };
-        for vectors in [4, 1] {
-            // while `vectors` runs of columns remain: those columns
-            let head = em.b.create_block();
-            let body = em.b.create_block();
-            let next = em.b.create_block();
-            em.b.append_block_param(head, types::I64);
-            em.b.append_block_param(next, types::I64);
-            em.b.ins().jump(head, &[BlockArg::Value(from)]);
-            em.b.switch_to_block(head);
-            let j = em.b.block_params(head)[0];
-            let end = em.b.ins().iadd_imm_s(j, (vectors * LANES) as i64);
-            let fits =
-                em.b.ins()
-                    .icmp(IntCC::UnsignedLessThanOrEqual, end, columns);
-            em.b.ins()
-                .brif(fits, body, &[], next, &[BlockArg::Value(j)]);
-            em.b.switch_to_block(body);
-            emit_columns(&mut em, shape, &args, j, vectors);
-            em.b.ins().jump(head, &[BlockArg::Value(end)]);
-            em.b.switch_to_block(next);
-            from = em.b.block_params(next)[0];
-        }
+        super::column_rounds(&mut em, columns, &[4, 1], |em, j, vectors| {
+            emit_columns(em, shape, &args, j, vectors)
+        });
         em.b.ins().jump(exit, &[]);
         b.switch_to_block(exit);
         b.ins().return_(&[]);

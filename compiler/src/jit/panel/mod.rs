@@ -13,12 +13,15 @@
 mod aligned;
 mod flushed;
 
+use super::emit::Emitter;
 use super::fpenv::IeeeDefaults;
 use super::{Lowering, ModuleMemory};
 use crate::checked::Checked;
 use crate::engine::EvalError;
 use crate::format::Format;
 use crate::valid::Kind;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{BlockArg, InstBuilder, Value, types};
 use std::sync::Arc;
 
 /// `widen(n, src, dst)`: n encodings (u64 each) to the f32 bits the pipeline multiplies.
@@ -80,6 +83,8 @@ impl std::fmt::Debug for Panel {
 
 /// A GEMM's A (M x K) and B (K x N) as a panel reads them.
 pub struct Operands {
+    /// The panel that converted them (its run entry's address).
+    made_by: usize,
     m: usize,
     kk: usize,
     n: usize,
@@ -98,6 +103,39 @@ enum Data {
     },
 }
 
+/// The column loops of a run entry: for each size in `sizes` (runs of [`LANES`] columns,
+/// largest first), while that many runs remain of `columns`, `emit(em, j, runs)` for
+/// columns `j..`; from the current block on, ending in a block that falls through.
+fn column_rounds(
+    em: &mut Emitter,
+    columns: Value,
+    sizes: &[usize],
+    mut emit: impl FnMut(&mut Emitter, Value, usize),
+) {
+    let mut from = em.b.ins().iconst(types::I64, 0);
+    for &runs in sizes {
+        let head = em.b.create_block();
+        let body = em.b.create_block();
+        let next = em.b.create_block();
+        em.b.append_block_param(head, types::I64);
+        em.b.append_block_param(next, types::I64);
+        em.b.ins().jump(head, &[BlockArg::Value(from)]);
+        em.b.switch_to_block(head);
+        let j = em.b.block_params(head)[0];
+        let end = em.b.ins().iadd_imm_s(j, (runs * LANES) as i64);
+        let fits =
+            em.b.ins()
+                .icmp(IntCC::UnsignedLessThanOrEqual, end, columns);
+        em.b.ins()
+            .brif(fits, body, &[], next, &[BlockArg::Value(j)]);
+        em.b.switch_to_block(body);
+        emit(em, j, runs);
+        em.b.ins().jump(head, &[BlockArg::Value(end)]);
+        em.b.switch_to_block(next);
+        from = em.b.block_params(next)[0];
+    }
+}
+
 /// B (`k` x `n`, row-major) as a panel reads it: for each run of [`LANES`] columns, its
 /// `k` rows one after the other (`n` a multiple of [`LANES`]).
 fn pack<T: Copy>(b: &[T], k: usize, n: usize) -> Vec<T> {
@@ -111,6 +149,14 @@ fn pack<T: Copy>(b: &[T], k: usize, n: usize) -> Vec<T> {
 }
 
 impl Panel {
+    /// Which panel this is (its run entry's address).
+    fn identity(&self) -> usize {
+        match self.kind {
+            PanelKind::Flushed { run, .. } => run as usize,
+            PanelKind::Aligned { run, .. } => run as usize,
+        }
+    }
+
     fn count(&self, operand: &'static str, got: usize, want: usize) -> EvalError {
         EvalError::OperandCount {
             instruction: self.instruction.to_string(),
@@ -170,7 +216,13 @@ impl Panel {
                 }
             }
         };
-        Ok(Some(Operands { m, kk, n, data }))
+        Ok(Some(Operands {
+            made_by: self.identity(),
+            m,
+            kk,
+            n,
+            data,
+        }))
     }
 
     /// For each `(r, c, d)`: `d[j]` is the GEMM's element of row r of A against column
@@ -186,6 +238,12 @@ impl Panel {
             PanelKind::Flushed { .. } => IeeeDefaults::enter(true),
             PanelKind::Aligned { .. } => IeeeDefaults::enter_toward_zero(),
         };
+        if ops.made_by != self.identity() {
+            return Err(EvalError::Internal {
+                instruction: self.instruction.to_string(),
+                message: "the operands were converted by another panel".into(),
+            });
+        }
         let kk = ops.kk;
         let steps = (kk / self.step) as u64;
         // an aligned panel's row of A, each element as many times as its lanes
@@ -238,7 +296,8 @@ impl Panel {
                         )
                     }
                 }
-                _ => return Err(self.count("a", 0, kk)),
+                // (a panel converts operands only of its own kind)
+                _ => unreachable!("operands of another kind of panel"),
             }
         }
         Ok(())
@@ -614,5 +673,14 @@ mod tests {
                 .unwrap_err()
                 .starts_with("d has 4")
         );
+        // operands another panel converted
+        let other = v.get(v.spec().position("v_mfma_f32_16x16x4f16").unwrap());
+        let other = Engine::new(other, Choice::OPTIMISED).panel().unwrap();
+        let theirs = other
+            .operands(&a[..4], &b[..32], (1, 4, 8))
+            .unwrap()
+            .unwrap();
+        let refused = panel.rows(&theirs, 0, std::iter::once((0, &c[..], &mut d[..])));
+        assert!(refused.unwrap_err().to_string().contains("another panel"));
     }
 }
