@@ -51,6 +51,8 @@ ROWS = [
     ("Ampere bf16", "ampere", "mma.m16n8k16.f32.bf16.bf16.f32", (ml_dtypes.bfloat16, np.uint16), 16),
     ("Ada e4m3", "ada", "mma.m16n8k32.f32.e4m3.e4m3.f32", (ml_dtypes.float8_e4m3fn, np.uint8), 32),
     ("CDNA3 fp8", "cdna3", "v_mfma_f32_16x16x32_fp8_fp8", (ml_dtypes.float8_e4m3fnuz, np.uint8), 32),
+    ("CDNA2 bf16_1k", "cdna2", "v_mfma_f32_16x16x16bf16_1k", (ml_dtypes.bfloat16, np.uint16), 16),
+    ("CDNA2 f16", "cdna2", "v_mfma_f32_16x16x16f16", (np.float16, None), 16),
 ]
 
 GEMM_LINE = re.compile(r"dot products in ([0-9.]+) s \(([0-9.e+]+) dot products/s\)")
@@ -122,7 +124,7 @@ def main() -> None:
         for label, spec, instr, dtypes, k in rows:
             for mult in multiples:
                 kk = k * mult
-                tag = f"{spec}-{kk}"
+                tag = f"{spec}-{label.split()[-1]}-{kk}"
                 a, b = operands(folder, tag, dtypes, args.size, kk, args.size, seed=kk)
                 cases.append((label, REPO / "specs" / f"{spec}.mma", instr, kk, a, b, tag))
         per_case = {c[-1]: [] for c in cases}

@@ -8,14 +8,14 @@ operands, checked bit for bit against each other.
 
 Usage: scripts/bench_targets.sh [--rounds N] [--dist finite,normal] [--no-mmasim]
        [--fastmma PYTHON | --no-fastmma] [--gemm-only] [--gemm-seconds S]
-       [--gemm-size MxN] [--gemm-dist normal|finite]
+       [--gemm-size MxN] [--gemm-dist normal|finite] [--gemm]
 (the shell wrapper creates the virtual environment with mmasim, builds the release CLI
 and runs this with it). Each round measures every row on every distribution, mmac then
 mmasim; the table gives medians over the rounds of ns per dot and of the ratios taken
 within a round. Progress goes to stderr; the Markdown tables and one JSON line per row to
 stdout.
 
-The GEMM comparison (run with --fastmma PYTHON, or alone with --gemm-only) takes each
+The GEMM comparison (run with --fastmma PYTHON or --gemm, or alone with --gemm-only) takes each
 tracked instruction that fastmma implements (and Ampere bf16 and Hopper
 wgmma.m64n64k16.f32.f16.f16, which docs/performance.md compared before), draws A (M x k),
 B (k x N) and C (M x N) once (--gemm-dist: N(0,1) rounded to the formats, or random
@@ -432,8 +432,10 @@ def write_operands(row, M, N, dist, folder, rng):
     return paths
 
 
-def gemm_comparison(args, fastmma):
-    """The one-step GEMM table: fastmma, mmac gemm and mmac bench per instruction."""
+def gemm_comparison(args, fastmma, mmasim_ns=None):
+    """The one-step GEMM table: fastmma, mmac gemm and mmac bench per instruction; and,
+    given the kernel table's mmasim medians (`mmasim_ns`, (instruction, dist) -> ns per
+    dot), mmac's one-step GEMMs against mmasim."""
     rows = GEMM_ROWS
     rng = np.random.default_rng(1)
     work = tempfile.TemporaryDirectory(prefix="bench_targets_gemm_")
@@ -534,6 +536,28 @@ def gemm_comparison(args, fastmma):
         print()
         for spec, instr, why in FASTMMA_MISSING:
             print(f"- {spec} `{instr}`: not in fastmma ({why})")
+    if mmasim_ns:
+        print()
+        print(
+            f"One-step GEMMs against mmasim 2.1.1 (its batched `dpa`, measured in the kernel "
+            f"table of this run on --dist {args.gemm_dist}; medians)"
+        )
+        print()
+        print("| instruction | mmasim ns/dot | mmac gemm ns/dot | mmasim / gemm |")
+        print("|---|---|---|---|")
+        for row in rows:
+            peer = mmasim_ns.get((row.instr, args.gemm_dist))
+            if peer is None or row.instr not in seen:
+                continue
+            gemm = med(x[1] for x in seen[row.instr])
+            print(f"| {row.spec} `{row.instr}` | {peer:.0f} | {gemm:.1f} | {peer / gemm:.0f}x |")
+            lines.append(
+                {
+                    "gemm_vs_mmasim": True, "spec": row.spec, "instruction": row.instr,
+                    "dist": args.gemm_dist, "mmasim_ns_per_dot": peer, "mmac_gemm_ns_per_dot": gemm,
+                    "mmasim_over_gemm": peer / gemm,
+                }
+            )
     for line in lines:
         print(json.dumps(line))
 
@@ -591,6 +615,12 @@ def kernel_table(args):
             )
     for line in lines:
         print(json.dumps(line))
+    return {
+        (row[1], dist): med(r[2] for r in seen[(row[:2], dist)])
+        for row in ROWS
+        for dist in dists
+        if seen[(row[:2], dist)][0][2]
+    }
 
 
 def main():
@@ -617,11 +647,16 @@ def main():
     )
     ap.add_argument("--gemm-size", metavar="MxN", help="fixed M x N of D instead")
     ap.add_argument("--gemm-dist", choices=["normal", "finite"], default="normal")
+    ap.add_argument(
+        "--gemm", action="store_true",
+        help="the one-step GEMM comparison without fastmma too (mmac against mmasim)",
+    )
     args = ap.parse_args()
     fastmma = None if args.no_fastmma else args.fastmma
+    mmasim_ns = None
     if not args.gemm_only:
-        kernel_table(args)
-    if fastmma or args.gemm_only:
+        mmasim_ns = kernel_table(args)
+    if fastmma or args.gemm_only or args.gemm:
         if np is None:
             sys.exit(
                 "error: the GEMM comparison needs numpy in the Python that runs this "
@@ -629,7 +664,7 @@ def main():
             )
         global FORMATS
         FORMATS = _formats()
-        gemm_comparison(args, fastmma)
+        gemm_comparison(args, fastmma, mmasim_ns)
 
 
 if __name__ == "__main__":

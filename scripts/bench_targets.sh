@@ -7,7 +7,7 @@
 # maturin into a virtual environment) joins when $FASTMMA_VENV (default
 # target/fastmma-venv) has a python that imports fastmma_rust, or with --fastmma PYTHON.
 # Arguments go to bench_targets.py (--rounds N, --dist finite,normal, --no-mmasim,
-# --fastmma PYTHON, --no-fastmma, --gemm-only, --gemm-seconds S, --gemm-size MxN,
+# --fastmma PYTHON, --no-fastmma, --gemm, --gemm-only, --gemm-seconds S, --gemm-size MxN,
 # --gemm-dist normal|finite). Examples:
 #   scripts/bench_targets.sh                              # everything, 3 rounds
 #   FASTMMA_VENV=/path/to/venv scripts/bench_targets.sh --gemm-only --rounds 1
