@@ -1570,3 +1570,68 @@ fn named_sums_aligned_again_are_sized_by_their_terms() {
         check_instruction(&kernel, inst, info, 2000).unwrap();
     }
 }
+
+/// A fixed zero exponent far above every term's: the reference is the zero products' (or
+/// zero c's) exponent, and every nonzero term is cut to 0. The SIMD alignment sized its
+/// powers of two by the terms' and c's exponents but not the zero products', so with
+/// `zero exponent 970 for products` 1 x 1 + 0 gave 2^-77 (the exponent field wrapped),
+/// on the dot and batch entries alike.
+#[test]
+fn zero_exponents_far_above_every_term() {
+    let text = "arch far_zeros \"far zeros\"\n\
+        pipeline tz(F, L, zp, zc) {\n\
+            chain every L\n\
+            multiply exact\n\
+            zero exponent zp for products\n\
+            zero exponent zc for c\n\
+            align products, c to max exponent keep F bits round toward_zero\n\
+            normalize to out round toward_zero\n\
+            zero result positive\n\
+            nan canonical\n\
+        }\n\
+        instruction far.P{P}.C{C}.{T} {\n\
+            for (P, C) in [(970, -132), (900, -132), (-132, 2000), (1000, 1000)]\n\
+            for T in [f16, bf16]\n\
+            shape 4 x 4 x 4\n\
+            types a = T, b = T, c = f32, d = f32\n\
+            evidence assumption\n\
+            uses tz(F = 24, L = 4, zp = P, zc = C)\n\
+        }\n";
+    let v = mmac_compiler::compile("far_zeros.mma", text).expect("checks");
+    let compiled = jit::compile(&v).expect("compiles");
+    for (inst, info) in distinct(&v) {
+        let kernel = compiled.kernel(&inst.name).unwrap();
+        let one = match inst.arithmetic.a.name.as_str() {
+            "f16" => 0x3c00,
+            _ => 0x3f80,
+        };
+        let mut cases = vec![];
+        for c in [0u64, 0x3f80_0000, 0x8000_0000, 0x7f7f_ffff] {
+            for a in [[one, 0, 0, 0], [one; 4], [0; 4]] {
+                let ops = Operands {
+                    c,
+                    a: &a,
+                    b: &[one, 0, one, 0],
+                    sa: &[],
+                    sb: &[],
+                };
+                assert_agree(&kernel, inst, info, &ops, &inst.name);
+                cases.push((c, a.to_vec(), vec![one, 0, one, 0]));
+            }
+        }
+        let want: Vec<u64> = cases
+            .iter()
+            .map(|(c, a, b)| {
+                let ops = Operands {
+                    c: *c,
+                    a,
+                    b,
+                    sa: &[],
+                    sb: &[],
+                };
+                interp::run(info, &ops).unwrap()
+            })
+            .collect();
+        assert_batch_agrees(&kernel, inst, &cases, &want, &inst.name);
+    }
+}

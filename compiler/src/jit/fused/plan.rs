@@ -443,10 +443,14 @@ pub(super) fn simd_plan(
             let c_lo = c.min_exponent().min(d.min_exponent()) as i64;
             let c_hi = c.max_exponent().max(d.max_exponent()) as i64 + 1;
             let r_lo = e_lo.min(ez_p.unwrap_or(e_lo));
-            let r_hi = e_hi.max(c_hi).max(match fused.zero_exponent.c {
-                ZeroExponent::Fixed(e) => e as i64,
-                _ => c_hi,
-            });
+            // the reference: a term's exponent, or a zero term's fixed one (products' too)
+            let r_hi = e_hi
+                .max(c_hi)
+                .max(ez_p.unwrap_or(e_hi))
+                .max(match fused.zero_exponent.c {
+                    ZeroExponent::Fixed(e) => e as i64,
+                    _ => c_hi,
+                });
             let (mc_lo, mc_hi) = (
                 c.mantissa_bits.min(d.mantissa_bits) as i64,
                 c.mantissa_bits.max(d.mantissa_bits) as i64,
