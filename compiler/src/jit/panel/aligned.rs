@@ -135,6 +135,23 @@ pub(super) fn plan(checked: Checked) -> Result<Shape, String> {
     if !element_fits(&ops.a) || !element_fits(&ops.b) {
         return Err("elements wider than the panel's f64 products".into());
     }
+    // the cut's constant 2^(emax - F + 52) is a finite f64 for the largest reference:
+    // a product's e_a + e_b, c's 128 (an infinity's field), a fixed zero exponent
+    let highest = [
+        (ops.a.max_exponent() + ops.b.max_exponent()) as i64,
+        128,
+        zero_c.map_or(i64::MIN, i64::from),
+        match zero_products {
+            ZeroProducts::Fixed(e) => e as i64,
+            _ => i64::MIN,
+        },
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
+    if highest - fraction_bits as i64 + 52 > 1023 {
+        return Err("a reference exponent beyond the panel's f64 cut".into());
+    }
     let k = checked.k();
     let chain = match f.chain as usize {
         0 => k,

@@ -363,25 +363,27 @@ mod tests {
         crate::compile(&path, &text).expect("the spec checks")
     }
 
-    /// T-FDPA whose zero products take part above every c (at -100, where c's zero is
-    /// at -132 and a subnormal c at -126): the panel's zero-product search is live, where
-    /// the library's (products and c at one exponent) never changes a result.
-    const ZERO_PRODUCTS_ABOVE_C: &str = "arch panel_test \"panel test\"\n\
-        pipeline t_fdpa_zeros(F, L) {\n\
+    /// T-FDPA whose zero products take part above every c (at -100 or 970, where c's
+    /// zero is at -132 and a subnormal c at -126): the panel's zero-product search is
+    /// live, where the library's (products and c at one exponent) never changes a result.
+    /// And one whose zero c sits so high (2000) that the panel's cut would leave f64.
+    const ZERO_EXPONENTS: &str = "arch panel_test \"panel test\"\n\
+        pipeline t_fdpa_zeros(F, L, zp, zc) {\n\
             chain every L\n\
             multiply exact\n\
-            zero exponent -100 for products\n\
-            zero exponent -132 for c\n\
+            zero exponent zp for products\n\
+            zero exponent zc for c\n\
             align products, c to max exponent keep F bits round toward_zero\n\
             normalize to out round toward_zero\n\
             zero result positive\n\
             nan canonical\n\
         }\n\
-        instruction zeros.m16n8k8.f32.bf16.bf16.f32 {\n\
+        instruction zeros.P{P}.C{C}.m16n8k8.f32.bf16.bf16.f32 {\n\
+            for (P, C) in [(-100, -132), (970, -132), (-132, 2000)]\n\
             shape 16 x 8 x 8\n\
             types a = bf16, b = bf16, c = f32, d = f32\n\
             evidence assumption\n\
-            uses t_fdpa_zeros(F = 24, L = 4)\n\
+            uses t_fdpa_zeros(F = 24, L = 4, zp = P, zc = C)\n\
         }\n";
 
     /// An element of `f` with exponent `e` (clamped to the normal range) and random bits.
@@ -511,11 +513,14 @@ mod tests {
             ("volta", "mma.m8n8k4.f32.f16.f16.f32"),     // F = 23
         ];
         let mut rng = Rng::new(0x3c6e_f372_fe94_f82b);
-        let zeros = crate::compile("zeros.mma", ZERO_PRODUCTS_ABOVE_C).expect("checks");
+        let zeros = || crate::compile("zeros.mma", ZERO_EXPONENTS).expect("checks");
         let specs: Vec<_> = cases
             .iter()
             .map(|(file, name)| (spec(file), *name))
-            .chain([(zeros, "zeros.m16n8k8.f32.bf16.bf16.f32")])
+            .chain([
+                (zeros(), "zeros.P-100.C-132.m16n8k8.f32.bf16.bf16.f32"),
+                (zeros(), "zeros.P970.C-132.m16n8k8.f32.bf16.bf16.f32"),
+            ])
             .collect();
         for (v, name) in &specs {
             let name = *name;
@@ -633,6 +638,14 @@ mod tests {
             assert_eq!(jit.panel().is_some(), has, "{name}");
             assert!(Engine::interpreter(checked).panel().is_none(), "{name}");
         }
+        // a reference exponent of 2000 (a zero c's): beyond the cut's f64
+        let v = crate::compile("zeros.mma", ZERO_EXPONENTS).expect("checks");
+        let far = v.get(
+            v.spec()
+                .position("zeros.P-132.C2000.m16n8k8.f32.bf16.bf16.f32")
+                .unwrap(),
+        );
+        assert!(Engine::new(far, Choice::OPTIMISED).panel().is_none());
     }
 
     #[test]
