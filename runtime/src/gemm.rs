@@ -8,8 +8,9 @@
 //! starting from `d = C[i, j]`. Tiles are independent and run in parallel (rayon).
 //!
 //! Where the JIT has a panel of the arithmetic ([`Engine::panel`]: CDNA2's FTZ
-//! multiply-add), a row of a task runs every k-step against the task's columns in one
-//! call, on A and B widened once; the chain per element is the same.
+//! multiply-add, NVIDIA's T-FDPA with f32 results), a row of a task runs every k-step
+//! against the task's columns in one call, on A and B converted once; the chain per
+//! element is the same.
 
 use crate::matrix::Matrix;
 use mmac_compiler::engine::{Engine, EvalError};

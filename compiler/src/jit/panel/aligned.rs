@@ -25,11 +25,7 @@ use crate::format::{Decoded, FloatFormat, Format};
 use crate::ir::{Overflow, ProductsPart, Reference, TermSource, ZeroExponent, ZeroSign};
 use crate::valid::Kind;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{
-    AbiParam, BlockArg, InstBuilder, MemFlagsData, UserFuncName, Value, types,
-};
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
-use cranelift_module::Module;
+use cranelift_codegen::ir::{BlockArg, InstBuilder, MemFlagsData, Value, types};
 
 /// The exponent [`decode`] gives a zero element where zero products take a fixed
 /// exponent: a product with a zero factor then lies below [`ZERO_BELOW`].
@@ -209,41 +205,8 @@ pub(super) fn splat_row(
 /// Compile the kernel.
 pub(super) fn build(shape: &Shape) -> Result<(ModuleMemory, AlignedFn), String> {
     let mut module = super::super::new_module(Options::default()).map_err(|e| e.message)?;
-    let mut fctx = FunctionBuilderContext::new();
     let mut target = Target::new(&mut module, false, "");
-    let ptr = target.module.target_config().pointer_type();
-    let mut sig = target.module.make_signature();
-    sig.params.push(AbiParam::new(types::I64));
-    sig.params.push(AbiParam::new(types::I64));
-    for _ in 0..6 {
-        sig.params.push(AbiParam::new(ptr));
-    }
-    let id = target
-        .module
-        .declare_function("panel", cranelift_module::Linkage::Local, &sig)
-        .map_err(|e| e.to_string())?;
-    let mut ctx = target.module.make_context();
-    ctx.func.signature = sig;
-    ctx.func.name = UserFuncName::user(0, id.as_u32());
-    {
-        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let entry = b.create_block();
-        b.append_block_params_for_function_params(entry);
-        b.switch_to_block(entry);
-        let p = b.block_params(entry).to_vec();
-        let mut em = Emitter {
-            b: &mut b,
-            w: types::I64,
-            data: &mut target,
-        };
-        emit(&mut em, shape, &p);
-        b.seal_all_blocks();
-        b.finalize(target.module.target_config());
-    }
-    target
-        .module
-        .define_function(id, &mut ctx)
-        .map_err(|e| format!("cannot define the panel: {e:?}"))?;
+    let id = super::define(&mut target, "panel", (2, 6), |em, p| emit(em, shape, p))?;
     module
         .finalize_definitions()
         .map_err(|e| format!("cannot finalize the panel: {e}"))?;
@@ -258,13 +221,9 @@ pub(super) fn build(shape: &Shape) -> Result<(ModuleMemory, AlignedFn), String> 
 /// comes with each value twice and each exponent four times (a vector's lanes:
 /// [`splat_row`]).
 fn emit(em: &mut Emitter, shape: &Shape, p: &[Value]) {
-    let exit = em.b.create_block();
     super::column_rounds(em, p[0], &[2, 1], |em, j, quads| {
         emit_columns(em, shape, p, j, quads)
     });
-    em.b.ins().jump(exit, &[]);
-    em.b.switch_to_block(exit);
-    em.b.ins().return_(&[]);
 }
 
 /// Columns `j..j + quads * LANES`, from the current block on, ending in a block that

@@ -15,10 +15,7 @@ use crate::checked::Checked;
 use crate::format::FloatFormat;
 use crate::ir::Sequential;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{
-    AbiParam, BlockArg, InstBuilder, MemFlagsData, UserFuncName, Value, types,
-};
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_codegen::ir::{BlockArg, InstBuilder, MemFlagsData, Value, types};
 use cranelift_module::Module;
 
 /// The compiled entries: `widen` for a and b, and `run`.
@@ -44,7 +41,6 @@ pub(super) fn build(
     let inst = checked.instruction();
     let group = s.pairwise.as_ref().map_or(1, |(g, _)| *g as usize);
     let mut module = super::super::new_module(Options::default()).map_err(|e| e.message)?;
-    let mut fctx = FunctionBuilderContext::new();
     let mut ids = vec![];
     let mut target = Target::new(&mut module, false, "");
     for (i, (float, flush)) in [
@@ -54,7 +50,7 @@ pub(super) fn build(
     .into_iter()
     .enumerate()
     {
-        ids.push(define_widen(&mut target, &mut fctx, i, float, flush)?);
+        ids.push(define_widen(&mut target, i, float, flush)?);
     }
     let shape = RunShape {
         k: inst.k(),
@@ -62,7 +58,7 @@ pub(super) fn build(
         flush_c: s.conditioning.flush_c,
         nan: inst.arithmetic.d.encode_nan().unwrap_or(0) as i64,
     };
-    let run_id = define_run(&mut target, &mut fctx, &shape)?;
+    let run_id = define_run(&mut target, &shape)?;
     module
         .finalize_definitions()
         .map_err(|e| format!("cannot finalize the panel: {e}"))?;
@@ -84,74 +80,37 @@ pub(super) fn build(
 /// `widen{which}(n, src, dst)`: each element's f32 bits, flushed to +0 when `flush`.
 fn define_widen<M: Module>(
     target: &mut Target<'_, M>,
-    fctx: &mut FunctionBuilderContext,
     which: usize,
     float: &FloatFormat,
     flush: bool,
 ) -> Result<cranelift_module::FuncId, String> {
-    let ptr = target.module.target_config().pointer_type();
-    let mut sig = target.module.make_signature();
-    sig.params.push(AbiParam::new(types::I64));
-    sig.params.push(AbiParam::new(ptr));
-    sig.params.push(AbiParam::new(ptr));
-    let id = target
-        .module
-        .declare_function(
-            &format!("widen{which}"),
-            cranelift_module::Linkage::Local,
-            &sig,
-        )
-        .map_err(|e| e.to_string())?;
-    let mut ctx = target.module.make_context();
-    ctx.func.signature = sig;
-    ctx.func.name = UserFuncName::user(0, id.as_u32());
-    {
-        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
-        let (entry, head, body, exit) = (
-            b.create_block(),
-            b.create_block(),
-            b.create_block(),
-            b.create_block(),
+    super::define(target, &format!("widen{which}"), (1, 2), |em, p| {
+        let (head, body, exit) = (
+            em.b.create_block(),
+            em.b.create_block(),
+            em.b.create_block(),
         );
-        b.append_block_params_for_function_params(entry);
-        b.append_block_param(head, types::I64);
-        b.switch_to_block(entry);
-        let p = b.block_params(entry).to_vec();
-        let zero = b.ins().iconst(types::I64, 0);
-        b.ins().jump(head, &[BlockArg::Value(zero)]);
-        b.switch_to_block(head);
-        let i = b.block_params(head)[0];
-        let more = b.ins().icmp(IntCC::UnsignedLessThan, i, p[0]);
-        b.ins().brif(more, body, &[], exit, &[]);
-        b.switch_to_block(body);
-        let src = b.ins().imul_imm_s(i, 8);
-        let src = b.ins().iadd(p[1], src);
+        em.b.append_block_param(head, types::I64);
+        let zero = em.b.ins().iconst(types::I64, 0);
+        em.b.ins().jump(head, &[BlockArg::Value(zero)]);
+        em.b.switch_to_block(head);
+        let i = em.b.block_params(head)[0];
+        let more = em.b.ins().icmp(IntCC::UnsignedLessThan, i, p[0]);
+        em.b.ins().brif(more, body, &[], exit, &[]);
+        em.b.switch_to_block(body);
+        let src = em.b.ins().imul_imm_s(i, 8);
+        let src = em.b.ins().iadd(p[1], src);
         let flags = MemFlagsData::new().with_notrap();
-        let raw = b.ins().load(types::I64, flags.with_readonly(), src, 0);
-        let value = {
-            let mut em = Emitter {
-                b: &mut b,
-                w: types::I64,
-                data: target,
-            };
-            sequential::to_native(&mut em, float, Native::F32, raw, flush)
-        };
-        let bits = b.ins().bitcast(types::I32, MemFlagsData::new(), value);
-        let dst = b.ins().imul_imm_s(i, 4);
-        let dst = b.ins().iadd(p[2], dst);
-        b.ins().store(flags, bits, dst, 0);
-        let next = b.ins().iadd_imm_s(i, 1);
-        b.ins().jump(head, &[BlockArg::Value(next)]);
-        b.switch_to_block(exit);
-        b.ins().return_(&[]);
-        b.seal_all_blocks();
-        b.finalize(target.module.target_config());
-    }
-    target
-        .module
-        .define_function(id, &mut ctx)
-        .map_err(|e| format!("cannot define the panel: {e:?}"))?;
-    Ok(id)
+        let raw = em.b.ins().load(types::I64, flags.with_readonly(), src, 0);
+        let value = sequential::to_native(em, float, Native::F32, raw, flush);
+        let bits = em.b.ins().bitcast(types::I32, MemFlagsData::new(), value);
+        let dst = em.b.ins().imul_imm_s(i, 4);
+        let dst = em.b.ins().iadd(p[2], dst);
+        em.b.ins().store(flags, bits, dst, 0);
+        let next = em.b.ins().iadd_imm_s(i, 1);
+        em.b.ins().jump(head, &[BlockArg::Value(next)]);
+        em.b.switch_to_block(exit);
+    })
 }
 
 /// What the run entry's code depends on.
@@ -178,30 +137,10 @@ struct RunArgs {
 /// four at a time.
 fn define_run<M: Module>(
     target: &mut Target<'_, M>,
-    fctx: &mut FunctionBuilderContext,
     shape: &RunShape,
 ) -> Result<cranelift_module::FuncId, String> {
-    let ptr = target.module.target_config().pointer_type();
-    let mut sig = target.module.make_signature();
-    sig.params.push(AbiParam::new(types::I64));
-    sig.params.push(AbiParam::new(types::I64));
-    for _ in 0..4 {
-        sig.params.push(AbiParam::new(ptr));
-    }
-    let id = target
-        .module
-        .declare_function("panel", cranelift_module::Linkage::Local, &sig)
-        .map_err(|e| e.to_string())?;
-    let mut ctx = target.module.make_context();
-    ctx.func.signature = sig;
-    ctx.func.name = UserFuncName::user(0, id.as_u32());
-    {
-        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
-        let entry = b.create_block();
-        b.append_block_params_for_function_params(entry);
-        b.switch_to_block(entry);
-        let p = b.block_params(entry).to_vec();
-        let run_bytes = b.ins().imul_imm_s(p[1], (shape.k * LANES * 4) as i64);
+    super::define(target, "panel", (2, 4), |em, p| {
+        let run_bytes = em.b.ins().imul_imm_s(p[1], (shape.k * LANES * 4) as i64);
         let args = RunArgs {
             steps: p[1],
             a: p[2],
@@ -210,27 +149,10 @@ fn define_run<M: Module>(
             d: p[5],
             run_bytes,
         };
-        let columns = p[0];
-        let exit = b.create_block();
-        let mut em = Emitter {
-            b: &mut b,
-            w: types::I64,
-            data: target,
-        };
-        super::column_rounds(&mut em, columns, &[4, 1], |em, j, vectors| {
+        super::column_rounds(em, p[0], &[4, 1], |em, j, vectors| {
             emit_columns(em, shape, &args, j, vectors)
         });
-        em.b.ins().jump(exit, &[]);
-        b.switch_to_block(exit);
-        b.ins().return_(&[]);
-        b.seal_all_blocks();
-        b.finalize(target.module.target_config());
-    }
-    target
-        .module
-        .define_function(id, &mut ctx)
-        .map_err(|e| format!("cannot define the panel: {e:?}"))?;
-    Ok(id)
+    })
 }
 
 /// Columns `j..j + vectors * LANES` of every step, from the current block on; ends in a

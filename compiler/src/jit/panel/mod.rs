@@ -103,6 +103,52 @@ enum Data {
     },
 }
 
+/// Declare and define a function of a panel's module: `name(i64 x ints, pointer x
+/// pointers)`, returning nothing, whose body `emit` writes from its entry block on (the
+/// parameters given) to a block that falls through, where it returns.
+fn define<M: cranelift_module::Module>(
+    target: &mut super::Target<'_, M>,
+    name: &str,
+    (ints, pointers): (usize, usize),
+    emit: impl FnOnce(&mut Emitter, &[Value]),
+) -> Result<cranelift_module::FuncId, String> {
+    use cranelift_codegen::ir::{AbiParam, UserFuncName};
+    let ptr = target.module.target_config().pointer_type();
+    let mut sig = target.module.make_signature();
+    sig.params
+        .extend((0..ints).map(|_| AbiParam::new(types::I64)));
+    sig.params.extend((0..pointers).map(|_| AbiParam::new(ptr)));
+    let id = target
+        .module
+        .declare_function(name, cranelift_module::Linkage::Local, &sig)
+        .map_err(|e| e.to_string())?;
+    let mut ctx = target.module.make_context();
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(0, id.as_u32());
+    let mut fctx = cranelift_frontend::FunctionBuilderContext::new();
+    {
+        let mut b = cranelift_frontend::FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let params = b.block_params(entry).to_vec();
+        let mut em = Emitter {
+            b: &mut b,
+            w: types::I64,
+            data: target,
+        };
+        emit(&mut em, &params);
+        em.b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(target.module.target_config());
+    }
+    target
+        .module
+        .define_function(id, &mut ctx)
+        .map_err(|e| format!("cannot define the panel: {e:?}"))?;
+    Ok(id)
+}
+
 /// The column loops of a run entry: for each size in `sizes` (runs of [`LANES`] columns,
 /// largest first), while that many runs remain of `columns`, `emit(em, j, runs)` for
 /// columns `j..`; from the current block on, ending in a block that falls through.
