@@ -204,6 +204,14 @@ static int check_file(const char *path) {
         memcpy(sa + i * ins->scale_count, cases[i].sa, ins->scale_count * 8);
         memcpy(sb + i * ins->scale_count, cases[i].sb, ins->scale_count * 8);
     }
+    /* no records: nothing read, but the descriptor is checked as dot checks it */
+    int empty = API(batch)(ins, 0, NULL, NULL, NULL, NULL, NULL, NULL);
+    int no_ins = API(batch)(NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL);
+    if (empty != (ins->sparse_kept ? MMAC_ERR_SPARSE : MMAC_OK) || no_ins != MMAC_ERR_NULL) {
+        printf("FAIL %s: batch of no records returned %d, and %d without a descriptor\n",
+               path, empty, no_ins);
+        failures++;
+    }
     int rc = API(batch)(ins, n, c, a, b, scaled ? sa : NULL, scaled ? sb : NULL, d);
     if (ins->sparse_kept) {
         /* the dense entries refuse a sparse instruction */

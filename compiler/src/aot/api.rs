@@ -822,6 +822,10 @@ impl Entry<'_, '_> {
         let [ins, n, c, a, b, sa, sb, d] = self.args[..] else {
             unreachable!("eight parameters")
         };
+        // the descriptor is checked as `dot` checks it, whatever n is; the operands only
+        // when there is a record to read
+        self.require(&[ins]);
+        self.refuse_sparse(ins);
         let none = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
         let done = self.b.create_block();
         let work = self.b.create_block();
@@ -829,9 +833,8 @@ impl Entry<'_, '_> {
         self.b.switch_to_block(done);
         self.ok();
         self.b.switch_to_block(work);
-        self.require(&[ins, c, a, b, d]);
+        self.require(&[c, a, b, d]);
         let s = self.require_scales(ins, sa, sb);
-        self.refuse_sparse(ins);
         let k = self.load(types::I32, ins, layout::K);
         let fp = self.fp_enter();
         self.call_batch(ins, n, [c, a, b, sa, sb, d], [k, k, s, s]);

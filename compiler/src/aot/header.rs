@@ -198,7 +198,8 @@ fn entries(h: &mut String, t: &str, prefix: &str) {
          int {prefix}dot(const {t} *ins, uint64_t c, const uint64_t *a, const uint64_t *b,\n\
          \x20               const uint64_t *sa, const uint64_t *sb, uint64_t *d);\n\n\
          /* n independent dot products: record i reads c[i], a + i*k, b + i*k, sa + i*scale_count,\n\
-         \x20* sb + i*scale_count and writes d[i]. n = 0 does nothing. */\n\
+         \x20* sb + i*scale_count and writes d[i]. n = 0 reads no record (the operands may be NULL)\n\
+         \x20* and returns MMAC_OK; ins is checked as dot checks it, whatever n is. */\n\
          int {prefix}batch(const {t} *ins, size_t n, const uint64_t *c, const uint64_t *a,\n\
          \x20                 const uint64_t *b, const uint64_t *sa, const uint64_t *sb, uint64_t *d);\n\n\
          /* One whole instruction, row-major: A is m x k, B is k x n, C and D are m x n;\n\
@@ -229,7 +230,8 @@ fn entries(h: &mut String, t: &str, prefix: &str) {
          \x20* scale factors: meta_regs, sa_regs and sb_regs must be NULL and selector 0\n\
          \x20* (MMAC_ERR_WARP otherwise; libmmac runs sparse and block-scaled ones);\n\
          \x20* scale_selectors is not read. Allocates the matrices (malloc). Returns MMAC_OK,\n\
-         \x20* MMAC_ERR_NULL, MMAC_ERR_LAYOUT (no layout known), MMAC_ERR_WARP, MMAC_ERR_NOMEM\n\
+         \x20* MMAC_ERR_NULL, MMAC_ERR_LAYOUT (no register layout of every operand: none known,\n\
+         \x20* or an operand in shared memory, as wgmma's B), MMAC_ERR_WARP, MMAC_ERR_NOMEM\n\
          \x20* or MMAC_ERR_REGISTERS (lanes holding copies of an element disagree). */\n\
          int {prefix}warp_mma(const {t} *ins, const uint32_t *a_regs, const uint32_t *b_regs,\n\
          \x20                    const uint32_t *c_regs, const uint32_t *meta_regs, uint32_t selector,\n\
