@@ -295,19 +295,7 @@ fn emit_columns(em: &mut Emitter, shape: &Shape, p: &[Value], j: Value, quads: u
     em.b.ins().jump(steps_head, &next.map_args());
 
     em.b.switch_to_block(done);
-    let nan = em.splat32(shape.nan);
-    let store = MemFlagsData::new().with_notrap();
-    for q in 0..quads {
-        let acc = sp[1 + 4 * quads + q];
-        // every NaN is d's canonical NaN, as the interpreter encodes it
-        let is_nan = em.b.ins().fcmp(FloatCC::Unordered, acc, acc);
-        let bits = em.b.ins().bitcast(types::I32X4, le, acc);
-        let bits = em.b.ins().bitselect(is_nan, nan, bits);
-        let lo = em.b.ins().uwiden_low(bits);
-        let hi = em.b.ins().uwiden_high(bits);
-        em.b.ins().store(store, lo, dp, (q * LANES * 8) as i32);
-        em.b.ins().store(store, hi, dp, (q * LANES * 8 + 16) as i32);
-    }
+    super::store_results(em, &sp[1 + 4 * quads..], shape.nan, dp);
 }
 
 /// Values as block arguments.

@@ -14,7 +14,7 @@ use super::{LANES, RunFn, WidenFn};
 use crate::checked::Checked;
 use crate::format::FloatFormat;
 use crate::ir::Sequential;
-use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{BlockArg, InstBuilder, MemFlagsData, Value, types};
 use cranelift_module::Module;
 
@@ -270,18 +270,7 @@ fn emit_columns(em: &mut Emitter, shape: &RunShape, args: &RunArgs, j: Value, ve
         .jump(groups, &carried(g_next, a_next, b_next, &accs));
 
     em.b.switch_to_block(done);
-    let store = MemFlagsData::new().with_notrap();
-    let nan = em.splat32(shape.nan);
-    for (v, &acc) in sp[3..].iter().enumerate() {
-        // every NaN is d's canonical NaN, as the interpreter encodes it
-        let is_nan = em.b.ins().fcmp(FloatCC::Unordered, acc, acc);
-        let bits = em.b.ins().bitcast(types::I32X4, le, acc);
-        let bits = em.b.ins().bitselect(is_nan, nan, bits);
-        let lo = em.b.ins().uwiden_low(bits);
-        let hi = em.b.ins().uwiden_high(bits);
-        em.b.ins().store(store, lo, dp, (v * LANES * 8) as i32);
-        em.b.ins().store(store, hi, dp, (v * LANES * 8 + 16) as i32);
-    }
+    super::store_results(em, &sp[3..], shape.nan, dp);
 }
 
 /// Lanes that are zeros or subnormals become +0 (c's conditioning).

@@ -149,6 +149,26 @@ fn define<M: cranelift_module::Module>(
     Ok(id)
 }
 
+/// Store four dot products per vector of `results` (f32x4) as d's encodings (u64) at
+/// `d`, the vectors one after the other, every NaN as d's canonical NaN `nan` (as the
+/// interpreter encodes it).
+fn store_results(em: &mut Emitter, results: &[Value], nan: i64, d: Value) {
+    use cranelift_codegen::ir::MemFlagsData;
+    use cranelift_codegen::ir::condcodes::FloatCC;
+    let le = super::emit::little_endian();
+    let nan = em.splat32(nan);
+    let store = MemFlagsData::new().with_notrap();
+    for (v, &acc) in results.iter().enumerate() {
+        let is_nan = em.b.ins().fcmp(FloatCC::Unordered, acc, acc);
+        let bits = em.b.ins().bitcast(types::I32X4, le, acc);
+        let bits = em.b.ins().bitselect(is_nan, nan, bits);
+        let lo = em.b.ins().uwiden_low(bits);
+        let hi = em.b.ins().uwiden_high(bits);
+        em.b.ins().store(store, lo, d, (v * LANES * 8) as i32);
+        em.b.ins().store(store, hi, d, (v * LANES * 8 + 16) as i32);
+    }
+}
+
 /// The column loops of a run entry: for each size in `sizes` (runs of [`LANES`] columns,
 /// largest first), while that many runs remain of `columns`, `emit(em, j, runs)` for
 /// columns `j..`; from the current block on, ending in a block that falls through.
