@@ -413,6 +413,74 @@ fn misspelled_instructions_get_a_suggestion() {
     }
 }
 
+/// A command that runs one instruction checks that instruction (and the file's formats
+/// and pipelines), not every family of the file: an error in another family does not stop
+/// it, and `mmac check` still reports that error. Where the instruction itself has an
+/// error, the diagnostics are the whole file's, as before.
+#[test]
+fn one_instruction_commands_check_that_instruction() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let spec = dir.path().join("two.mma");
+    std::fs::write(
+        &spec,
+        "arch two \"one sound family, one broken\"\nimport std\n\n\
+         instruction good.f32.e4m3.e4m3.f32 {\n    shape 1 x 1 x 4\n    \
+         types a = e4m3, b = e4m3, c = f32, d = f32\n    evidence assumption\n    \
+         uses t_fdpa(F = 20, L = 4, e_zero = -133, rho = nearest_even)\n}\n\n\
+         instruction bad.f32.e4m3.e4m3.f32 {\n    shape 1 x 1 x 4\n    \
+         types a = e4m3, b = e4m3, c = f32, d = f32\n    evidence assumption\n    \
+         uses t_fdpa(F = 20, L = 4, e_zero = -133, rho = sideways)\n}\n",
+    )
+    .unwrap();
+    let spec = spec.to_str().unwrap();
+    let k4 = "38,38,38,38"; // four 1.0 in e4m3
+    let good = mmac(&[
+        "run",
+        spec,
+        "--instr",
+        "good.f32.e4m3.e4m3.f32",
+        "--c",
+        "0",
+        "--a",
+        k4,
+        "--b",
+        k4,
+    ]);
+    assert_eq!(good.status.code(), Some(0), "{}", stderr(&good));
+    assert!(stdout(&good).starts_with("d=40800000"), "{}", stdout(&good)); // 4.0
+    let check = mmac(&["check", spec]);
+    assert_eq!(check.status.code(), Some(1));
+    assert!(stderr(&check).contains("sideways"), "{}", stderr(&check));
+    let bad = mmac(&[
+        "run",
+        spec,
+        "--instr",
+        "bad.f32.e4m3.e4m3.f32",
+        "--c",
+        "0",
+        "--a",
+        k4,
+        "--b",
+        k4,
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert_eq!(stderr(&bad), stderr(&check));
+    let typo = mmac(&[
+        "run",
+        spec,
+        "--instr",
+        "good.f32.e4m3.e4m3.f33",
+        "--c",
+        "0",
+        "--a",
+        k4,
+        "--b",
+        k4,
+    ]);
+    assert_eq!(typo.status.code(), Some(1), "{}", stderr(&typo));
+    assert_eq!(stderr(&typo), stderr(&check));
+}
+
 /// `mmac run` with the Hopper f16 instruction (K = 8) and extra arguments: (exit, stdout,
 /// stderr).
 fn run_f16(extra: &[&str]) -> (Option<i32>, String, String) {

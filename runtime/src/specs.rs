@@ -77,6 +77,31 @@ pub fn load_file(path: &Path) -> Result<LoadedSpec, LoadError> {
     })
 }
 
+/// The file `path` with instruction `name` alone checked: its formats and pipelines are
+/// checked as [`load_file`] checks them, but of its instruction families only `name` is
+/// instantiated and validated, so the spec returned holds that instruction alone. This is
+/// what a command that runs one instruction needs: a large file (Blackwell declares over
+/// 10,000 instructions) costs one instantiation, not one per instruction. Where that
+/// check fails (the instruction is not declared, or has an error), the whole file is
+/// checked as [`load_file`] does, so that the diagnostics are the whole file's and a
+/// file without `name` comes back whole (the caller names the instruction missing, with
+/// the closest name). Errors in the other instructions' families are not reported when
+/// `name` checks: `mmac check` reports them.
+pub fn load_instruction(path: &Path, name: &str) -> Result<LoadedSpec, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|e| LoadError::Io(path.to_path_buf(), e))?;
+    let file_name = path.display().to_string();
+    let checked =
+        match mmac_compiler::compile_instruction_with_overrides(&file_name, &text, name, &[]) {
+            Ok(one) => one,
+            Err(_) => mmac_compiler::compile(&file_name, &text)
+                .map_err(|d| LoadError::Invalid(Box::new(d)))?,
+        };
+    Ok(LoadedSpec {
+        path: path.to_path_buf(),
+        checked,
+    })
+}
+
 /// The `.mma` files a path names: the file itself, or every `.mma` below a folder.
 pub fn spec_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     if path.is_dir() {

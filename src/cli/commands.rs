@@ -4,7 +4,8 @@
 //! stdout and diagnostics to stderr, and returns the exit code.
 
 use super::common::{
-    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load, progress_bar,
+    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load, load_for,
+    progress_bar,
 };
 use super::{Engine, RunArgs};
 use mmac_compiler::Checked;
@@ -122,7 +123,7 @@ fn list_folder(folder: &Path, markdown: bool, json: bool, color: bool) -> Outcom
 }
 
 pub fn show(file: &Path, name: &str, cost: bool, color: bool) -> Outcome {
-    let s = load(file, color)?;
+    let s = load_for(file, name, color)?;
     let checked = instruction(&s, name)?;
     // synthesis first: a failure prints nothing on stdout
     let cost = match cost.then(|| mmac_runtime::cost::synthesize(checked)) {
@@ -329,7 +330,7 @@ fn sparse_a(
 }
 
 pub fn run(args: &RunArgs, color: bool) -> Outcome {
-    let s = load(&args.file, color)?;
+    let s = load_for(&args.file, &args.instr, color)?;
     let checked = instruction(&s, &args.instr)?;
     let inst = checked.instruction();
     let (c, [a, b, sa, sb, positions]) = match operands(args, inst) {
@@ -451,7 +452,7 @@ pub fn generate(
     output: Option<&Path>,
     color: bool,
 ) -> Outcome {
-    let s = load(file, color)?;
+    let s = load_for(file, name, color)?;
     let checked = instruction(&s, name)?;
     let inst = checked.instruction();
     let out_file = match output {

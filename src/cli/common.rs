@@ -102,12 +102,23 @@ impl io::Write for Stdout {
 /// Parse and check one spec file; on failure the diagnostics are on stderr and the
 /// subcommand halts with the exit code (unreadable file: usage, invalid spec: failed).
 pub fn load(path: &Path, color: bool) -> Result<LoadedSpec, Halt> {
-    specs::load_file(path).map_err(|e| {
-        eprint!("{}", e.render(color));
-        Halt::Exit(match e {
-            specs::LoadError::Io(..) => EXIT_USAGE,
-            specs::LoadError::Invalid(_) => EXIT_FAILED,
-        })
+    specs::load_file(path).map_err(|e| not_loaded(e, color))
+}
+
+/// Load `path` for the one instruction `name` a command runs
+/// ([`specs::load_instruction`]: that instruction alone checked, the whole file where it
+/// fails); errors as [`load`]'s.
+pub fn load_for(path: &Path, name: &str, color: bool) -> Result<LoadedSpec, Halt> {
+    specs::load_instruction(path, name).map_err(|e| not_loaded(e, color))
+}
+
+/// A spec that did not load: its diagnostics on stderr, exit 2 for a file that cannot be
+/// read, 1 for one that does not check.
+fn not_loaded(e: specs::LoadError, color: bool) -> Halt {
+    eprint!("{}", e.render(color));
+    Halt::Exit(match e {
+        specs::LoadError::Io(..) => EXIT_USAGE,
+        specs::LoadError::Invalid(_) => EXIT_FAILED,
     })
 }
 

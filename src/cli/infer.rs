@@ -3,7 +3,7 @@
 //! `mmac_runtime::blackbox`, and the report of `mmac_runtime::infer`.
 
 use super::common::{
-    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load,
+    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load_for,
 };
 use mmac_compiler::engine::{Choice, Engine};
 use mmac_compiler::ir::{Sparsity, Walk};
@@ -25,7 +25,7 @@ const BATCH: usize = 4096;
 /// instruction's requests carry `pos=` (the columns of a's stored elements), as `.mmv`
 /// cases do.
 pub fn serve(file: &Path, name: &str, color: bool) -> Outcome {
-    let s = load(file, color)?;
+    let s = load_for(file, name, color)?;
     let checked = instruction(&s, name)?;
     let inst = checked.instruction();
     let iface = Interface::of(inst);

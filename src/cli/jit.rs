@@ -5,7 +5,7 @@
 
 use super::Engine;
 use super::common::{
-    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load,
+    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Halt, Outcome, create_output, instruction, load, load_for,
 };
 use clap::ValueEnum;
 use mmac_compiler::aot;
@@ -436,7 +436,7 @@ pub fn bench(
     json: bool,
     color: bool,
 ) -> Outcome {
-    let s = load(file, color)?;
+    let s = load_for(file, instr, color)?;
     let checked = instruction(&s, instr)?;
     let inst = checked.instruction();
     let k = inst.k();

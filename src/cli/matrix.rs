@@ -2,7 +2,7 @@
 
 use super::MatrixArgs;
 use super::common::{
-    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, create_output, instruction, load, progress_bar,
+    EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, create_output, instruction, load_for, progress_bar,
 };
 use mmac_compiler::engine as facade;
 use mmac_runtime::gemm::{self, Problem};
@@ -20,7 +20,7 @@ pub fn run(
     whole_instruction: bool,
     color: bool,
 ) -> Outcome {
-    let spec = load(&args.spec, color)?;
+    let spec = load_for(&args.spec, &args.instr, color)?;
     let checked = instruction(&spec, &args.instr)?;
     let inst = checked.instruction();
     let mut inputs = vec![

@@ -359,6 +359,8 @@ fn expand_instructions(
         })
         .collect();
     let mut expanded: Vec<Vec<Instruction>> = vec![vec![]; decls.len()];
+    // the instructions a composed family may run: kept (cloned) only where one is declared
+    let composed = decls.iter().any(|d| declared.is_composed(d));
     let mut known: HashMap<String, Instruction> = HashMap::new();
     let mut names: HashMap<String, Span> = HashMap::new();
     let resolve = |name: &str| -> Option<Instruction> {
@@ -393,7 +395,9 @@ fn expand_instructions(
                             continue;
                         }
                         names.insert(inst.name.clone(), decl.name_span);
-                        known.insert(inst.name.clone(), inst.clone());
+                        if composed {
+                            known.insert(inst.name.clone(), inst.clone());
+                        }
                         expanded[index].push(inst);
                     }
                 }
