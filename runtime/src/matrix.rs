@@ -406,7 +406,8 @@ pub use crate::output::{Output, OutputError};
 impl Output {
     /// Write the matrix as a `.npy` file and put it in place ([`Output::write_with`]).
     pub fn finish(self, format: &Format, m: &Matrix) -> Result<(), OutputError> {
-        self.write_with(|out| write_npy(out, format, m))
+        self.expecting(npy_size(format, m.rows, m.cols))
+            .write_with(|out| write_npy(out, format, m))
     }
 }
 
@@ -422,6 +423,16 @@ fn write_npy(
 ) -> std::io::Result<()> {
     write_npy_header(out, format, m.rows, m.cols)?;
     write_elements(out, format, &m.data, true)
+}
+
+/// About the size of a `.npy` file of a `rows` x `cols` matrix of `format` encodings: its
+/// elements and a header of 128 bytes (npyz pads the header to a multiple of 64; a longer
+/// one makes this an underestimate, which [`Output::expecting`] allows).
+pub fn npy_size(format: &Format, rows: usize, cols: usize) -> u64 {
+    let width: u64 = dtype_of(format)[2..].parse().unwrap_or(8);
+    128 + (rows as u64)
+        .saturating_mul(cols as u64)
+        .saturating_mul(width)
 }
 
 /// The header of a `.npy` file of a `rows` x `cols` matrix of `format` encodings (by

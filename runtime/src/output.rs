@@ -43,6 +43,8 @@ pub struct Output {
     /// The destination as the user named it (for messages).
     path: PathBuf,
     target: Target,
+    /// Bytes the writing is expected to come to ([`Output::expecting`]).
+    expected: Option<u64>,
 }
 
 impl Output {
@@ -58,6 +60,7 @@ impl Output {
             return Ok(Output {
                 path: path.to_path_buf(),
                 target: Target::Descriptor(fd),
+                expected: None,
             });
         }
         // what the path names, symbolic links followed (the links themselves stay)
@@ -88,7 +91,18 @@ impl Output {
         Ok(Output {
             path: path.to_path_buf(),
             target,
+            expected: None,
         })
+    }
+
+    /// Say how many bytes the writing will come to. A regular file's temporary file then
+    /// gets that much disk before anything is written (its size stays what is written):
+    /// a full disk is an error before any work, and the file system need not allocate the
+    /// whole file when it is renamed over an older one (ext4 does, in the rename: a 16 MB
+    /// D replaced in 8-12 ms without, 1 ms with, docs/performance.md).
+    pub fn expecting(mut self, bytes: u64) -> Output {
+        self.expected = Some(bytes);
+        self
     }
 
     /// Whether nothing reaches the destination unless the writing succeeds (a regular
@@ -162,6 +176,9 @@ impl Output {
                 builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
                 let mut file = builder.tempfile_in(&dir).map_err(io)?;
                 let _removed_on_signal = interrupts::Registered::new(file.path());
+                if let Some(bytes) = self.expected {
+                    reserve(file.as_file(), bytes).map_err(io)?;
+                }
                 if let Ok(old) = std::fs::metadata(p) {
                     file.as_file()
                         .set_permissions(old.permissions())
@@ -176,6 +193,37 @@ impl Output {
             }
         }
     }
+}
+
+/// Give `file` (empty, just made) `bytes` of disk without changing its size
+/// (`FALLOC_FL_KEEP_SIZE`: what is written decides the size, whatever was reserved). A
+/// file system that cannot allocate ahead is written as if nothing had been asked; a
+/// full disk or quota, or a file beyond the size limit, is an error.
+#[cfg(target_os = "linux")]
+fn reserve(file: &std::fs::File, bytes: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let Ok(len) = libc::off_t::try_from(bytes) else {
+        return Ok(());
+    };
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: fallocate on a descriptor the borrowed file keeps open; it passes no memory
+    let r = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, len) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG) => Err(e),
+        // (EOPNOTSUPP, EINVAL, ...: no allocation ahead here)
+        _ => Ok(()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn reserve(_: &std::fs::File, _: u64) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// The descriptor of this process that `path` names (`/dev/stdout`, `/dev/stderr`,
@@ -385,6 +433,48 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 1, "no temporary file is left");
+    }
+
+    /// A reservation gives disk, not size: the file holds what was written, more or less
+    /// than expected (with the size changed by the reservation, the short file would end
+    /// in zeros).
+    #[test]
+    fn the_expected_size_reserves_disk_and_the_writing_decides_the_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.bin");
+        std::fs::write(&p, vec![7u8; 1 << 16]).unwrap();
+        for (expected, written) in [(1 << 20, 10), (4, 4096), (0, 3), (1 << 20, 1 << 20)] {
+            let data: Vec<u8> = (0..written).map(|i| (i % 251) as u8 + 1).collect();
+            Output::create(&p)
+                .unwrap()
+                .expecting(expected)
+                .finish_bytes(&data)
+                .unwrap();
+            assert_eq!(std::fs::read(&p).unwrap(), data, "{expected} expected");
+        }
+        // the disk was reserved: a file given 1 MiB for 10 bytes holds 1 MiB of blocks
+        // (where the file system allocates ahead; a probe says whether it does)
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let probe = std::fs::File::create(dir.path().join("probe")).unwrap();
+            if reserve(&probe, 4096).is_ok() && probe.metadata().unwrap().blocks() > 0 {
+                Output::create(&p)
+                    .unwrap()
+                    .expecting(1 << 20)
+                    .finish_bytes(b"0123456789")
+                    .unwrap();
+                let m = std::fs::metadata(&p).unwrap();
+                assert_eq!(m.len(), 10);
+                assert!(m.blocks() * 512 >= 1 << 20, "{} blocks", m.blocks());
+            }
+        }
+        // through a device nothing is reserved
+        Output::create(Path::new("/dev/null"))
+            .unwrap()
+            .expecting(1 << 40)
+            .finish_bytes(b"x")
+            .unwrap();
     }
 
     #[cfg(unix)]

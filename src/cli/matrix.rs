@@ -212,26 +212,28 @@ fn compute_and_write(
     let mut failed = None;
     // (D kept for the error report: refused here if it cannot be had, before any work)
     let mut kept = Matrix::try_room(if keep { m } else { 0 }, n)?;
-    let written = output.write_with(|out| {
-        matrix::write_npy_header(out, format, m, n)?;
-        let mut chunk = vec![0u64; rows.min(m) * n];
-        for start in (0..m).step_by(rows) {
-            let end = (start + rows).min(m);
-            let chunk = &mut chunk[..(end - start) * n];
-            let started = std::time::Instant::now();
-            if let Err(e) = pool.install(|| plan.rows_into(start..end, chunk, progress)) {
-                failed = Some(e);
-                // (the file is not put in place: the old one stays whole)
-                return Err(std::io::Error::other("the GEMM failed"));
+    let written = output
+        .expecting(matrix::npy_size(format, m, n))
+        .write_with(|out| {
+            matrix::write_npy_header(out, format, m, n)?;
+            let mut chunk = vec![0u64; rows.min(m) * n];
+            for start in (0..m).step_by(rows) {
+                let end = (start + rows).min(m);
+                let chunk = &mut chunk[..(end - start) * n];
+                let started = std::time::Instant::now();
+                if let Err(e) = pool.install(|| plan.rows_into(start..end, chunk, progress)) {
+                    failed = Some(e);
+                    // (the file is not put in place: the old one stays whole)
+                    return Err(std::io::Error::other("the GEMM failed"));
+                }
+                computing += started.elapsed();
+                matrix::write_npy_elements(out, format, chunk)?;
+                if keep {
+                    kept.extend_from_slice(chunk);
+                }
             }
-            computing += started.elapsed();
-            matrix::write_npy_elements(out, format, chunk)?;
-            if keep {
-                kept.extend_from_slice(chunk);
-            }
-        }
-        Ok(())
-    });
+            Ok(())
+        });
     if let Some(e) = failed {
         return Err(e.to_string());
     }
