@@ -1116,9 +1116,16 @@ pub(crate) fn build_jobs<M: Module>(
         .min(kernels.len().max(1));
     let isa = module.isa();
     let compiled: Vec<Result<(MachineCode, MachineCode), String>> = if threads <= 1 {
+        // (one kernel, as a command that runs one instruction compiles: its dot and batch
+        // functions side by side where there is a second core)
+        let beside =
+            kernels.len() == 1 && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
         kernels
             .iter()
-            .map(|k| compile_kernel(isa, k, options.emit_asm))
+            .map(|k| match beside {
+                true => compile_kernel_beside(isa, k, options.emit_asm),
+                false => compile_kernel(isa, k, options.emit_asm),
+            })
             .collect()
     } else {
         let mut out: Vec<Option<Result<(MachineCode, MachineCode), String>>> =
@@ -1313,6 +1320,28 @@ fn compile_kernel(
         compile_function(isa, k.dot.0, &k.dot.1, want_asm)?,
         compile_function(isa, k.batch.0, &k.batch.1, want_asm && k.records)?,
     ))
+}
+
+/// [`compile_kernel`], the dot function on a second thread while this one compiles the
+/// batch function (a thread that cannot start, or that panics, is compiled here or
+/// refused as the code generator's failure).
+fn compile_kernel_beside(
+    isa: &dyn cranelift_codegen::isa::TargetIsa,
+    k: &Pending,
+    want_asm: bool,
+) -> Result<(MachineCode, MachineCode), String> {
+    std::thread::scope(|scope| {
+        let dot = std::thread::Builder::new()
+            .spawn_scoped(scope, || compile_function(isa, k.dot.0, &k.dot.1, want_asm));
+        let batch = compile_function(isa, k.batch.0, &k.batch.1, want_asm && k.records)?;
+        let dot = match dot {
+            Ok(handle) => handle
+                .join()
+                .unwrap_or_else(|_| Err("the code generator failed".into()))?,
+            Err(_) => compile_function(isa, k.dot.0, &k.dot.1, want_asm)?,
+        };
+        Ok((dot, batch))
+    })
 }
 
 /// Declare a kernel's dot and batch functions and build their Cranelift IR.
