@@ -186,7 +186,11 @@ const CHUNK_ELEMENTS: usize = 1 << 18;
 /// the machine of docs/performance.md, 3 ns per dot of a one-step GEMM). The writing is
 /// not overlapped with the computing: there, a writing thread beside a 1-thread GEMM
 /// slowed the GEMM by 15 to 50 %, more than the writing it hid. A device or a FIFO,
-/// which would see a partial D if the GEMM failed, gets D once it is complete. Returns
+/// which would see a partial D if the GEMM failed, gets D once it is complete. The loop
+/// runs on a worker of the pool, which computes its share of each chunk and then writes
+/// it: the chunk stays in that core's cache, and the pool is not woken from outside once
+/// per chunk (measured: 2,449 context switches for an 8192 x 2048 x 16 CDNA2 GEMM at 2
+/// threads before, 176 after; Hopper f16 2048 x 2048 x 16 at 1 thread 8 % faster). Returns
 /// the GEMM's computing time (the chunks', without their writing) and D when kept.
 fn compute_and_write(
     pool: &rayon::ThreadPool,
@@ -212,16 +216,18 @@ fn compute_and_write(
     let mut failed = None;
     // (D kept for the error report: refused here if it cannot be had, before any work)
     let mut kept = Matrix::try_room(if keep { m } else { 0 }, n)?;
-    let written = output
-        .expecting(matrix::npy_size(format, m, n))
-        .write_with(|out| {
+    let output = output.expecting(matrix::npy_size(format, m, n));
+    // the whole loop on a worker of the pool: the chunks' parallel parts then start from
+    // a worker, not by waking the pool from this thread once per chunk
+    let written = pool.install(|| {
+        output.write_with(|out| {
             matrix::write_npy_header(out, format, m, n)?;
             let mut chunk = vec![0u64; rows.min(m) * n];
             for start in (0..m).step_by(rows) {
                 let end = (start + rows).min(m);
                 let chunk = &mut chunk[..(end - start) * n];
                 let started = std::time::Instant::now();
-                if let Err(e) = pool.install(|| plan.rows_into(start..end, chunk, progress)) {
+                if let Err(e) = plan.rows_into(start..end, chunk, progress) {
                     failed = Some(e);
                     // (the file is not put in place: the old one stays whole)
                     return Err(std::io::Error::other("the GEMM failed"));
@@ -233,7 +239,8 @@ fn compute_and_write(
                 }
             }
             Ok(())
-        });
+        })
+    });
     if let Some(e) = failed {
         return Err(e.to_string());
     }
