@@ -96,7 +96,22 @@ impl Choice {
 #[derive(Clone)]
 pub struct Engine<'a> {
     checked: Checked<'a>,
-    route: Route,
+    route: Slot,
+}
+
+/// An engine's route, or the JIT's compiled on first use ([`Engine::deferred`]).
+#[derive(Clone)]
+enum Slot {
+    Ready(Route),
+    Deferred(Arc<Deferred>),
+}
+
+/// The JIT's kernel of an instruction, compiled when something first needs it, and its
+/// panel, compiled on its own.
+struct Deferred {
+    options: jit::Options,
+    route: std::sync::OnceLock<Route>,
+    panel: std::sync::OnceLock<Option<Arc<jit::panel::Panel>>>,
 }
 
 #[derive(Clone)]
@@ -153,7 +168,35 @@ impl<'a> Engine<'a> {
     /// The engine `choice` gives `checked`, compiling it on its own.
     pub fn new(checked: Checked<'a>, choice: Choice) -> Engine<'a> {
         let route = Engine::prepare(checked, choice).route;
+        Engine {
+            checked,
+            route: Slot::Ready(route),
+        }
+    }
+    /// [`Engine::new`], the JIT's kernel compiled only when something first needs it
+    /// (its panel, [`Engine::panel`], is compiled on its own): a GEMM that its panel
+    /// computes whole never compiles the kernel (`mmac gemm`: 4 ms of a Hopper f16
+    /// kernel). Whether the JIT refuses the instruction ([`Engine::fallback`]) is known
+    /// once the kernel is asked for.
+    pub fn deferred(checked: Checked<'a>, choice: Choice) -> Engine<'a> {
+        let route = match choice {
+            Choice::Interp => Slot::Ready(Route::Interp(None)),
+            Choice::Jit(options) => Slot::Deferred(Arc::new(Deferred {
+                options,
+                route: std::sync::OnceLock::new(),
+                panel: std::sync::OnceLock::new(),
+            })),
+        };
         Engine { checked, route }
+    }
+    /// The route, compiling a deferred kernel now.
+    fn route(&self) -> &Route {
+        match &self.route {
+            Slot::Ready(r) => r,
+            Slot::Deferred(d) => d
+                .route
+                .get_or_init(|| Engine::prepare(self.checked, Choice::Jit(d.options)).route),
+        }
     }
     /// Compile `checked` as `choice` says, to keep ([`Engine::prepared`] takes it back).
     pub fn prepare(checked: Checked, choice: Choice) -> Prepared {
@@ -181,7 +224,10 @@ impl<'a> Engine<'a> {
                 format!("the engine was prepared for `{}`", prepared.name).into(),
             ))
         };
-        Engine { checked, route }
+        Engine {
+            checked,
+            route: Slot::Ready(route),
+        }
     }
     /// The engine of `checked` in a spec compiled before (compiled with `checked`
     /// among its instructions): its kernel, or the interpreter with the JIT's reason.
@@ -190,18 +236,21 @@ impl<'a> Engine<'a> {
             Ok(k) => Route::Jit(k),
             Err(e) => Route::Interp(Some(e.message.into())),
         };
-        Engine { checked, route }
+        Engine {
+            checked,
+            route: Slot::Ready(route),
+        }
     }
     /// The reference interpreter.
     pub fn interpreter(checked: Checked<'a>) -> Engine<'a> {
         Engine {
             checked,
-            route: Route::Interp(None),
+            route: Slot::Ready(Route::Interp(None)),
         }
     }
     /// What it holds, to keep without its borrow ([`Engine::prepared`] takes it back).
     pub fn to_prepared(&self) -> Prepared {
-        Prepared::new(self.checked, self.route.clone())
+        Prepared::new(self.checked, self.route().clone())
     }
     /// The instruction it computes.
     pub fn checked(&self) -> Checked<'a> {
@@ -209,15 +258,15 @@ impl<'a> Engine<'a> {
     }
     /// Does the JIT compute it?
     pub fn is_jit(&self) -> bool {
-        self.route.is_jit()
+        self.route().is_jit()
     }
     /// Why the interpreter computes it when the JIT was asked for (the JIT's refusal).
     pub fn fallback(&self) -> Option<&str> {
-        self.route.fallback()
+        self.route().fallback()
     }
     /// The JIT's kernel, when it computes it.
     pub fn kernel(&self) -> Option<&jit::Kernel> {
-        match &self.route {
+        match self.route() {
             Route::Jit(k) => Some(k),
             Route::Interp(_) => None,
         }
@@ -227,19 +276,24 @@ impl<'a> Engine<'a> {
     /// interpreter, for a sparse or block-scaled instruction, and for any arithmetic
     /// the panels do not cover.
     pub fn panel(&self) -> Option<Arc<jit::panel::Panel>> {
-        let Route::Jit(k) = &self.route else {
-            return None;
-        };
         if self.checked.instruction().sparsity.is_some() || self.checked.scale_count() > 0 {
             return None;
         }
-        k.panel(self.checked).ok()
+        match &self.route {
+            // (its own panel: the kernel, compiled or not, is not needed for one)
+            Slot::Deferred(d) => d
+                .panel
+                .get_or_init(|| jit::panel::compile(self.checked).ok().map(Arc::new))
+                .clone(),
+            Slot::Ready(Route::Jit(k)) => k.panel(self.checked).ok(),
+            Slot::Ready(Route::Interp(_)) => None,
+        }
     }
 
     /// One dot-product-add of the arithmetic (for a sparse instruction, of the dense
     /// arithmetic it runs, on operands as that takes them: see [`Engine::sparse_dot`]).
     pub fn dot(&self, ops: &Operands) -> Result<u64, EvalError> {
-        match &self.route {
+        match self.route() {
             Route::Jit(k) => k.dot(ops),
             Route::Interp(_) => interp::run(self.checked, ops),
         }
@@ -312,7 +366,7 @@ impl<'a> Engine<'a> {
             let m = sparse::check(&sp, columns, p).err().unwrap_or_default();
             pattern(if n > 1 { format!("record {r}: {m}") } else { m })
         };
-        if !self.route.is_jit() {
+        if !self.route().is_jit() {
             // the reference builds each record's operands on its own, by the plain
             // `select` and `expand` (`sparse::dense_record`), not by the chunk builders the
             // kernels' batches take: comparing the engines tests those
@@ -426,7 +480,7 @@ impl<'a> Engine<'a> {
         sb: (&[u64], usize),
         d: &mut [u64],
     ) -> Result<(), EvalError> {
-        if let Route::Jit(kernel) = &self.route {
+        if let Route::Jit(kernel) = self.route() {
             return kernel.batch_strided(c, a, b, sa, sb, d);
         }
         let (k, s) = (self.checked.k(), self.checked.scale_count());
@@ -550,7 +604,10 @@ impl<'a> Engines<'a> {
             },
             (Err(why), _) => Route::Interp(Some(why.clone())),
         };
-        Engine { checked, route }
+        Engine {
+            checked,
+            route: Slot::Ready(route),
+        }
     }
     /// The engine of the instruction called `name`.
     pub fn find(&self, name: &str) -> Option<Engine<'a>> {
@@ -559,5 +616,59 @@ impl<'a> Engines<'a> {
     /// The compiled spec, when the JIT was asked for and the backend ran.
     pub fn compiled(&self) -> Option<&jit::CompiledSpec> {
         self.compiled.as_ref().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str) -> CheckedSpec {
+        let path = format!("{}/../specs/{name}.mma", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        crate::compile(&path, &text).expect("the spec checks")
+    }
+
+    /// Whether a deferred engine has compiled its kernel yet.
+    fn compiled(e: &Engine) -> bool {
+        match &e.route {
+            Slot::Deferred(d) => d.route.get().is_some(),
+            Slot::Ready(_) => true,
+        }
+    }
+
+    /// A deferred engine compiles its panel without its kernel, and the kernel when a dot
+    /// product or a question about the route first needs it; it computes what the
+    /// engine compiled at once computes, and its clones share the one kernel.
+    #[test]
+    fn a_deferred_engine_compiles_its_kernel_when_first_needed() {
+        let s = spec("hopper");
+        let checked = s.find("mma.m16n8k16.f32.f16.f16.f32").unwrap();
+        let lazy = Engine::deferred(checked, Choice::OPTIMISED);
+        assert!(lazy.panel().is_some());
+        assert!(!compiled(&lazy), "the panel compiled the kernel");
+        let copy = lazy.clone();
+        let (a, b) = ([0x3c00u64; 16], [0x4000u64; 16]); // 1.0 and 2.0 in f16
+        let ops = Operands {
+            c: 0x3f80_0000, // 1.0f
+            a: &a,
+            b: &b,
+            sa: &[],
+            sb: &[],
+        };
+        let eager = Engine::new(checked, Choice::OPTIMISED);
+        assert_eq!(lazy.dot(&ops).unwrap(), eager.dot(&ops).unwrap());
+        assert_eq!(lazy.dot(&ops).unwrap(), 0x4204_0000); // 1 + 16 * 2 = 33
+        assert!(compiled(&lazy) && compiled(&copy), "the clone shares the kernel");
+        assert!(lazy.is_jit() && lazy.fallback().is_none());
+        // an instruction without a panel: none, and the kernel on first use
+        let ada = spec("ada");
+        let fp8 = ada.find("mma.m16n8k32.f32.e4m3.e4m3.f32").unwrap();
+        let lazy = Engine::deferred(fp8, Choice::OPTIMISED);
+        assert!(lazy.panel().is_none() && !compiled(&lazy));
+        assert!(lazy.is_jit() && compiled(&lazy));
+        // the interpreter, asked for: nothing deferred, no panel
+        let interp = Engine::deferred(checked, Choice::Interp);
+        assert!(interp.panel().is_none() && !interp.is_jit() && interp.fallback().is_none());
     }
 }

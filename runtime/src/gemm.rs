@@ -456,6 +456,11 @@ impl<'a> Plan<'a> {
         }
     }
 
+    /// Whether the JIT's panel computes D ([`Engine::panel`]), not the kernel's batches.
+    pub fn uses_panel(&self) -> bool {
+        self.panel.is_some()
+    }
+
     /// D's rows (M) and columns (N).
     pub fn shape(&self) -> (usize, usize) {
         (self.m, self.n)

@@ -116,23 +116,32 @@ pub fn run(
             return Ok(EXIT_FAILED);
         }
     };
-    let engine = facade::Engine::new(checked, args.engine.choice(facade::Choice::OPTIMISED));
-    if let Some(why) = engine.fallback() {
-        // (as `--engine jit` says: what the JIT refuses runs on the interpreter)
-        eprintln!("note: {why}; using the interpreter (slower than a kernel)");
+    // the JIT's kernel is compiled when needed: not for a GEMM its panel computes whole
+    let engine = facade::Engine::deferred(checked, args.engine.choice(facade::Choice::OPTIMISED));
+    let kernel = || {
+        if let Some(why) = engine.fallback() {
+            // (as `--engine jit` says: what the JIT refuses runs on the interpreter)
+            eprintln!("note: {why}; using the interpreter (slower than a kernel)");
+        }
+    };
+    // the JIT's GEMM panel, where the arithmetic has one, compiled like the kernel before
+    // the clock starts; without one, the kernel now
+    if engine.panel().is_none() {
+        kernel();
     }
     let tiles = (m / inst.m as usize) * (n / inst.n as usize);
     let dots = m * n * (k / inst.columns());
     let bar = progress_bar(tiles as u64, "tiles", dots > PROGRESS_DOTS);
     let progress = |t: usize| bar.inc(t as u64);
-    // the JIT's GEMM panel, where the arithmetic has one, compiled like the kernel before
-    // the clock starts
-    let _ = engine.panel();
     // the GEMM's time: the step-major (or the panel's) copies of A and B, and computing
     // D's chunks
     let started = std::time::Instant::now();
     let plan = pool.install(|| gemm::Plan::new(&engine, &problem));
     let planning = started.elapsed();
+    if !plan.uses_panel() {
+        // (the panel does not take these operands: a NaN or an infinity in A or B)
+        kernel();
+    }
     let streamed = compute_and_write(
         &pool,
         &plan,
