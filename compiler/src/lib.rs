@@ -243,6 +243,49 @@ mod tests {
         assert_eq!(d.codes(), vec![Code::UnknownName]);
     }
 
+    /// A composed instruction checked alone runs the one instruction of its inner name:
+    /// where two families declare that name, or one that may declare it does not check,
+    /// checking it alone fails as checking the whole file does (found by a hostile run:
+    /// the first declaration ran, so the result hung on the order of the file).
+    #[test]
+    fn a_composed_instruction_alone_needs_its_inner_instruction_declared_once() {
+        let inner = |f: &str| {
+            format!(
+                "instruction mma.m16n8k16.f16.f16.f16.f16 {{\n  shape 16 x 8 x 16\n  \
+                 types a = f16, b = f16, c = f16, d = f16\n  evidence model\n  \
+                 uses t_fdpa({f}, L = 16, e_zero = -21)\n}}\n"
+            )
+        };
+        let composed = "pipeline through_f16(inner) {\n  convert a, b to f16 round nearest_even\n  \
+             let low = run inner over k mod 4 in [0, 1] with c = 0\n  \
+             let high = run inner over k mod 4 in [2, 3] with c = low\n  \
+             let d = add high, c in out round nearest_even\n  result d\n}\n\
+             instruction mma.m16n8k32.f16.e4m3.e4m3.f16 {\n  shape 16 x 8 x 32\n  \
+             types a = e4m3, b = e4m3, c = f16, d = f16\n  evidence model\n  \
+             uses through_f16(inner = \"mma.m16n8k16.f16.f16.f16.f16\")\n}\n";
+        let name = "mma.m16n8k32.f16.e4m3.e4m3.f16";
+        let file = |inners: &[String]| format!("arch x\nimport std\n{}{composed}", inners.concat());
+        let once = file(&[inner("F = 24")]);
+        assert!(compile_instruction_with_overrides("x.mma", &once, name, &[]).is_ok());
+        for (inners, code) in [
+            (
+                vec![inner("F = 24"), inner("F = 11")],
+                Code::DuplicateInstruction,
+            ),
+            (
+                vec![inner("F = 24, Q = 3"), inner("F = 24")],
+                Code::UnknownParameter,
+            ),
+        ] {
+            let text = file(&inners);
+            assert!(compile("x.mma", &text).unwrap_err().codes().contains(&code));
+            assert!(
+                compile_instruction_with_overrides("x.mma", &text, name, &[]).is_err(),
+                "{code:?}: checked alone, it ran one of the declarations"
+            );
+        }
+    }
+
     /// Over the whole library, checking one instruction alone gives the instruction the
     /// whole file gives (a sample of each file's instructions, every family member kind).
     #[test]

@@ -371,10 +371,17 @@ fn expand_instructions(
             known: &no_known,
             resolve: None,
         };
-        decls
-            .iter()
-            .filter(|d| !declared.is_composed(d))
-            .find_map(|d| expand_family(d, &env, overrides, Some(name)).ok()?.pop())
+        // the one family that declares `name`: none where two do, or where a family that
+        // may declare it does not check (the whole file's check then says which)
+        let mut found = None;
+        for d in decls.iter().filter(|d| !declared.is_composed(d)) {
+            let mut list = expand_family(d, &env, overrides, Some(name)).ok()?;
+            if list.len() > 1 || (!list.is_empty() && found.is_some()) {
+                return None;
+            }
+            found = found.or(list.pop());
+        }
+        found
     };
     for second_pass in [false, true] {
         for (index, decl) in decls.iter().enumerate() {
