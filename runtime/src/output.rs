@@ -198,7 +198,9 @@ impl Output {
 /// Give `file` (empty, just made) `bytes` of disk without changing its size
 /// (`FALLOC_FL_KEEP_SIZE`: what is written decides the size, whatever was reserved). A
 /// file system that cannot allocate ahead is written as if nothing had been asked; a
-/// full disk or quota, or a file beyond the size limit, is an error.
+/// full disk or quota, a size beyond the file system's largest file, or one beyond the
+/// process's file size limit (`ulimit -f`, which would otherwise kill the process with
+/// SIGXFSZ midway) is an error.
 #[cfg(target_os = "linux")]
 fn reserve(file: &std::fs::File, bytes: u64) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -207,6 +209,20 @@ fn reserve(file: &std::fs::File, bytes: u64) -> std::io::Result<()> {
     };
     if len == 0 {
         return Ok(());
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given, which lives on this stack
+    let limited = unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) } == 0
+        && limit.rlim_cur != libc::RLIM_INFINITY;
+    if limited && bytes > limit.rlim_cur {
+        return Err(std::io::Error::other(format!(
+            "it would take {bytes} bytes, beyond this process's file size limit of {} \
+             (ulimit -f)",
+            limit.rlim_cur
+        )));
     }
     // SAFETY: fallocate on a descriptor the borrowed file keeps open; it passes no memory
     let r = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, len) };
