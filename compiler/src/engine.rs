@@ -659,7 +659,10 @@ mod tests {
         let eager = Engine::new(checked, Choice::OPTIMISED);
         assert_eq!(lazy.dot(&ops).unwrap(), eager.dot(&ops).unwrap());
         assert_eq!(lazy.dot(&ops).unwrap(), 0x4204_0000); // 1 + 16 * 2 = 33
-        assert!(compiled(&lazy) && compiled(&copy), "the clone shares the kernel");
+        assert!(
+            compiled(&lazy) && compiled(&copy),
+            "the clone shares the kernel"
+        );
         assert!(lazy.is_jit() && lazy.fallback().is_none());
         // an instruction without a panel: none, and the kernel on first use
         let ada = spec("ada");
