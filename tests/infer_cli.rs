@@ -210,6 +210,39 @@ fn infer_usage_errors() {
         "{}",
         text(&out.stderr)
     );
+    // a box that prints each answer twice breaks the protocol, not the arithmetic (its
+    // answers would shift); --verify takes 1 case or more (none would write a spec
+    // verified on nothing). Found by a hostile run.
+    let serve = format!(
+        "{} serve specs/hopper.mma --instr mma.m16n8k16.f32.f16.f16.f32",
+        mmac_path().display()
+    );
+    for (exec, verify, want) in [
+        (
+            format!("{serve} | sed -u p"),
+            "10",
+            "more lines than its first",
+        ),
+        (serve.clone(), "0", "--verify"),
+    ] {
+        let out = mmac(&[
+            "infer",
+            "--exec",
+            &exec,
+            "--types",
+            "a=f16,b=f16,c=f32,d=f32",
+            "--k",
+            "16",
+            "--verify",
+            verify,
+            "-o",
+            "/tmp/never-written.mma",
+        ]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(want), "{err}");
+        assert!(!std::path::Path::new("/tmp/never-written.mma").exists());
+    }
 }
 
 /// examples/box.py, a box in Python: anything that speaks the protocol can be inferred.

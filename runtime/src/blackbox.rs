@@ -251,6 +251,10 @@ pub enum BoxError {
     },
     #[error("the spec cannot evaluate the input: {0}")]
     Eval(String),
+    #[error(
+        "the box printed more lines than its first {asked} requests (one too many: `{line}`): it must print one `d=HEX` line per request"
+    )]
+    Surplus { line: String, asked: usize },
 }
 
 /// An unknown unit: answers every input of a batch with d's raw encoding, in order.
@@ -318,7 +322,12 @@ pub struct PipeBox {
     lines: Option<mpsc::Sender<String>>,
     writer: Option<JoinHandle<std::io::Result<()>>>,
     answers: mpsc::Receiver<Answer>,
+    /// What a receive took that the next one is to see (the end of the output, met
+    /// while looking for a second answer to the first request).
+    held: Option<Answer>,
     answered: usize,
+    /// Whether the first batch's answers were watched for a line too many.
+    first_checked: bool,
     timeout: Duration,
     /// A sparse box: its pattern and K. Each input is then the dense arithmetic's, sent
     /// as a sparse request with the stored elements at the first columns of every group.
@@ -368,7 +377,9 @@ impl PipeBox {
             lines: Some(tx),
             writer: Some(writer),
             answers,
+            held: None,
             answered: 0,
+            first_checked: false,
             timeout: DEFAULT_REPLY_TIMEOUT,
             sparse: None,
         })
@@ -457,9 +468,34 @@ fn sparse_request(iface: &Interface, input: &SparseInput) -> String {
     )
 }
 
+/// How long a box's output is watched, after the first batch, for a line too many.
+const SURPLUS_WAIT: Duration = Duration::from_millis(100);
+
 impl PipeBox {
-    /// Send one request line per input and read one answer each, in order.
+    /// Send one request line per input and read one answer each, in order. After the
+    /// first batch the output is watched for a moment: a box that prints more than one
+    /// line per request would shift every later answer, and its arithmetic would look
+    /// wrong instead of its protocol.
     fn exchange(&mut self, lines: &[String]) -> Result<Vec<u64>, BoxError> {
+        let out = self.exchange_batch(lines)?;
+        if !self.first_checked && !lines.is_empty() {
+            self.first_checked = true;
+            match self.answers.recv_timeout(SURPLUS_WAIT) {
+                Ok(Answer::Line(l)) => {
+                    return Err(BoxError::Surplus {
+                        line: l.trim().to_string(),
+                        asked: lines.len(),
+                    });
+                }
+                Ok(other) => self.held = Some(other),
+                Err(_) => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`PipeBox::exchange`] without the watch.
+    fn exchange_batch(&mut self, lines: &[String]) -> Result<Vec<u64>, BoxError> {
         let mut text = String::new();
         for line in lines {
             text.push_str(line);
@@ -471,7 +507,11 @@ impl PipeBox {
         }
         let mut out = Vec::with_capacity(lines.len());
         for i in 0..lines.len() {
-            let line = match self.answers.recv_timeout(self.timeout) {
+            let received = match self.held.take() {
+                Some(a) => Ok(a),
+                None => self.answers.recv_timeout(self.timeout),
+            };
+            let line = match received {
                 Ok(Answer::Line(l)) => l,
                 Ok(Answer::End) | Err(mpsc::RecvTimeoutError::Disconnected) => {
                     let status = self.status();

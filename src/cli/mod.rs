@@ -406,8 +406,10 @@ pub enum Command {
         /// The instruction name (default `inferred.k{K}.{d}.{a}.{b}.{c}`).
         #[arg(long)]
         name: Option<String>,
-        /// Random cases the winner is verified on.
-        #[arg(long, default_value_t = 10_000)]
+        /// Random cases the winner is verified on: 1 to 100,000,000 (no spec is written
+        /// unverified).
+        #[arg(long, default_value_t = 10_000,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000_000))]
         verify: usize,
         /// Print one JSON object (verified, pipeline, uses, parameters, probes,
         /// verify_cases, unresolved, seconds, output, witness) instead of the summary line.
