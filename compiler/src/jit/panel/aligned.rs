@@ -406,10 +406,26 @@ fn emit_step(em: &mut Emitter, shape: &Shape, [av, ae, bv, be]: [Value; 4], acc:
         }
         level[0]
     });
-    let halves = sums.map(|s| {
-        let s = overflow_to_inf(em, s);
-        em.b.ins().fvdemote(s)
-    });
+    // a sum of 2^128 or more becomes ±Inf, looked for only where a lane's reference
+    // exponent allows one: every term lies below 2^(emax + 2) (c below 2^(emax + 1)), so
+    // the sum lies below (2 chain + 1) 2^(emax + 1)
+    let carries = (2 * shape.chain as u32 + 1)
+        .next_power_of_two()
+        .trailing_zeros();
+    let safe = em.splat32(127 - carries as i64);
+    let large = em.b.ins().icmp(IntCC::SignedGreaterThan, emax, safe);
+    let any = em.b.ins().vany_true(large);
+    let (fix, join) = (em.b.create_block(), em.b.create_block());
+    em.b.append_block_param(join, types::F64X2);
+    em.b.append_block_param(join, types::F64X2);
+    em.b.ins()
+        .brif(any, fix, &[], join, &sums.to_vec().map_args());
+    em.b.switch_to_block(fix);
+    let fixed = sums.map(|s| overflow_to_inf(em, s)).to_vec();
+    em.b.ins().jump(join, &fixed.map_args());
+    em.b.switch_to_block(join);
+    let sums = em.b.block_params(join).to_vec();
+    let halves = [0, 1].map(|h| em.b.ins().fvdemote(sums[h]));
     let d = em.pick32(halves[0], halves[1], [0, 1, 4, 5]);
     // a zero is +0 (-0 + +0 is +0 rounding toward zero)
     let zero = em.b.ins().f32const(0.0);

@@ -687,6 +687,50 @@ mod tests {
         }
     }
 
+    /// Sums at the edge of f32's range: the aligned panel looks for an overflow only where
+    /// a step's reference exponent allows one. At the smallest exponent that does (124
+    /// for a chain of 4, 123 for 8: the sum of a chain's terms and c lies below
+    /// (2 chain + 1) 2^(emax + 1)), products of the largest significands and a c just
+    /// below it reach 2^128: ±Inf, where a threshold one higher gives f32's largest
+    /// finite value.
+    #[test]
+    fn aligned_panels_find_the_overflows_at_the_edge() {
+        for (file, name, edge) in [
+            ("ampere", "mma.m16n8k8.f32.tf32.tf32.f32", 124), // L = 4
+            ("hopper", "wgmma.m64n8k8.f32.tf32.tf32", 123),   // L = 8
+            ("ampere", "mma.m16n8k16.f32.bf16.bf16.f32", 123), // L = 8
+        ] {
+            let v = spec(file);
+            let checked = v.get(v.spec().position(name).expect(name));
+            let panel = Engine::new(checked, Choice::OPTIMISED)
+                .panel()
+                .expect("a panel");
+            let PanelKind::Aligned { shape, .. } = &panel.kind else {
+                panic!("{name}: not aligned")
+            };
+            let (k, chain) = (checked.k(), shape.chain);
+            let f = checked.instruction().arithmetic.a.as_float().unwrap();
+            let sign = 1u64 << (f.exponent_bits + f.mantissa_bits + f.ignored_low_bits);
+            let largest = |e: i64| element(f, e, u64::MAX >> 1); // (2 - ulp) 2^e
+            let (ea, eb) = (edge / 2 + edge % 2, edge / 2);
+            // the first chained step's products at the edge, the rest zero
+            let a: Vec<u64> = (0..k)
+                .map(|i| if i < chain { largest(ea) } else { 0 })
+                .collect();
+            let cols = 4;
+            let mut b = vec![0u64; k * cols];
+            for r in 0..chain {
+                b[r * cols] = largest(eb); // + ... + c: +Inf
+                b[r * cols + 1] = largest(eb) | sign; // - ... - c: -Inf
+                b[r * cols + 2] = largest(eb); // c = 0: below 2^128
+                b[r * cols + 3] = largest(eb - 1); // one exponent lower: no overflow
+            }
+            let c_edge = (((edge + 127) as u64) << 23) | 0x7f_ffff;
+            let c = [c_edge, c_edge | 0x8000_0000, 0, c_edge - (1 << 23)];
+            check_row(checked, &panel, (&a, &b, &c), "at the edge of overflow");
+        }
+    }
+
     #[test]
     fn only_the_arithmetic_panels_cover_has_one() {
         for (file, name, has) in [
