@@ -434,49 +434,21 @@ fn one_instruction_commands_check_that_instruction() {
     .unwrap();
     let spec = spec.to_str().unwrap();
     let k4 = "38,38,38,38"; // four 1.0 in e4m3
-    let good = mmac(&[
-        "run",
-        spec,
-        "--instr",
-        "good.f32.e4m3.e4m3.f32",
-        "--c",
-        "0",
-        "--a",
-        k4,
-        "--b",
-        k4,
-    ]);
+    let run = |name: &str| {
+        mmac(&[
+            "run", spec, "--instr", name, "--c", "0", "--a", k4, "--b", k4,
+        ])
+    };
+    let good = run("good.f32.e4m3.e4m3.f32");
     assert_eq!(good.status.code(), Some(0), "{}", stderr(&good));
     assert!(stdout(&good).starts_with("d=40800000"), "{}", stdout(&good)); // 4.0
     let check = mmac(&["check", spec]);
     assert_eq!(check.status.code(), Some(1));
     assert!(stderr(&check).contains("sideways"), "{}", stderr(&check));
-    let bad = mmac(&[
-        "run",
-        spec,
-        "--instr",
-        "bad.f32.e4m3.e4m3.f32",
-        "--c",
-        "0",
-        "--a",
-        k4,
-        "--b",
-        k4,
-    ]);
+    let bad = run("bad.f32.e4m3.e4m3.f32");
     assert_eq!(bad.status.code(), Some(1));
     assert_eq!(stderr(&bad), stderr(&check));
-    let typo = mmac(&[
-        "run",
-        spec,
-        "--instr",
-        "good.f32.e4m3.e4m3.f33",
-        "--c",
-        "0",
-        "--a",
-        k4,
-        "--b",
-        k4,
-    ]);
+    let typo = run("good.f32.e4m3.e4m3.f33");
     assert_eq!(typo.status.code(), Some(1), "{}", stderr(&typo));
     assert_eq!(stderr(&typo), stderr(&check));
 }
