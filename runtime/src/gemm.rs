@@ -535,13 +535,13 @@ impl<'a> Plan<'a> {
                 let Task { ti, j0, rows } = task;
                 let w = rows.first().map_or(0, |r| r.len());
                 let r0 = (first + ti) * tm;
-                let last = r0 + rows.len() - 1;
+                let end = r0 + rows.len();
                 let rows = rows.into_iter().enumerate().map(|(di, d)| {
                     let r = r0 + di;
                     // the next row's C ahead of its turn: a task reads a short run of
                     // each row of C (64 columns), too short for the processor to see the
                     // stream (measured: a tf32 GEMM with C took 1.4x as long as without)
-                    if let (Some(c), true) = (&self.p.c, r < last) {
+                    if let (Some(c), true) = (&self.p.c, r + 1 < end) {
                         let at = (r + 1) * n + j0;
                         prefetch(&c.data[at..at + w]);
                     }
