@@ -1077,10 +1077,9 @@ fn what_the_jit_refuses_runs_on_the_interpreter_with_a_note() {
         ]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(0), "{cmd}: {err}");
-        assert!(
-            err.contains("note: ") && err.contains("using the interpreter"),
-            "{err}"
-        );
+        // (once: found by a review, the deferred kernel's note came twice)
+        assert_eq!(err.matches("using the interpreter").count(), 1, "{err}");
+        assert!(err.contains("note: "), "{err}");
         let d = matrix::read(
             Path::new(&p("d.npy")),
             &checked.instruction().arithmetic.d,

@@ -177,7 +177,8 @@ impl<'a> Engine<'a> {
     /// (its panel, [`Engine::panel`], is compiled on its own): a GEMM that its panel
     /// computes whole never compiles the kernel (`mmac gemm`: 4 ms of a Hopper f16
     /// kernel). Whether the JIT refuses the instruction ([`Engine::fallback`]) is known
-    /// once the kernel is asked for.
+    /// once the kernel is asked for; the panel is compiled (and used) whether or not the
+    /// kernel would compile (it computes what the interpreter does).
     pub fn deferred(checked: Checked<'a>, choice: Choice) -> Engine<'a> {
         let route = match choice {
             Choice::Interp => Slot::Ready(Route::Interp(None)),

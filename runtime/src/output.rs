@@ -99,7 +99,9 @@ impl Output {
     /// gets that much disk before anything is written (its size stays what is written):
     /// a full disk is an error before any work, and the file system need not allocate the
     /// whole file when it is renamed over an older one (ext4 does, in the rename: a 16 MB
-    /// D replaced in 8-12 ms without, 1 ms with, docs/performance.md).
+    /// D replaced in 8-12 ms without, 1 ms with, docs/performance.md). Blocks reserved
+    /// beyond what is written stay the file's: say at most what will be written
+    /// ([`crate::matrix::npy_size`] never says more than a `.npy` takes).
     pub fn expecting(mut self, bytes: u64) -> Output {
         self.expected = Some(bytes);
         self

@@ -1323,8 +1323,9 @@ fn compile_kernel(
 }
 
 /// [`compile_kernel`], the dot function on a second thread while this one compiles the
-/// batch function (a thread that cannot start, or that panics, is compiled here or
-/// refused as the code generator's failure).
+/// batch function (a thread that cannot start: the dot function compiled here; one that
+/// panics: refused as the code generator's failure, or, where the batch function failed
+/// first, its panic passed on, as the compile one after the other would).
 fn compile_kernel_beside(
     isa: &dyn cranelift_codegen::isa::TargetIsa,
     k: &Pending,
