@@ -94,6 +94,26 @@ fn serve_reports_a_malformed_line_with_its_number() {
 
 /// A served library instruction is inferred end to end: exit 0, the spec written to -o
 /// checks and names the pipeline, the JSON report says verified.
+/// `mmac infer` of an f16 box with K = 16 (f32 c and d), verified on `verify` cases,
+/// writing `out`.
+fn infer_f16(exec: &str, verify: &str, out: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "infer",
+        "--exec",
+        exec,
+        "--types",
+        "a=f16,b=f16,c=f32,d=f32",
+        "--k",
+        "16",
+        "--verify",
+        verify,
+        "-o",
+        out,
+    ];
+    args.extend(extra);
+    mmac(&args)
+}
+
 #[test]
 fn infer_recovers_a_served_spec() {
     let dir = tempfile::TempDir::new().unwrap();
@@ -102,20 +122,7 @@ fn infer_recovers_a_served_spec() {
         "{} serve specs/hopper.mma --instr {HOPPER}",
         mmac_path().display()
     );
-    let out = mmac(&[
-        "infer",
-        "--exec",
-        &exec,
-        "--types",
-        "a=f16,b=f16,c=f32,d=f32",
-        "--k",
-        "16",
-        "--verify",
-        "4000",
-        "--json",
-        "-o",
-        out_path.to_str().unwrap(),
-    ]);
+    let out = infer_f16(&exec, "4000", out_path.to_str().unwrap(), &["--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["verified"], true);
@@ -214,7 +221,7 @@ fn infer_usage_errors() {
     // answers would shift); --verify takes 1 case or more (none would write a spec
     // verified on nothing). Found by a hostile run.
     let serve = format!(
-        "{} serve specs/hopper.mma --instr mma.m16n8k16.f32.f16.f16.f32",
+        "{} serve specs/hopper.mma --instr {HOPPER}",
         mmac_path().display()
     );
     for (exec, verify, want) in [
@@ -225,19 +232,7 @@ fn infer_usage_errors() {
         ),
         (serve.clone(), "0", "--verify"),
     ] {
-        let out = mmac(&[
-            "infer",
-            "--exec",
-            &exec,
-            "--types",
-            "a=f16,b=f16,c=f32,d=f32",
-            "--k",
-            "16",
-            "--verify",
-            verify,
-            "-o",
-            "/tmp/never-written.mma",
-        ]);
+        let out = infer_f16(&exec, verify, "/tmp/never-written.mma", &[]);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains(want), "{err}");
